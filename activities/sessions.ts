@@ -1,0 +1,141 @@
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Database, Harness, SessionRow } from '../db/database';
+import { claimViews, releaseNonStickyClaimsOfEndedSessions, type ClaimView } from '../db/claims';
+import { requireProject } from '../db/projects';
+import { requireLiveSession } from '../db/sessions';
+import { STICKY_KINDS } from '../domain/claimKinds';
+import { refusal } from '../domain/errors';
+
+export interface SessionView {
+  session_id: string;
+  actor_id: string;
+  project: string | null;
+  project_id: number | null;
+  machine_id: string | null;
+  harness: Harness;
+  offered_at: string;
+  heartbeat_at: string;
+  ended_at: string | null;
+  terminated_at: string | null;
+  end_reason: string | null;
+}
+
+export interface RegisterInput {
+  sessionId: string;
+  actorId: string;
+  project?: string;
+  machine?: string;
+  harness?: Harness;
+}
+
+export interface EndResult {
+  session: SessionView;
+  ended: boolean;
+  /** Non-sticky claims this end released. */
+  released_claims: ClaimView[];
+  /** C5: sticky claims (migration, QA host) survive the session's end. */
+  retained_sticky_claims: ClaimView[];
+  /** Live non-sticky claims that kept an `--if-claim-free` end from happening. */
+  blocking_claims: ClaimView[];
+}
+
+export function sessionActivities(deps: { db: Kysely<Database> }) {
+  const { db } = deps;
+
+  async function sessionView(sessionId: string, executor: Kysely<Database> = db): Promise<SessionView> {
+    const row = await executor.selectFrom('sessions as s').leftJoin('projects as p', 'p.project_id', 's.project_id')
+      .selectAll('s').select('p.name as project').where('s.session_id', '=', sessionId).executeTakeFirstOrThrow();
+    return toView(row);
+  }
+
+  async function registerSession(input: RegisterInput): Promise<{ session: SessionView; registered: boolean }> {
+    const project = input.project ? await requireProject(db, input.project) : undefined;
+    const inserted = await db.insertInto('sessions')
+      .values({
+        session_id: input.sessionId, actor_id: input.actorId, project_id: project?.project_id ?? null,
+        machine_id: input.machine ?? null, harness: input.harness ?? 'other',
+      })
+      .onConflict((oc) => oc.column('session_id').doNothing())
+      .returning('session_id').executeTakeFirst();
+    if (inserted) return { session: await sessionView(input.sessionId), registered: true };
+    // Registering again is a heartbeat with the same identity; a different actor is a conflict.
+    const existing = await requireLiveSession(db, input.sessionId);
+    if (existing.actor_id !== input.actorId) {
+      throw refusal('session_actor_conflict', `session ${input.sessionId} is registered to actor ${existing.actor_id}, not ${input.actorId}`, {
+        recovery: 'use a new session id for the other actor', details: { session_id: input.sessionId, actor_id: existing.actor_id },
+      });
+    }
+    await db.updateTable('sessions').set({
+      heartbeat_at: sql`now()`,
+      project_id: project?.project_id ?? existing.project_id,
+      machine_id: input.machine ?? existing.machine_id,
+      harness: input.harness ?? existing.harness,
+    }).where('session_id', '=', input.sessionId).execute();
+    return { session: await sessionView(input.sessionId), registered: false };
+  }
+
+  /** One heartbeat keeps the session and every claim bound to it alive (C1). */
+  async function heartbeatSession(input: { sessionId: string }): Promise<SessionView> {
+    await db.transaction().execute(async (trx) => {
+      await requireLiveSession(trx, input.sessionId);
+      await trx.updateTable('sessions').set({ heartbeat_at: sql`now()` }).where('session_id', '=', input.sessionId).execute();
+      await trx.updateTable('work_claims').set({ heartbeat_at: sql`now()` })
+        .where('session_id', '=', input.sessionId).where('released_at', 'is', null).execute();
+    });
+    return sessionView(input.sessionId);
+  }
+
+  /**
+   * Ends a session and releases its non-sticky claims (C5: sticky kinds are skipped).
+   * With `ifClaimFree`, the claim-free end check: the session ends only when it holds no live
+   * non-sticky claim; sticky holds never count against it.
+   */
+  async function endSession(input: { sessionId: string; ifClaimFree?: boolean; reason?: string }): Promise<EndResult> {
+    return db.transaction().execute(async (trx) => {
+      const session = await trx.selectFrom('sessions').selectAll().where('session_id', '=', input.sessionId).forUpdate().executeTakeFirst();
+      if (!session) {
+        throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
+          recovery: 'check the id with: yoke sessions list', details: { session_id: input.sessionId },
+        });
+      }
+      const live = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
+      const sticky = live.filter((c) => STICKY_KINDS.includes(c.target_kind));
+      const nonSticky = live.filter((c) => !STICKY_KINDS.includes(c.target_kind));
+      if (session.ended_at || session.terminated_at) {
+        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: [] };
+      }
+      if (input.ifClaimFree && nonSticky.length > 0) {
+        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: nonSticky };
+      }
+      await trx.updateTable('sessions').set({ ended_at: sql`now()`, end_reason: input.reason ?? 'session_end' })
+        .where('session_id', '=', input.sessionId).execute();
+      const releasedIds = await releaseNonStickyClaimsOfEndedSessions(trx, 'session_end', [input.sessionId]);
+      const released = await claimViews(trx, { claimIds: releasedIds });
+      return { session: await sessionView(input.sessionId, trx), ended: true, released_claims: released, retained_sticky_claims: sticky, blocking_claims: [] };
+    });
+  }
+
+  async function listSessions(input: { project?: string; activeOnly?: boolean }): Promise<SessionView[]> {
+    let q = db.selectFrom('sessions as s').leftJoin('projects as p', 'p.project_id', 's.project_id')
+      .selectAll('s').select('p.name as project').orderBy('s.offered_at');
+    if (input.project) q = q.where('s.project_id', '=', (await requireProject(db, input.project)).project_id);
+    if (input.activeOnly) q = q.where('s.ended_at', 'is', null).where('s.terminated_at', 'is', null);
+    return (await q.execute()).map(toView);
+  }
+
+  return { registerSession, heartbeatSession, endSession, listSessions };
+}
+
+function iso(d: Date | null): string | null {
+  return d ? d.toISOString() : null;
+}
+
+function toView(r: SessionRow & { project: string | null }): SessionView {
+  return {
+    session_id: r.session_id, actor_id: r.actor_id, project: r.project, project_id: r.project_id,
+    machine_id: r.machine_id, harness: r.harness, offered_at: r.offered_at.toISOString(),
+    heartbeat_at: r.heartbeat_at.toISOString(), ended_at: iso(r.ended_at), terminated_at: iso(r.terminated_at),
+    end_reason: r.end_reason,
+  };
+}

@@ -1,0 +1,64 @@
+import type { Kysely } from 'kysely';
+import { z } from 'zod';
+import type { Database } from '../db/database';
+import { usageError } from '../domain/errors';
+import { loadConfig, type YokeConfig } from '../workers/config';
+import { asYokeError } from './output';
+
+/** What every command runs with: the configuration and an open database. */
+export interface CommandContext {
+  config: YokeConfig;
+  db: Kysely<Database>;
+}
+
+let lastDatabaseUrl: string | undefined;
+
+export function databaseUrlInUse(): string | undefined {
+  return lastDatabaseUrl;
+}
+
+export async function withDb<T>(fn: (ctx: CommandContext) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  lastDatabaseUrl = config.databaseUrl;
+  const { createDb } = await import('../db/pool');
+  const db = createDb(config.databaseUrl, { max: 2 });
+  try {
+    return await fn({ config, db });
+  } catch (err) {
+    throw asYokeError(err, config.databaseUrl);
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** The acting session: --session S, else YOKE_SESSION_ID. */
+export function actingSession(opts: { session?: string }): string {
+  const id = opts.session ?? process.env.YOKE_SESSION_ID;
+  if (!id) {
+    throw usageError('session_required', 'this command acts as a session, and none was given', {
+      recovery: 'pass --session S or set YOKE_SESSION_ID (register one with: yoke sessions register --session S --actor A)',
+    });
+  }
+  return id;
+}
+
+/** C11: commands run from an agent hook are marked so; operator releases refuse there. */
+export function inHookContext(): boolean {
+  const v = process.env.YOKE_HOOK_CONTEXT;
+  return v !== undefined && v !== '' && v !== '0' && v.toLowerCase() !== 'false';
+}
+
+/** Parses options with zod, turning the first problem into a usage error naming the flag. */
+export function parseOptions<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const flag = issue.path.length ? `--${String(issue.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : 'input';
+  throw usageError('invalid_argument', `${flag}: ${issue.message}`, {
+    recovery: 'correct the value (see --help for the command)',
+    details: { option: flag },
+  });
+}
+
+export const claimIdSchema = z.coerce.number().int().positive().max(2_147_483_647);
+export const nonEmpty = z.string().trim().min(1);

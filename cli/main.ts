@@ -1,0 +1,50 @@
+import { Command, CommanderError } from 'commander';
+import { usageError } from '../domain/errors';
+import { registerAdmin } from './commands/admin';
+import { registerClaims } from './commands/claims';
+import { registerCoordinationClaim } from './commands/coordinationClaim';
+import { registerProjects } from './commands/projects';
+import { registerSessions } from './commands/sessions';
+import { databaseUrlInUse } from './context';
+import { asYokeError, report } from './output';
+
+const json = process.argv.includes('--json');
+
+function buildProgram(): Command {
+  const program = new Command('yoke')
+    .description('coordination claims, test-machine waiting lines and deployment runs for humans and coding agents')
+    .version(require('../../package.json').version as string)
+    .showSuggestionAfterError(true);
+  registerProjects(program);
+  registerSessions(program);
+  registerClaims(program);
+  registerCoordinationClaim(program);
+  registerAdmin(program);
+  // Usage errors go through the same reporter as refusals, so --json callers get JSON.
+  const quiet = (cmd: Command): void => {
+    cmd.exitOverride().configureOutput({ outputError: () => undefined });
+    cmd.commands.forEach(quiet);
+  };
+  quiet(program);
+  return program;
+}
+
+async function main(): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(process.argv);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      const message = err.message.replace(/^error: /, '');
+      return report(usageError('usage', message, { recovery: 'see `yoke --help` or `yoke <command> --help`', details: { commander_code: err.code } }), json);
+    }
+    if (process.env.YOKE_DEBUG) console.error(err);
+    return report(asYokeError(err, databaseUrlInUse()), json);
+  }
+}
+
+main().then((code) => {
+  process.exitCode = code;
+});

@@ -1,0 +1,76 @@
+import { EXIT_CODES, YokeError, unreachable, usageError } from '../domain/errors';
+
+/** Prints a result: JSON on stdout with --json, else the human rendering. */
+export function emit(json: boolean, data: unknown, human: () => string): void {
+  process.stdout.write(json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
+}
+
+export function warn(json: boolean, line: string): void {
+  if (!json) process.stderr.write(`${line}\n`);
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET', 'EAI_AGAIN']);
+// Postgres SQLSTATEs meaning "this database is not there for you right now".
+const UNAVAILABLE_SQLSTATES = new Set(['3D000', '57P01', '57P03', '08001', '08006', '28000', '28P01']);
+
+function networkCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { code?: unknown; errors?: unknown[]; message?: unknown };
+  if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return e.code;
+  if (Array.isArray(e.errors)) return e.errors.map(networkCode).find((c) => c !== undefined);
+  if (typeof e.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/i.test(e.message)) return 'ETIMEDOUT';
+  return undefined;
+}
+
+/** Turns whatever went wrong into the one YokeError shape the CLI prints. */
+export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
+  if (err instanceof YokeError) return err;
+  const where = databaseUrl ? redact(databaseUrl) : 'the configured database';
+  const code = (err as { code?: unknown })?.code;
+  if (networkCode(err) || (typeof code === 'string' && UNAVAILABLE_SQLSTATES.has(code))) {
+    return unreachable('postgres_unreachable', `cannot reach Postgres at ${where}: ${(err as Error).message || networkCode(err)}`, {
+      recovery: 'start the local stack with `npm start`, or point DATABASE_URL at a reachable Postgres 14+',
+      details: { database: where },
+    });
+  }
+  if (code === '42P01') {
+    return unreachable('database_not_migrated', `Postgres at ${where} has no yoke schema (${(err as Error).message})`, {
+      recovery: 'run `yoke db migrate` (or `npm start`, which migrates)',
+      details: { database: where },
+    });
+  }
+  if (err && typeof err === 'object' && 'issues' in err && Array.isArray((err as { issues: unknown }).issues)) {
+    const issue = (err as { issues: { path: PropertyKey[]; message: string }[] }).issues[0];
+    return usageError('invalid_argument', `${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, { recovery: 'see --help' });
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return new YokeError('refusal', 'internal_error', message, 'this is a bug in yoke; re-run with YOKE_DEBUG=1 and report the stack trace', {});
+}
+
+export function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable DATABASE_URL)';
+  }
+}
+
+/** Prints the error on stderr and returns the documented exit status. */
+export function report(err: YokeError, json: boolean): number {
+  if (json) {
+    process.stderr.write(`${JSON.stringify({ error: err.toJSON() })}\n`);
+  } else {
+    process.stderr.write(`${err.code}: ${err.message}\nrecovery: ${err.recovery}\n`);
+  }
+  return EXIT_CODES[err.kind];
+}
+
+/** A plain table: one header row, columns padded to their widest cell. */
+export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {
+  if (rows.length === 0) return '(none)';
+  const cells = [headers, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}

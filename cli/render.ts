@@ -1,0 +1,21 @@
+import type { ClaimView } from '../db/claims';
+import { table } from './output';
+
+/** How claims read in a terminal: one row each, the operator key or target first. */
+export function claimTarget(c: ClaimView): string {
+  if (c.key) return c.key;
+  if (c.target_kind === 'steering') return `steering ${c.project ?? ''}`.trim();
+  if (c.target_kind === 'item') return c.item ?? `item ${c.item_id}`;
+  return `${c.target_kind}:${JSON.stringify(c.scope)}`;
+}
+
+export function claimsTable(claims: ClaimView[]): string {
+  return table(
+    ['CLAIM', 'TARGET', 'KIND', 'PROJECT', 'ITEM', 'SESSION', 'CLAIMED', 'RELEASED', 'REASON'],
+    claims.map((c) => [c.claim_id, claimTarget(c), c.target_kind + (c.sticky ? ' (sticky)' : ''), c.project, c.item, c.session_id, c.claimed_at, c.released_at, c.release_reason]),
+  );
+}
+
+export function claimLine(verb: string, c: ClaimView): string {
+  return `${verb} claim ${c.claim_id}: ${claimTarget(c)} (${c.target_kind}${c.sticky ? ', sticky' : ''}) held by session ${c.session_id} since ${c.claimed_at}`;
+}

@@ -1,0 +1,62 @@
+import { refusal } from '../domain/errors';
+import { formatItemRef, type ItemRef } from '../domain/itemRef';
+import type { ProjectRow } from './database';
+import type { Executor } from './pool';
+
+export async function projectByName(db: Executor, name: string): Promise<ProjectRow | undefined> {
+  return db.selectFrom('projects').selectAll().where('name', '=', name).executeTakeFirst();
+}
+
+export async function requireProject(db: Executor, name: string): Promise<ProjectRow> {
+  const project = await projectByName(db, name);
+  if (!project) {
+    throw refusal('project_not_found', `project "${name}" does not exist`, {
+      recovery: `create it with: yoke projects create ${name}`,
+      details: { project: name },
+    });
+  }
+  return project;
+}
+
+export async function hasPermission(db: Executor, projectId: number, actorId: string, permission: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('project_grants')
+    .select('actor_id')
+    .where('project_id', '=', projectId)
+    .where('actor_id', '=', actorId)
+    .where('permission', '=', permission)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export interface ItemHandle {
+  item_id: number;
+  project_id: number;
+  item: string;
+}
+
+/**
+ * Backlog items are named PREFIX-N; the prefix names the project. An item is recorded the
+ * first time a claim names it, so teams need not mirror their backlog before claiming.
+ */
+export async function ensureItem(db: Executor, ref: ItemRef): Promise<ItemHandle> {
+  const project = await db.selectFrom('projects').selectAll().where('item_prefix', '=', ref.prefix).executeTakeFirst();
+  if (!project) {
+    throw refusal('item_prefix_unknown', `no project uses the item prefix "${ref.prefix}" (item ${formatItemRef(ref)})`, {
+      recovery: `create the project with that prefix: yoke projects create NAME --prefix ${ref.prefix}`,
+      details: { item: formatItemRef(ref) },
+    });
+  }
+  await db
+    .insertInto('backlog_items')
+    .values({ project_id: project.project_id, number: ref.number })
+    .onConflict((oc) => oc.columns(['project_id', 'number']).doNothing())
+    .execute();
+  const row = await db
+    .selectFrom('backlog_items')
+    .select(['item_id', 'project_id'])
+    .where('project_id', '=', project.project_id)
+    .where('number', '=', ref.number)
+    .executeTakeFirstOrThrow();
+  return { ...row, item: formatItemRef(ref) };
+}

@@ -1,0 +1,82 @@
+import { usageError } from './errors';
+import type { TargetKind } from './claimKinds';
+
+/**
+ * C6: each coordination claim is addressed by one operator key.
+ *   LIVE_DB_MIGRATION:<model>      migration_serialization (needs a project and an owning item)
+ *   QA_HOST:<machine>              qa_admission (machine-scoped, no project)
+ *   ROUTE_QUALIFICATION:<grant>    route_qualification, the qualification grant token
+ *                                  (ROUTE_GRANT:<grant> is accepted as an alias)
+ *   DEPLOY:<anything>              the retired deploy_serialization lock (C12)
+ */
+export type OperatorKey =
+  | { kind: 'migration_serialization'; key: string; model: string }
+  | { kind: 'qa_admission'; key: string; testMachine: string }
+  | { kind: 'route_qualification'; key: string; grantKey: string }
+  | { kind: 'deploy_serialization'; key: string; target: string };
+
+const PREFIXES: Record<string, OperatorKey['kind']> = {
+  LIVE_DB_MIGRATION: 'migration_serialization',
+  QA_HOST: 'qa_admission',
+  ROUTE_QUALIFICATION: 'route_qualification',
+  ROUTE_GRANT: 'route_qualification',
+  DEPLOY: 'deploy_serialization',
+};
+
+const CANONICAL_PREFIX: Record<OperatorKey['kind'], string> = {
+  migration_serialization: 'LIVE_DB_MIGRATION',
+  qa_admission: 'QA_HOST',
+  route_qualification: 'ROUTE_QUALIFICATION',
+  deploy_serialization: 'DEPLOY',
+};
+
+/** Names inside keys: a machine name, a model name, a grant token. */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$/;
+
+const KEY_FORMS = 'LIVE_DB_MIGRATION:<model>, QA_HOST:<machine>, ROUTE_QUALIFICATION:<grant>';
+
+export function parseOperatorKey(raw: string): OperatorKey {
+  const colon = raw.indexOf(':');
+  const prefix = colon > 0 ? raw.slice(0, colon).toUpperCase() : '';
+  const name = colon > 0 ? raw.slice(colon + 1) : '';
+  const kind = PREFIXES[prefix];
+  if (!kind) {
+    throw usageError('invalid_operator_key', `operator key "${raw}" has no known prefix`, {
+      recovery: `use one of ${KEY_FORMS}`,
+      details: { key: raw },
+    });
+  }
+  if (!NAME.test(name)) {
+    throw usageError('invalid_operator_key', `operator key "${raw}" has an empty or malformed name after "${prefix}:"`, {
+      recovery: `name the resource with letters, digits and . _ : / @ - (for example ${CANONICAL_PREFIX[kind]}:lab-mac-1)`,
+      details: { key: raw },
+    });
+  }
+  const key = `${CANONICAL_PREFIX[kind]}:${name}`;
+  switch (kind) {
+    case 'migration_serialization':
+      return { kind, key, model: name };
+    case 'qa_admission':
+      return { kind, key, testMachine: name };
+    case 'route_qualification':
+      return { kind, key, grantKey: name };
+    case 'deploy_serialization':
+      return { kind, key, target: name };
+  }
+}
+
+/** The operator key of a stored claim, or null for work kinds (items, steering, ...). */
+export function operatorKeyOf(kind: TargetKind, scope: Record<string, unknown>): string | null {
+  switch (kind) {
+    case 'migration_serialization':
+      return `LIVE_DB_MIGRATION:${String(scope.model)}`;
+    case 'qa_admission':
+      return `QA_HOST:${String(scope.test_machine)}`;
+    case 'route_qualification':
+      return `ROUTE_QUALIFICATION:${String(scope.grant_key)}`;
+    case 'deploy_serialization':
+      return `DEPLOY:${String(scope.target ?? scope.project_id)}`;
+    default:
+      return null;
+  }
+}

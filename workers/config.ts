@@ -1,0 +1,112 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { z } from 'zod';
+import { usageError } from '../domain/errors';
+
+/**
+ * Configuration, parsed once at the edge (DESIGN.md principle 5). Environment variables
+ * select real deployments; with nothing set, the values `npm start` recorded in
+ * `.yoke/services.json` are used, then the local defaults.
+ */
+const Env = z.object({
+  DATABASE_URL: z.string().url().optional(),
+  TEMPORAL_ADDRESS: z.string().min(1).optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_API_KEY: z.string().min(1).optional(),
+  TEMPORAL_TLS: z.enum(['0', '1', 'true', 'false']).optional(),
+  TEMPORAL_TLS_CERT: z.string().min(1).optional(),
+  TEMPORAL_TLS_KEY: z.string().min(1).optional(),
+  TEMPORAL_TLS_CA: z.string().min(1).optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().min(1).optional(),
+  YOKE_HOME: z.string().min(1).optional(),
+  YOKE_TASK_QUEUE: z.string().min(1).default('yoke'),
+  YOKE_SESSION_STALE_AFTER_SECONDS: z.coerce.number().positive().default(900),
+  YOKE_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+});
+
+const Recorded = z.object({
+  databaseUrl: z.string().optional(),
+  temporalAddress: z.string().optional(),
+  temporalNamespace: z.string().optional(),
+}).partial();
+
+export interface TlsFiles {
+  cert?: string;
+  key?: string;
+  ca?: string;
+  serverName?: string;
+}
+
+export interface YokeConfig {
+  home: string;
+  databaseUrl: string;
+  temporal: {
+    address: string;
+    namespace: string;
+    apiKey?: string;
+    /** false: plaintext (the dev server); true or files: TLS (a real cluster, Temporal Cloud). */
+    tls: false | true | TlsFiles;
+  };
+  taskQueue: string;
+  staleAfterMs: number;
+  sweepIntervalMs: number;
+}
+
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/yoke';
+export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
+
+/** The repository root: the nearest folder above this file holding package.json. */
+export function projectRoot(from: string = __dirname): string {
+  let dir = resolve(from);
+  while (!existsSync(join(dir, 'package.json'))) {
+    const parent = dirname(dir);
+    if (parent === dir) return process.cwd();
+    dir = parent;
+  }
+  return dir;
+}
+
+export function yokeHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.YOKE_HOME ? resolve(env.YOKE_HOME) : join(projectRoot(), '.yoke');
+}
+
+export function servicesFile(home: string): string {
+  return join(home, 'services.json');
+}
+
+function readRecorded(home: string): z.infer<typeof Recorded> {
+  const file = servicesFile(home);
+  if (!existsSync(file)) return {};
+  const parsed = Recorded.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  return parsed.success ? parsed.data : {};
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw usageError('invalid_configuration', `environment variable ${issue.path.join('.')} is invalid: ${issue.message}`, {
+      recovery: 'fix or unset it (see README, Configuration)',
+      details: { variable: issue.path.join('.') },
+    });
+  }
+  const e = parsed.data;
+  const home = e.YOKE_HOME ? resolve(e.YOKE_HOME) : join(projectRoot(), '.yoke');
+  const recorded = readRecorded(home);
+  const files: TlsFiles = { cert: e.TEMPORAL_TLS_CERT, key: e.TEMPORAL_TLS_KEY, ca: e.TEMPORAL_TLS_CA, serverName: e.TEMPORAL_TLS_SERVER_NAME };
+  const hasFiles = Object.values(files).some((v) => v !== undefined);
+  const tlsOn = e.TEMPORAL_TLS === '1' || e.TEMPORAL_TLS === 'true' || e.TEMPORAL_API_KEY !== undefined;
+  return {
+    home,
+    databaseUrl: e.DATABASE_URL ?? recorded.databaseUrl ?? DEFAULT_DATABASE_URL,
+    temporal: {
+      address: e.TEMPORAL_ADDRESS ?? recorded.temporalAddress ?? DEFAULT_TEMPORAL_ADDRESS,
+      namespace: env.TEMPORAL_NAMESPACE ? e.TEMPORAL_NAMESPACE : (recorded.temporalNamespace ?? e.TEMPORAL_NAMESPACE),
+      apiKey: e.TEMPORAL_API_KEY,
+      tls: hasFiles ? files : tlsOn,
+    },
+    taskQueue: e.YOKE_TASK_QUEUE,
+    staleAfterMs: e.YOKE_SESSION_STALE_AFTER_SECONDS * 1000,
+    sweepIntervalMs: e.YOKE_SWEEP_INTERVAL_SECONDS * 1000,
+  };
+}

@@ -1,0 +1,45 @@
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createDb } from '../db/pool';
+import { migrateToLatest } from '../db/migrate';
+import { createActivities } from './activities';
+import { loadConfig } from './config';
+import { ensureSweepSchedule } from './schedules';
+import { temporalConnectOptions } from './temporalConnection';
+
+/**
+ * The yoke worker: runs every workflow and activity on the configured task queue, and keeps
+ * the sweep schedule in place. Run as many as you like against one cluster; they share the
+ * task queue.
+ */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const db = createDb(config.databaseUrl);
+  await migrateToLatest(db);
+  const connectOptions = temporalConnectOptions(config.temporal);
+  const connection = await NativeConnection.connect(connectOptions);
+  const clientConnection = await Connection.connect(connectOptions);
+  const client = new Client({ connection: clientConnection, namespace: config.temporal.namespace });
+  await ensureSweepSchedule(client, { taskQueue: config.taskQueue, intervalMs: config.sweepIntervalMs, staleAfterMs: config.staleAfterMs });
+
+  const worker = await Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: config.taskQueue,
+    workflowsPath: require.resolve('../workflows'),
+    activities: createActivities({ db }),
+  });
+  console.log(`yoke worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`);
+  try {
+    await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks finish
+  } finally {
+    await clientConnection.close();
+    await connection.close();
+    await db.destroy();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

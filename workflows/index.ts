@@ -1,0 +1,2 @@
+// Every workflow the yoke worker runs; the worker bundles this file.
+export { staleSessionSweep } from './sweep';
