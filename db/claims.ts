@@ -139,7 +139,7 @@ export async function releaseClaim(db: Executor, claimId: number, mark: ReleaseM
   await db
     .updateTable('work_claims')
     .set({
-      released_at: sql`now()`,
+      released_at: sql`clock_timestamp()`,
       release_reason: mark.reason,
       released_by_session_id: mark.bySessionId,
       released_by_actor_id: mark.byActorId,
@@ -160,7 +160,7 @@ export async function releaseNonStickyClaimsOfEndedSessions(
 ): Promise<number[]> {
   let q = db
     .updateTable('work_claims')
-    .set({ released_at: sql`now()`, release_reason: reason })
+    .set({ released_at: sql`clock_timestamp()`, release_reason: reason })
     .where('released_at', 'is', null)
     .where('target_kind', 'not in', STICKY_KINDS)
     .where('session_id', 'in', (s) =>

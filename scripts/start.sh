@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# npm start: install if needed, build, bring up Postgres + the Temporal dev server (or reuse
+# them), then run a worker in the foreground. Ctrl-C stops the worker and what this run started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+owner="start-$$"
+stop_started() { node dist/scripts/services.js down --owner "$owner" || true; }
+trap stop_started EXIT
+node dist/scripts/services.js up --owner "$owner"
+ui=$(node -e 'const s=require("./.yoke/services.json");process.stdout.write(String(s.webUi||""))')
+addr=$(node -e 'const s=require("./.yoke/services.json");process.stdout.write(s.temporalAddress)')
+cat <<MSG
+
+yoke is up.
+  Temporal:   ${addr}${ui:+   Web UI: ${ui}}
+  Postgres:   see .yoke/services.json (DATABASE_URL overrides)
+  CLI:        ./bin/yoke --help      (or: npm link, then yoke --help)
+  Try:        ./bin/yoke projects create demo
+              ./bin/yoke sessions register --session s1 --actor me --project demo
+              ./bin/yoke coordination-claim acquire --key QA_HOST:lab-1 --session s1
+              ./bin/yoke coordination-claim list --active-only --json
+  Stop:       Ctrl-C here, or npm stop
+
+MSG
+node dist/workers/main.js &
+worker=$!
+trap 'kill -TERM $worker 2>/dev/null; wait $worker; stop_started' INT TERM
+wait $worker

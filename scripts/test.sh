@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# npm test: install and build if needed, type-check, then jest. Jest's global setup brings up
+# Postgres (local, DATABASE_URL or embedded) and a Temporal dev server for the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+npx tsc --noEmit -p tsconfig.json
+npx jest "$@"

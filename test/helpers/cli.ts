@@ -1,0 +1,35 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { projectRoot } from '../../workers/config';
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const BIN = join(projectRoot(__dirname), 'bin', 'yoke');
+const HOME = mkdtempSync(join(tmpdir(), 'yoke-cli-'));
+
+/** Runs the built `yoke` binary against a test database, the way a user would. */
+export function yoke(databaseUrl: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], {
+      env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, YOKE_HOME: HOME, ...env },
+    }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export function json<T = any>(r: CliResult): T {
+  return JSON.parse(r.stdout) as T;
+}
+
+/** The JSON error object a --json command writes on stderr. */
+export function jsonError(r: CliResult): { code: string; message: string; recovery: string; details: Record<string, unknown> } {
+  return JSON.parse(r.stderr.trim().split('\n').pop()!).error;
+}

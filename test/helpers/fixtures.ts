@@ -1,0 +1,43 @@
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Database } from '../../db/database';
+import { claimActivities } from '../../activities/claims';
+import { projectActivities } from '../../activities/projects';
+import { sessionActivities } from '../../activities/sessions';
+import { sweepActivities } from '../../activities/sweep';
+import { YokeError } from '../../domain/errors';
+
+/** The activities under test, over one database. */
+export function services(db: Kysely<Database>) {
+  return { ...claimActivities({ db }), ...projectActivities({ db }), ...sessionActivities({ db }), ...sweepActivities({ db }) };
+}
+
+export type Services = ReturnType<typeof services>;
+
+/** Two projects, an operator with a steering seat and claims.release on `web`, and two workers. */
+export async function seedLab(s: Services) {
+  await s.createProject({ name: 'web', itemPrefix: 'WEB' });
+  await s.createProject({ name: 'api', itemPrefix: 'API' });
+  await s.grantPermission({ project: 'web', actor: 'ops', permission: 'claims.release' });
+  await s.registerSession({ sessionId: 'op', actorId: 'ops', project: 'web' });
+  await s.takeSteeringSeat({ sessionId: 'op', project: 'web' });
+  await s.registerSession({ sessionId: 'w1', actorId: 'alice', project: 'web' });
+  await s.registerSession({ sessionId: 'w2', actorId: 'bob', project: 'web' });
+  await s.registerSession({ sessionId: 'a1', actorId: 'carol', project: 'api' });
+}
+
+/** Awaits a promise expected to be refused and returns the refusal. */
+export async function refusalOf(p: Promise<unknown>): Promise<YokeError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof YokeError) return err;
+    throw err;
+  }
+  throw new Error('expected a refusal, but the call succeeded');
+}
+
+/** Moves a session's heartbeat into the past, as if it had gone quiet that long ago. */
+export async function ageSession(db: Kysely<Database>, sessionId: string, seconds: number): Promise<void> {
+  await db.updateTable('sessions').set({ heartbeat_at: sql`now() - make_interval(secs => ${seconds})` }).where('session_id', '=', sessionId).execute();
+}
