@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { Database, ClaimRow } from '../db/database';
 import {
-  claimView, claimViews, heartbeatClaim, insertClaim, liveHolder, lockClaim, releaseClaim,
+  claimView, claimViews, heartbeatClaim, insertClaimView, liveHolder, lockClaim, releaseClaim, releaseOwnClaimView,
   type ClaimView, type NewClaimInput,
 } from '../db/claims';
 import { recordEvent } from '../db/events';
@@ -67,21 +67,25 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
   const { db } = deps;
 
   /**
-   * Inserts the claim or, when its unit is held, decides between re-entry and refusal.
-   * The unique partial index is the judge (C3); the holder read only explains a loss.
+   * Takes the claim in one statement when its unit is free; otherwise decides, in a short
+   * transaction, between re-entry and a refusal naming the holder. The unique partial index
+   * is the judge (C3); the holder read only explains a loss.
    */
-  async function take(trx: Transaction<Database>, wanted: Wanted, claim: NewClaimInput, mayReenter: (h: ClaimRow) => boolean): Promise<AcquireResult> {
+  async function take(wanted: Wanted, claim: NewClaimInput, mayReenter: (h: ClaimRow) => boolean): Promise<AcquireResult> {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const inserted = await insertClaim(trx, claim);
-      if (inserted) return { claim: await claimView(trx, inserted.claim_id), reentered: false };
-      const holder = await liveHolder(trx, claim);
-      if (!holder) continue; // released between our insert and our read: try the insert again
-      if (mayReenter(holder)) {
-        await heartbeatClaim(trx, holder.claim_id);
-        return { claim: await claimView(trx, holder.claim_id), reentered: true };
-      }
-      const view = await claimView(trx, holder.claim_id);
-      throw heldRefusal(wanted, view);
+      const fresh = await insertClaimView(db, claim);
+      if (fresh) return { claim: fresh, reentered: false };
+      const outcome = await db.transaction().execute(async (trx) => {
+        await requireLiveSession(trx, claim.session_id);
+        const holder = await liveHolder(trx, claim);
+        if (!holder) return undefined; // released since our insert: try it again
+        if (mayReenter(holder)) {
+          await heartbeatClaim(trx, holder.claim_id);
+          return { claim: await claimView(trx, holder.claim_id), reentered: true };
+        }
+        throw heldRefusal(wanted, await claimView(trx, holder.claim_id));
+      });
+      if (outcome) return outcome;
     }
     throw refusal('claim_contended', `${wanted.label} changed hands three times while being taken`, {
       recovery: 'run the same command again',
@@ -92,87 +96,78 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
   async function acquireCoordinationClaim(input: AcquireCoordinationInput): Promise<AcquireResult> {
     const key = parseOperatorKey(input.key);
     if (key.kind === 'deploy_serialization') throw deployLockRetired(key.key);
-    return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const wanted: Wanted = { kind: key.kind, label: key.key, key: key.key, project: input.project ?? null };
-      const sameSession = (h: ClaimRow) => h.session_id === session.session_id;
-      switch (key.kind) {
-        case 'qa_admission': {
-          // C2/C3: a physical machine is one resource whichever project drives it; the project
-          // is recorded only to find the holder's project for an operator release (C8).
-          const project = input.project ? await requireProject(trx, input.project) : undefined;
-          const claim: NewClaimInput = {
-            target_kind: 'qa_admission', scope: { test_machine: key.testMachine }, key: key.key,
-            project_id: project?.project_id ?? session.project_id, item_id: null, session_id: session.session_id,
-          };
-          return take(trx, wanted, claim, sameSession);
-        }
-        case 'migration_serialization': {
-          if (!input.project || !input.item) {
-            throw usageError('migration_owner_required', `${key.key} needs --project P and the owning --item PREFIX-N`, {
-              recovery: `yoke coordination-claim acquire --key ${key.key} --project P --item PREFIX-N`,
-              details: { key: key.key },
-            });
-          }
-          const project = await requireProject(trx, input.project);
-          const item = await ensureItem(trx, parseItemRef(input.item));
-          if (item.project_id !== project.project_id) {
-            throw refusal('item_outside_project', `item ${item.item} does not belong to project ${project.name}`, {
-              recovery: `name an item of ${project.name} (prefix ${project.item_prefix}-N)`,
-              details: { item: item.item, project: project.name },
-            });
-          }
-          const claim: NewClaimInput = {
-            target_kind: 'migration_serialization',
-            scope: { project_id: project.project_id, model: key.model, item_id: item.item_id },
-            key: key.key, project_id: project.project_id, item_id: item.item_id, session_id: session.session_id,
-          };
-          // C4: the owning item re-enters and heartbeats its hold; any other item is refused.
-          return take(trx, wanted, claim, (h) => h.item_id === item.item_id);
-        }
-        case 'route_qualification': {
-          if (!input.project) {
-            throw usageError('project_required', `${key.key} is a per-project grant and needs --project P`, {
-              recovery: `yoke coordination-claim acquire --key ${key.key} --project P`,
-              details: { key: key.key },
-            });
-          }
-          const project = await requireProject(trx, input.project);
-          const claim: NewClaimInput = {
-            target_kind: 'route_qualification', scope: { project_id: project.project_id, grant_key: key.grantKey },
-            key: key.key, project_id: project.project_id, item_id: null, session_id: session.session_id,
-          };
-          return take(trx, wanted, claim, sameSession);
-        }
+    const wanted: Wanted = { kind: key.kind, label: key.key, key: key.key, project: input.project ?? null };
+    const sameSession = (h: ClaimRow) => h.session_id === input.sessionId;
+    switch (key.kind) {
+      case 'qa_admission': {
+        // C2/C3: a physical machine is one resource whichever project drives it; the project
+        // is recorded only to find the holder's project for an operator release (C8).
+        const project = input.project ? await requireProject(db, input.project) : undefined;
+        const claim: NewClaimInput = {
+          target_kind: 'qa_admission', scope: { test_machine: key.testMachine }, key: key.key,
+          project_id: project?.project_id ?? null, item_id: null, session_id: input.sessionId,
+        };
+        return take(wanted, claim, sameSession);
       }
-    });
+      case 'migration_serialization': {
+        if (!input.project || !input.item) {
+          throw usageError('migration_owner_required', `${key.key} needs --project P and the owning --item PREFIX-N`, {
+            recovery: `yoke coordination-claim acquire --key ${key.key} --project P --item PREFIX-N`,
+            details: { key: key.key },
+          });
+        }
+        const project = await requireProject(db, input.project);
+        const item = await ensureItem(db, parseItemRef(input.item));
+        if (item.project_id !== project.project_id) {
+          throw refusal('item_outside_project', `item ${item.item} does not belong to project ${project.name}`, {
+            recovery: `name an item of ${project.name} (prefix ${project.item_prefix}-N)`,
+            details: { item: item.item, project: project.name },
+          });
+        }
+        const claim: NewClaimInput = {
+          target_kind: 'migration_serialization',
+          scope: { project_id: project.project_id, model: key.model, item_id: item.item_id },
+          key: key.key, project_id: project.project_id, item_id: item.item_id, session_id: input.sessionId,
+        };
+        // C4: the owning item re-enters and heartbeats its hold; any other item is refused.
+        return take(wanted, claim, (h) => h.item_id === item.item_id);
+      }
+      case 'route_qualification': {
+        if (!input.project) {
+          throw usageError('project_required', `${key.key} is a per-project grant and needs --project P`, {
+            recovery: `yoke coordination-claim acquire --key ${key.key} --project P`,
+            details: { key: key.key },
+          });
+        }
+        const project = await requireProject(db, input.project);
+        const claim: NewClaimInput = {
+          target_kind: 'route_qualification', scope: { project_id: project.project_id, grant_key: key.grantKey },
+          key: key.key, project_id: project.project_id, item_id: null, session_id: input.sessionId,
+        };
+        return take(wanted, claim, sameSession);
+      }
+    }
   }
 
   async function takeSteeringSeat(input: { sessionId: string; project: string }): Promise<AcquireResult> {
-    return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const project = await requireProject(trx, input.project);
-      const claim: NewClaimInput = {
-        target_kind: 'steering', scope: { project_id: project.project_id }, key: null,
-        project_id: project.project_id, item_id: null, session_id: session.session_id,
-      };
-      const wanted: Wanted = { kind: 'steering', label: `the steering seat of ${project.name}`, key: null, project: project.name };
-      return take(trx, wanted, claim, (h) => h.session_id === session.session_id);
-    });
+    const project = await requireProject(db, input.project);
+    const claim: NewClaimInput = {
+      target_kind: 'steering', scope: { project_id: project.project_id }, key: null,
+      project_id: project.project_id, item_id: null, session_id: input.sessionId,
+    };
+    const wanted: Wanted = { kind: 'steering', label: `the steering seat of ${project.name}`, key: null, project: project.name };
+    return take(wanted, claim, (h) => h.session_id === input.sessionId);
   }
 
   async function takeItem(input: { sessionId: string; item: string }): Promise<AcquireResult> {
     const ref = parseItemRef(input.item);
-    return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const item = await ensureItem(trx, ref);
-      const claim: NewClaimInput = {
-        target_kind: 'item', scope: { item_id: item.item_id }, key: null,
-        project_id: item.project_id, item_id: item.item_id, session_id: session.session_id,
-      };
-      const wanted: Wanted = { kind: 'item', label: `item ${item.item}`, key: null, project: null };
-      return take(trx, wanted, claim, (h) => h.session_id === session.session_id);
-    });
+    const item = await ensureItem(db, ref);
+    const claim: NewClaimInput = {
+      target_kind: 'item', scope: { item_id: item.item_id }, key: null,
+      project_id: item.project_id, item_id: item.item_id, session_id: input.sessionId,
+    };
+    const wanted: Wanted = { kind: 'item', label: `item ${item.item}`, key: null, project: null };
+    return take(wanted, claim, (h) => h.session_id === input.sessionId);
   }
 
   /** Releases the acting session's own live claim found by `find`; refuses when there is none. */
@@ -338,6 +333,8 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
    */
   async function releaseWorkClaim(input: WorkReleaseInput): Promise<ReleaseResult> {
     const reason = requireReason(input.reason);
+    const own = await releaseOwnClaimView(db, input.claimId, input.actingSessionId, reason);
+    if (own) return { claim: own, operator_event_id: null };
     return db.transaction().execute(async (trx) => {
       const claim = await lockClaim(trx, input.claimId);
       if (!claim) throw claimNotFound(input.claimId);

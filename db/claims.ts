@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { ClaimRow, ClaimScope } from './database';
 import type { Executor } from './pool';
 import type { TargetKind } from '../domain/claimKinds';
@@ -34,34 +34,49 @@ export interface ClaimFilter {
   activeOnly?: boolean;
 }
 
-export async function claimViews(db: Executor, filter: ClaimFilter): Promise<ClaimView[]> {
-  let q = db
-    .selectFrom('work_claims as c')
-    .innerJoin('sessions as s', 's.session_id', 'c.session_id')
-    .leftJoin('backlog_items as i', 'i.item_id', 'c.item_id')
-    .leftJoin('projects as ip', 'ip.project_id', 'i.project_id')
-    .leftJoin('projects as p', 'p.project_id', 'c.project_id')
-    .select([
-      'c.claim_id', 'c.key', 'c.target_kind', 'c.scope', 'c.project_id', 'p.name as project', 'c.item_id',
-      sql<string | null>`ip.item_prefix || '-' || i.number`.as('item'),
-      'c.session_id', 's.actor_id', 'c.claimed_at', 'c.heartbeat_at', 'c.released_at', 'c.release_reason',
-      'c.released_by_session_id', 'c.released_by_actor_id',
-    ])
-    .orderBy('c.claim_id');
-  if (filter.claimIds) q = q.where('c.claim_id', 'in', filter.claimIds.length ? filter.claimIds : [-1]);
-  if (filter.key !== undefined) q = q.where('c.key', '=', filter.key);
-  if (filter.projectId !== undefined) q = q.where('c.project_id', '=', filter.projectId);
-  if (filter.sessionId !== undefined) q = q.where('c.session_id', '=', filter.sessionId);
-  if (filter.kinds) q = q.where('c.target_kind', 'in', filter.kinds);
-  if (filter.activeOnly) q = q.where('c.released_at', 'is', null);
-  const rows = await q.execute();
-  return rows.map((r) => ({
+type ViewRow = Omit<ClaimView, 'claimed_at' | 'heartbeat_at' | 'released_at' | 'sticky'> & {
+  claimed_at: Date;
+  heartbeat_at: Date;
+  released_at: Date | null;
+};
+
+/**
+ * The claim view over a row source: the table itself, or the rows a data-modifying CTE just
+ * wrote (which the rest of its statement cannot see in the table), so a write and its view
+ * are one round trip.
+ */
+function viewOf(source: RawBuilder<unknown>) {
+  return sql<ViewRow>`
+    SELECT c.claim_id, c.key, c.target_kind, c.scope, c.project_id, p.name AS project, c.item_id,
+           ip.item_prefix || '-' || i.number AS item, c.session_id, s.actor_id, c.claimed_at, c.heartbeat_at,
+           c.released_at, c.release_reason, c.released_by_session_id, c.released_by_actor_id
+      FROM ${source} c
+      JOIN sessions s ON s.session_id = c.session_id
+      LEFT JOIN backlog_items i ON i.item_id = c.item_id
+      LEFT JOIN projects ip ON ip.project_id = i.project_id
+      LEFT JOIN projects p ON p.project_id = c.project_id`;
+}
+
+function toView(r: ViewRow): ClaimView {
+  return {
     ...r,
     claimed_at: r.claimed_at.toISOString(),
     heartbeat_at: r.heartbeat_at.toISOString(),
     released_at: r.released_at ? r.released_at.toISOString() : null,
     sticky: STICKY_KINDS.includes(r.target_kind),
-  }));
+  };
+}
+
+export async function claimViews(db: Executor, filter: ClaimFilter): Promise<ClaimView[]> {
+  const where: RawBuilder<unknown>[] = [sql`true`];
+  if (filter.claimIds) where.push(sql`c.claim_id = ANY(${filter.claimIds})`);
+  if (filter.key !== undefined) where.push(sql`c.key = ${filter.key}`);
+  if (filter.projectId !== undefined) where.push(sql`c.project_id = ${filter.projectId}`);
+  if (filter.sessionId !== undefined) where.push(sql`c.session_id = ${filter.sessionId}`);
+  if (filter.kinds) where.push(sql`c.target_kind = ANY(${[...filter.kinds]})`);
+  if (filter.activeOnly) where.push(sql`c.released_at IS NULL`);
+  const { rows } = await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id`.execute(db);
+  return rows.map(toView);
 }
 
 export async function claimView(db: Executor, claimId: number): Promise<ClaimView> {
@@ -80,16 +95,41 @@ export interface NewClaimInput {
 }
 
 /**
- * C3: the unique partial index decides. Returns the new row, or undefined when the unit
- * already has a live holder; never reads first.
+ * The fast path of an acquire, one statement: insert the claim when the session is live and
+ * the unit is free (C3: the unique partial index decides), returning its view. Undefined
+ * means "not taken" (session not live, or unit held); the caller finds out which.
+ * A null project_id falls back to the session's project.
  */
-export async function insertClaim(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
-  return db
-    .insertInto('work_claims')
-    .values({ ...claim, scope: JSON.stringify(claim.scope) })
-    .onConflict((oc) => oc.doNothing())
-    .returningAll()
-    .executeTakeFirst();
+export async function insertClaimView(db: Executor, claim: NewClaimInput): Promise<ClaimView | undefined> {
+  const { rows } = await sql<ViewRow>`
+    WITH c AS (
+      INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id)
+      SELECT ${claim.target_kind}, ${JSON.stringify(claim.scope)}::jsonb, ${claim.key},
+             COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id
+        FROM sessions s
+       WHERE s.session_id = ${claim.session_id} AND s.ended_at IS NULL AND s.terminated_at IS NULL
+      ON CONFLICT DO NOTHING
+      RETURNING *)
+    ${viewOf(sql`c`)}`.execute(db);
+  return rows[0] ? toView(rows[0]) : undefined;
+}
+
+/**
+ * The fast path of a holder's own release, one statement: only a live claim of that live
+ * session is released. Undefined sends the caller to the explaining (slow) path.
+ */
+export async function releaseOwnClaimView(db: Executor, claimId: number, sessionId: string, reason: string): Promise<ClaimView | undefined> {
+  const { rows } = await sql<ViewRow>`
+    WITH c AS (
+      UPDATE work_claims w
+         SET released_at = clock_timestamp(), release_reason = ${reason},
+             released_by_session_id = s.session_id, released_by_actor_id = s.actor_id
+        FROM sessions s
+       WHERE w.claim_id = ${claimId} AND w.released_at IS NULL AND w.session_id = ${sessionId}
+         AND s.session_id = w.session_id AND s.ended_at IS NULL AND s.terminated_at IS NULL
+      RETURNING w.*)
+    ${viewOf(sql`c`)}`.execute(db);
+  return rows[0] ? toView(rows[0]) : undefined;
 }
 
 /** The live holder of the exclusivity unit a refused insert collided with. */

@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/database';
+import { createActivities } from '../../workers/activities';
+
+// Workers log warnings and errors only, so test output stays readable.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** Jest never transforms workflow code: the worker bundles it, once per test file. */
+function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: { log: () => undefined, info: () => undefined, warn: () => undefined, error: console.error, debug: () => undefined, trace: () => undefined } });
+  return bundle;
+}
+
+export interface TestWorker {
+  client: Client;
+  taskQueue: string;
+  shutdown(): Promise<void>;
+}
+
+/** A real worker on the run's dev server, on a task queue of its own, over the test's database. */
+export async function startTestWorker(db: Kysely<Database>): Promise<TestWorker> {
+  const address = process.env.YOKE_TEST_TEMPORAL_ADDRESS!;
+  const nativeConnection = await NativeConnection.connect({ address });
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const taskQueue = `test-${randomUUID()}`;
+  const worker = await Worker.create({
+    connection: nativeConnection, taskQueue, workflowBundle: await workflowBundle(), activities: createActivities({ db }),
+  });
+  const running = worker.run();
+  return {
+    client,
+    taskQueue,
+    shutdown: async () => {
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await nativeConnection.close();
+    },
+  };
+}
