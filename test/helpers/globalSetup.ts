@@ -1,3 +1,4 @@
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { createDb } from '../../db/pool';
@@ -16,6 +17,7 @@ import { startDevServer } from '../../scripts/temporalServer';
 export default async function globalSetup(): Promise<void> {
   const log = (line: string) => process.stderr.write(`[test setup] ${line}\n`);
   const home = join(projectRoot(__dirname), '.yoke');
+  mkdirSync(home, { recursive: true });
   const pg = await choosePostgres(home, log);
   const template = `yoke_tpl_${process.pid}`;
   const admin = new Client({ connectionString: pg.serverUrl });
