@@ -1,18 +1,22 @@
 import type { Kysely, Transaction } from 'kysely';
-import { sql } from 'kysely';
 import type { Database, ClaimRow } from '../db/database';
 import {
-  claimView, claimViews, heartbeatClaim, insertClaimView, liveHolder, lockClaim, releaseClaim, releaseOwnClaimView,
-  type ClaimView, type NewClaimInput,
+  claimView, claimViews, heartbeatClaim, insertClaimRow, insertClaimView, liveHolder, lockClaim, releaseClaim,
+  type ClaimView, type NewClaimInput, type ReleaseMark,
 } from '../db/claims';
 import { recordEvent } from '../db/events';
 import { ensureItem, hasPermission, requireProject } from '../db/projects';
 import { requireLiveSession, sessionById } from '../db/sessions';
+import { isUnhealthy, lockLine } from '../db/waits';
 import { deployLockRetired, heldRefusal, type Wanted } from '../domain/claimRefusals';
 import { OPERATOR_KEYED_KINDS, isSticky } from '../domain/claimKinds';
-import { refusal, usageError } from '../domain/errors';
+import { refusal, usageError, type YokeError } from '../domain/errors';
 import { parseItemRef } from '../domain/itemRef';
 import { parseOperatorKey } from '../domain/operatorKeys';
+import {
+  DEFAULT_RESERVATION_LIFETIME_MS, afterTestMachineRelease, consumeReservation, expireReservations, grantOwnWait,
+  joinLine, noEffects, notifyLine, serveLine, type LineEffects, type LineOptions, type Reservation,
+} from './waitingLine';
 
 export const CLAIMS_RELEASE = 'claims.release';
 export const OPERATOR_RELEASE_EVENT = 'WARNOperatorLeaseRelease';
@@ -21,6 +25,15 @@ export interface AcquireResult {
   claim: ClaimView;
   /** True when the caller already held it (same session, or C4 the owning item re-entering). */
   reentered: boolean;
+  /** W7: the caller's reserved turn in the waiting line was consumed by this acquire. */
+  consumed_reservation: boolean;
+  warnings: string[];
+}
+
+/** W4: a refused QA_HOST acquire joins the waiting line with the command that resumes it. */
+export interface JoinRequest {
+  resumeCommand: string;
+  qaPlanExecutionId?: number;
 }
 
 export interface AcquireCoordinationInput {
@@ -28,6 +41,9 @@ export interface AcquireCoordinationInput {
   key: string;
   project?: string;
   item?: string;
+  join?: JoinRequest;
+  /** A verification or golden capture takes even an unhealthy machine, ahead of the line (W8). */
+  bypassLine?: boolean;
 }
 
 export interface OperatorReleaseInput {
@@ -51,6 +67,9 @@ export interface ReleaseResult {
   claim: ClaimView;
   /** The WARNOperatorLeaseRelease event written before the release, when an operator released it. */
   operator_event_id: string | null;
+  /** W7: the waiting-line turn this release reserved, if any. */
+  reservations: Reservation[];
+  warnings: string[];
 }
 
 function requireReason(reason: string): string {
@@ -63,8 +82,23 @@ function requireReason(reason: string): string {
   return trimmed;
 }
 
-export function claimActivities(deps: { db: Kysely<Database> }) {
+export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<LineOptions> }) {
   const { db } = deps;
+  const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
+  const notifier = deps.line?.notifier;
+
+  /**
+   * Runs `fn` in a transaction collecting waiting-line effects, then signals them after
+   * commit. A refusal returned (not thrown) by `fn` still commits its writes (a line join)
+   * and is thrown afterwards.
+   */
+  async function withLine<T>(fn: (trx: Transaction<Database>, effects: LineEffects) => Promise<T | { refused: YokeError }>): Promise<{ value: T; warnings: string[] }> {
+    const effects = noEffects();
+    const value = await db.transaction().execute((trx) => fn(trx, effects));
+    const warnings = await notifyLine(notifier, effects);
+    if (value && typeof value === 'object' && 'refused' in value) throw value.refused;
+    return { value: value as T, warnings };
+  }
 
   /**
    * Takes the claim in one statement when its unit is free; otherwise decides, in a short
@@ -74,23 +108,87 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
   async function take(wanted: Wanted, claim: NewClaimInput, mayReenter: (h: ClaimRow) => boolean): Promise<AcquireResult> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const fresh = await insertClaimView(db, claim);
-      if (fresh) return { claim: fresh, reentered: false };
+      if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
       const outcome = await db.transaction().execute(async (trx) => {
         await requireLiveSession(trx, claim.session_id);
         const holder = await liveHolder(trx, claim);
         if (!holder) return undefined; // released since our insert: try it again
         if (mayReenter(holder)) {
           await heartbeatClaim(trx, holder.claim_id);
-          return { claim: await claimView(trx, holder.claim_id), reentered: true };
+          return { claim: await claimView(trx, holder.claim_id), reentered: true, consumed_reservation: false, warnings: [] };
         }
         throw heldRefusal(wanted, await claimView(trx, holder.claim_id));
       });
       if (outcome) return outcome;
     }
-    throw refusal('claim_contended', `${wanted.label} changed hands three times while being taken`, {
+    throw contended(wanted, claim);
+  }
+
+  function contended(wanted: Wanted, claim: NewClaimInput): YokeError {
+    return refusal('claim_contended', `${wanted.label} changed hands three times while being taken`, {
       recovery: 'run the same command again',
       details: { key: claim.key },
     });
+  }
+
+  function unhealthyRefusal(machine: string): YokeError {
+    return refusal('test_machine_unhealthy', `test machine ${machine} is unhealthy: its newest check is a failed verification`, {
+      recovery: `wait in line for a successful verification, or verify it: yoke test-machine verify ${machine}`,
+      details: { test_machine: machine },
+    });
+  }
+
+  /**
+   * QA_HOST acquire with the waiting line (W2, W4, W5, W7). The fast path takes a free,
+   * healthy machine nobody waits for. Otherwise, under the line's lock: the caller's own
+   * reserved turn is consumed; a free machine goes to the oldest live waiter first; and a
+   * refusal joins the line in the same transaction, so no release can slip between them.
+   */
+  async function takeTestMachine(wanted: Wanted, claim: NewClaimInput, opts: { join?: JoinRequest; bypassLine?: boolean }): Promise<AcquireResult> {
+    const machine = String(claim.scope.test_machine);
+    const fresh = await insertClaimView(db, claim, { lineGuard: !opts.bypassLine });
+    if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
+    const { value, warnings } = await withLine<Omit<AcquireResult, 'warnings'>>(async (trx, effects) => {
+      const session = await requireLiveSession(trx, claim.session_id);
+      await lockLine(trx, machine);
+      await expireReservations(trx, lifetimeMs, effects, machine);
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const holder = await liveHolder(trx, claim);
+        if (holder?.session_id === session.session_id) {
+          if (holder.reserved_until) {
+            await consumeReservation(trx, holder);
+            return { claim: await claimView(trx, holder.claim_id), reentered: false, consumed_reservation: true };
+          }
+          await heartbeatClaim(trx, holder.claim_id);
+          return { claim: await claimView(trx, holder.claim_id), reentered: true, consumed_reservation: false };
+        }
+        let why: YokeError | undefined;
+        if (holder) why = heldRefusal(wanted, await claimView(trx, holder.claim_id));
+        else if (!opts.bypassLine && (await isUnhealthy(trx, machine))) why = unhealthyRefusal(machine);
+        else if (!opts.bypassLine && (await serveLine(trx, machine, lifetimeMs, effects))) continue; // now reserved: look again
+        if (why) {
+          if (!opts.join) return { refused: why };
+          const joined = await joinLine(trx, {
+            test_machine: machine, session_id: session.session_id, actor_id: session.actor_id,
+            resume_command: opts.join.resumeCommand, rationale: `${why.code}: ${why.message}`,
+            qa_plan_execution_id: opts.join.qaPlanExecutionId ?? null,
+          }, effects);
+          why.details.wait = {
+            wait_id: joined.wait.wait_id, position: joined.position, queued_at: joined.wait.queued_at.toISOString(),
+            joined_now: joined.joined, resume_command: joined.wait.resume_command,
+          };
+          why.message += `; ${joined.joined ? 'joined' : 'still in'} the waiting line at position ${joined.position}`;
+          return { refused: why };
+        }
+        const inserted = await insertClaimRow(trx, claim);
+        if (inserted) {
+          await grantOwnWait(trx, machine, session.session_id, inserted.claim_id);
+          return { claim: await claimView(trx, inserted.claim_id), reentered: false, consumed_reservation: false };
+        }
+      }
+      throw contended(wanted, claim);
+    });
+    return { ...value, warnings };
   }
 
   async function acquireCoordinationClaim(input: AcquireCoordinationInput): Promise<AcquireResult> {
@@ -107,7 +205,7 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
           target_kind: 'qa_admission', scope: { test_machine: key.testMachine }, key: key.key,
           project_id: project?.project_id ?? null, item_id: null, session_id: input.sessionId,
         };
-        return take(wanted, claim, sameSession);
+        return takeTestMachine(wanted, claim, { join: input.join, bypassLine: input.bypassLine });
       }
       case 'migration_serialization': {
         if (!input.project || !input.item) {
@@ -170,21 +268,38 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
     return take(wanted, claim, (h) => h.session_id === input.sessionId);
   }
 
+  /**
+   * Locks a claim for release. A test machine's line is locked before its claim row, the
+   * one lock order every path uses, so a release and a join or consumption never deadlock.
+   */
+  async function lockForRelease(trx: Transaction<Database>, claimId: number): Promise<ClaimRow | undefined> {
+    const peek = await trx.selectFrom('work_claims').select(['target_kind', 'scope']).where('claim_id', '=', claimId).executeTakeFirst();
+    if (peek?.target_kind === 'qa_admission') await lockLine(trx, String(peek.scope.test_machine));
+    return lockClaim(trx, claimId);
+  }
+
+  /** W7: every release of a test machine serves its line in the same transaction. */
+  async function releaseServingLine(trx: Transaction<Database>, claim: ClaimRow, mark: ReleaseMark, effects: LineEffects): Promise<void> {
+    await releaseClaim(trx, claim.claim_id, mark);
+    if (claim.target_kind === 'qa_admission') await afterTestMachineRelease(trx, claim, lifetimeMs, effects);
+  }
+
   /** Releases the acting session's own live claim found by `find`; refuses when there is none. */
   async function releaseOwn(sessionId: string, what: string, reason: string, find: (trx: Transaction<Database>) => Promise<number | undefined>): Promise<ClaimView> {
-    return db.transaction().execute(async (trx) => {
+    const { value } = await withLine(async (trx, effects) => {
       const session = await requireLiveSession(trx, sessionId);
       const claimId = await find(trx);
-      if (claimId === undefined) {
+      const claim = claimId === undefined ? undefined : await lockForRelease(trx, claimId);
+      if (!claim || claim.released_at) {
         throw refusal('claim_not_held', `session ${sessionId} holds no live claim on ${what}`, {
-          recovery: `list your claims with: yoke claims list --session ${sessionId} --active-only`,
+          recovery: `list your claims with: yoke claims list --holder-session-id ${sessionId} --active-only`,
           details: { session_id: sessionId, target: what },
         });
       }
-      await lockClaim(trx, claimId);
-      await releaseClaim(trx, claimId, { reason, bySessionId: session.session_id, byActorId: session.actor_id });
-      return claimView(trx, claimId);
+      await releaseServingLine(trx, claim, { reason, bySessionId: session.session_id, byActorId: session.actor_id }, effects);
+      return claimView(trx, claim.claim_id);
     });
+    return value;
   }
 
   async function releaseSteeringSeat(input: { sessionId: string; project: string; reason?: string }): Promise<ClaimView> {
@@ -241,7 +356,7 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
     return { operator, project };
   }
 
-  async function writeOperatorRelease(trx: Transaction<Database>, claim: ClaimRow, operator: { session_id: string; actor_id: string }, projectId: number, reason: string): Promise<ReleaseResult> {
+  async function writeOperatorRelease(trx: Transaction<Database>, claim: ClaimRow, operator: { session_id: string; actor_id: string }, projectId: number, reason: string, effects: LineEffects) {
     const eventId = await recordEvent(trx, {
       event_type: OPERATOR_RELEASE_EVENT,
       project_id: projectId,
@@ -253,7 +368,7 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
         operator_actor_id: operator.actor_id, reason,
       },
     });
-    await releaseClaim(trx, claim.claim_id, { reason, bySessionId: operator.session_id, byActorId: operator.actor_id });
+    await releaseServingLine(trx, claim, { reason, bySessionId: operator.session_id, byActorId: operator.actor_id }, effects);
     return { claim: await claimView(trx, claim.claim_id), operator_event_id: eventId };
   }
 
@@ -276,6 +391,10 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
     return claim.released_at !== null && claim.released_by_session_id === actingSessionId && claim.release_reason === reason;
   }
 
+  function releaseResult(value: { claim: ClaimView; operator_event_id: string | null }, effects: LineEffects | undefined, warnings: string[]): ReleaseResult {
+    return { ...value, reservations: effects?.reservations ?? [], warnings };
+  }
+
   async function operatorRelease(input: OperatorReleaseInput): Promise<ReleaseResult> {
     const key = parseOperatorKey(input.key);
     const reason = requireReason(input.reason);
@@ -287,8 +406,10 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
         details: { key: key.key },
       });
     }
-    return db.transaction().execute(async (trx) => {
-      const claim = await lockClaim(trx, input.claimId);
+    let lineEffects: LineEffects | undefined;
+    const { value, warnings } = await withLine(async (trx, effects) => {
+      lineEffects = effects;
+      const claim = await lockForRelease(trx, input.claimId);
       if (!claim) throw claimNotFound(input.claimId);
       if (claim.key !== key.key) {
         throw refusal('claim_key_mismatch', `claim ${claim.claim_id} is ${claim.key ?? claim.target_kind}, not ${key.key}`, {
@@ -323,8 +444,9 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
         });
       }
       const { operator } = await authorizeOperator(trx, input.actingSessionId, holderProjectId, input.hookContext ?? false, key.key);
-      return writeOperatorRelease(trx, claim, operator, holderProjectId, reason);
+      return writeOperatorRelease(trx, claim, operator, holderProjectId, reason, effects);
     });
+    return releaseResult(value, lineEffects, warnings);
   }
 
   /**
@@ -333,10 +455,10 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
    */
   async function releaseWorkClaim(input: WorkReleaseInput): Promise<ReleaseResult> {
     const reason = requireReason(input.reason);
-    const own = await releaseOwnClaimView(db, input.claimId, input.actingSessionId, reason);
-    if (own) return { claim: own, operator_event_id: null };
-    return db.transaction().execute(async (trx) => {
-      const claim = await lockClaim(trx, input.claimId);
+    let lineEffects: LineEffects | undefined;
+    const { value, warnings } = await withLine(async (trx, effects) => {
+      lineEffects = effects;
+      const claim = await lockForRelease(trx, input.claimId);
       if (!claim) throw claimNotFound(input.claimId);
       if (claim.released_at) {
         if (isOwnEarlierRelease(claim, input.actingSessionId, reason)) return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
@@ -344,7 +466,7 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
       }
       if (claim.session_id === input.actingSessionId) {
         const holder = await requireLiveSession(trx, input.actingSessionId);
-        await releaseClaim(trx, claim.claim_id, { reason, bySessionId: holder.session_id, byActorId: holder.actor_id });
+        await releaseServingLine(trx, claim, { reason, bySessionId: holder.session_id, byActorId: holder.actor_id }, effects);
         return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
       }
       const holderProjectId = claim.project_id ?? (await sessionById(trx, claim.session_id))?.project_id ?? null;
@@ -356,13 +478,12 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
       }
       const what = claim.key ?? `claim ${claim.claim_id}`;
       const { operator } = await authorizeOperator(trx, input.actingSessionId, holderProjectId, input.hookContext ?? false, what);
-      return writeOperatorRelease(trx, claim, operator, holderProjectId, reason);
+      return writeOperatorRelease(trx, claim, operator, holderProjectId, reason, effects);
     });
+    return releaseResult(value, lineEffects, warnings);
   }
 
-  /**
-   * C7: QA_HOST keys are machine-scoped, so a project filter is ignored for them.
-   */
+  /** C7: QA_HOST keys are machine-scoped, so a project filter is ignored for them. */
   async function listCoordinationClaims(input: { key?: string; project?: string; activeOnly?: boolean }): Promise<ClaimView[]> {
     const key = input.key ? parseOperatorKey(input.key) : undefined;
     const ignoreProject = key?.kind === 'qa_admission';
@@ -375,14 +496,9 @@ export function claimActivities(deps: { db: Kysely<Database> }) {
     return claimViews(db, { sessionId: input.sessionId, projectId, activeOnly: input.activeOnly });
   }
 
-  /** Liveness probe used by the CLI to tell "unreachable" from "refused". */
-  async function ping(): Promise<void> {
-    await sql`SELECT 1`.execute(db);
-  }
-
   return {
     acquireCoordinationClaim, takeSteeringSeat, releaseSteeringSeat, takeItem, releaseItem,
-    operatorRelease, releaseWorkClaim, listCoordinationClaims, listClaims, ping,
+    operatorRelease, releaseWorkClaim, listCoordinationClaims, listClaims,
   };
 }
 

@@ -6,6 +6,7 @@ import { requireProject } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { STICKY_KINDS } from '../domain/claimKinds';
 import { refusal } from '../domain/errors';
+import { DEFAULT_RESERVATION_LIFETIME_MS, cancelWaitsOfSession, noEffects, notifyLine, type LineOptions } from './waitingLine';
 
 export interface SessionView {
   session_id: string;
@@ -38,10 +39,12 @@ export interface EndResult {
   retained_sticky_claims: ClaimView[];
   /** Live non-sticky claims that kept an `--if-claim-free` end from happening. */
   blocking_claims: ClaimView[];
+  warnings: string[];
 }
 
-export function sessionActivities(deps: { db: Kysely<Database> }) {
+export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<LineOptions> }) {
   const { db } = deps;
+  const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
 
   async function sessionView(sessionId: string, executor: Kysely<Database> = db): Promise<SessionView> {
     const row = await executor.selectFrom('sessions as s').leftJoin('projects as p', 'p.project_id', 's.project_id')
@@ -87,12 +90,14 @@ export function sessionActivities(deps: { db: Kysely<Database> }) {
   }
 
   /**
-   * Ends a session and releases its non-sticky claims (C5: sticky kinds are skipped).
+   * Ends a session and releases its non-sticky claims (C5: sticky kinds are skipped). Its
+   * test-machine waits are cancelled and a reserved turn it had passes on (W9).
    * With `ifClaimFree`, the claim-free end check: the session ends only when it holds no live
    * non-sticky claim; sticky holds never count against it.
    */
   async function endSession(input: { sessionId: string; ifClaimFree?: boolean; reason?: string }): Promise<EndResult> {
-    return db.transaction().execute(async (trx) => {
+    const effects = noEffects();
+    const result = await db.transaction().execute(async (trx): Promise<EndResult> => {
       const session = await trx.selectFrom('sessions').selectAll().where('session_id', '=', input.sessionId).forUpdate().executeTakeFirst();
       if (!session) {
         throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
@@ -103,17 +108,20 @@ export function sessionActivities(deps: { db: Kysely<Database> }) {
       const sticky = live.filter((c) => STICKY_KINDS.includes(c.target_kind));
       const nonSticky = live.filter((c) => !STICKY_KINDS.includes(c.target_kind));
       if (session.ended_at || session.terminated_at) {
-        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: [] };
+        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: [], warnings: [] };
       }
       if (input.ifClaimFree && nonSticky.length > 0) {
-        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: nonSticky };
+        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: nonSticky, warnings: [] };
       }
       await trx.updateTable('sessions').set({ ended_at: sql`now()`, end_reason: input.reason ?? 'session_end' })
         .where('session_id', '=', input.sessionId).execute();
       const releasedIds = await releaseNonStickyClaimsOfEndedSessions(trx, 'session_end', [input.sessionId]);
       const released = await claimViews(trx, { claimIds: releasedIds });
-      return { session: await sessionView(input.sessionId, trx), ended: true, released_claims: released, retained_sticky_claims: sticky, blocking_claims: [] };
+      await cancelWaitsOfSession(trx, input.sessionId, 'session_ended', lifetimeMs, effects);
+      const retained = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
+      return { session: await sessionView(input.sessionId, trx), ended: true, released_claims: released, retained_sticky_claims: retained, blocking_claims: [], warnings: [] };
     });
+    return { ...result, warnings: await notifyLine(deps.line?.notifier, effects) };
   }
 
   async function listSessions(input: { project?: string; activeOnly?: boolean }): Promise<SessionView[]> {

@@ -2,31 +2,42 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../db/database';
 import { releaseNonStickyClaimsOfEndedSessions } from '../db/claims';
+import { DEFAULT_RESERVATION_LIFETIME_MS, cancelWaitsOfEndedSessions, expireReservations, noEffects, notifyLine, type LineOptions } from './waitingLine';
 
 export interface SweepResult {
   terminated_sessions: string[];
   released_claim_ids: number[];
+  /** Reserved turns nobody consumed in time, released and passed on (W9). */
+  expired_reservation_claim_ids: number[];
 }
 
-export function sweepActivities(deps: { db: Kysely<Database> }) {
+export function sweepActivities(deps: { db: Kysely<Database>; line?: Partial<LineOptions> }) {
   const { db } = deps;
+  const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
 
   /**
    * The stale-session sweep (C5): a session whose heartbeat is older than `staleAfterMs` is
    * terminated, and the non-sticky claims of every ended or terminated session are released
    * (route qualification grants and the retired DEPLOY: holds included, C12). Sticky kinds
-   * are never touched. Idempotent: a second run finds nothing left to do.
+   * are never touched. The waits of ended sessions are cancelled and reservations past their
+   * lifetime expire (W9), as a backstop to the wait workflows' own timers. Idempotent: a
+   * second run finds nothing left to do.
    */
   async function sweepStaleSessions(input: { staleAfterMs: number }): Promise<SweepResult> {
-    return db.transaction().execute(async (trx) => {
+    const effects = noEffects();
+    const result = await db.transaction().execute(async (trx) => {
       const stale = await trx.updateTable('sessions')
         .set({ terminated_at: sql`now()`, end_reason: 'stale_session_sweep' })
         .where('ended_at', 'is', null).where('terminated_at', 'is', null)
         .where('heartbeat_at', '<', sql<Date>`now() - make_interval(secs => ${input.staleAfterMs / 1000})`)
         .returning('session_id').execute();
       const released = await releaseNonStickyClaimsOfEndedSessions(trx, 'stale_session_sweep');
-      return { terminated_sessions: stale.map((s) => s.session_id).sort(), released_claim_ids: released };
+      await cancelWaitsOfEndedSessions(trx, lifetimeMs, effects);
+      const expired = await expireReservations(trx, lifetimeMs, effects);
+      return { terminated_sessions: stale.map((s) => s.session_id).sort(), released_claim_ids: released, expired_reservation_claim_ids: expired };
     });
+    await notifyLine(deps.line?.notifier, effects);
+    return result;
   }
 
   return { sweepStaleSessions };

@@ -22,6 +22,8 @@ export interface ClaimView {
   release_reason: string | null;
   released_by_session_id: string | null;
   released_by_actor_id: string | null;
+  /** W7: set while this row is a reserved waiting-line turn not yet consumed. */
+  reserved_until: string | null;
   sticky: boolean;
 }
 
@@ -34,10 +36,11 @@ export interface ClaimFilter {
   activeOnly?: boolean;
 }
 
-type ViewRow = Omit<ClaimView, 'claimed_at' | 'heartbeat_at' | 'released_at' | 'sticky'> & {
+type ViewRow = Omit<ClaimView, 'claimed_at' | 'heartbeat_at' | 'released_at' | 'reserved_until' | 'sticky'> & {
   claimed_at: Date;
   heartbeat_at: Date;
   released_at: Date | null;
+  reserved_until: Date | null;
 };
 
 /**
@@ -49,7 +52,7 @@ function viewOf(source: RawBuilder<unknown>) {
   return sql<ViewRow>`
     SELECT c.claim_id, c.key, c.target_kind, c.scope, c.project_id, p.name AS project, c.item_id,
            ip.item_prefix || '-' || i.number AS item, c.session_id, s.actor_id, c.claimed_at, c.heartbeat_at,
-           c.released_at, c.release_reason, c.released_by_session_id, c.released_by_actor_id
+           c.released_at, c.release_reason, c.released_by_session_id, c.released_by_actor_id, c.reserved_until
       FROM ${source} c
       JOIN sessions s ON s.session_id = c.session_id
       LEFT JOIN backlog_items i ON i.item_id = c.item_id
@@ -63,6 +66,7 @@ function toView(r: ViewRow): ClaimView {
     claimed_at: r.claimed_at.toISOString(),
     heartbeat_at: r.heartbeat_at.toISOString(),
     released_at: r.released_at ? r.released_at.toISOString() : null,
+    reserved_until: r.reserved_until ? r.reserved_until.toISOString() : null,
     sticky: STICKY_KINDS.includes(r.target_kind),
   };
 }
@@ -97,39 +101,37 @@ export interface NewClaimInput {
 /**
  * The fast path of an acquire, one statement: insert the claim when the session is live and
  * the unit is free (C3: the unique partial index decides), returning its view. Undefined
- * means "not taken" (session not live, or unit held); the caller finds out which.
- * A null project_id falls back to the session's project.
+ * means "not taken" (session not live, unit held, or the line guard said no); the caller
+ * finds out which. A null project_id falls back to the session's project.
+ *
+ * `lineGuard` (qa_admission): only a healthy machine with nobody live waiting for it is taken
+ * here; anything else goes through the waiting line (W2, W7).
  */
-export async function insertClaimView(db: Executor, claim: NewClaimInput): Promise<ClaimView | undefined> {
+export async function insertClaimView(db: Executor, claim: NewClaimInput, opts: { lineGuard?: boolean } = {}): Promise<ClaimView | undefined> {
+  const machine = String(claim.scope.test_machine ?? '');
+  const guard = opts.lineGuard
+    ? sql`AND NOT test_machine_unhealthy(${machine})
+          AND NOT EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
+                           WHERE w.test_machine = ${machine} AND w.state = 'waiting'
+                             AND ws.ended_at IS NULL AND ws.terminated_at IS NULL)`
+    : sql``;
   const { rows } = await sql<ViewRow>`
     WITH c AS (
       INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id)
       SELECT ${claim.target_kind}, ${JSON.stringify(claim.scope)}::jsonb, ${claim.key},
              COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id
         FROM sessions s
-       WHERE s.session_id = ${claim.session_id} AND s.ended_at IS NULL AND s.terminated_at IS NULL
+       WHERE s.session_id = ${claim.session_id} AND s.ended_at IS NULL AND s.terminated_at IS NULL ${guard}
       ON CONFLICT DO NOTHING
       RETURNING *)
     ${viewOf(sql`c`)}`.execute(db);
   return rows[0] ? toView(rows[0]) : undefined;
 }
 
-/**
- * The fast path of a holder's own release, one statement: only a live claim of that live
- * session is released. Undefined sends the caller to the explaining (slow) path.
- */
-export async function releaseOwnClaimView(db: Executor, claimId: number, sessionId: string, reason: string): Promise<ClaimView | undefined> {
-  const { rows } = await sql<ViewRow>`
-    WITH c AS (
-      UPDATE work_claims w
-         SET released_at = clock_timestamp(), release_reason = ${reason},
-             released_by_session_id = s.session_id, released_by_actor_id = s.actor_id
-        FROM sessions s
-       WHERE w.claim_id = ${claimId} AND w.released_at IS NULL AND w.session_id = ${sessionId}
-         AND s.session_id = w.session_id AND s.ended_at IS NULL AND s.terminated_at IS NULL
-      RETURNING w.*)
-    ${viewOf(sql`c`)}`.execute(db);
-  return rows[0] ? toView(rows[0]) : undefined;
+/** A plain insert inside a transaction; undefined when the unit is held. */
+export async function insertClaimRow(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
+  return db.insertInto('work_claims').values({ ...claim, scope: JSON.stringify(claim.scope) })
+    .onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
 }
 
 /** The live holder of the exclusivity unit a refused insert collided with. */

@@ -58,6 +58,56 @@ export interface WorkClaimsTable {
   release_reason: string | null;
   released_by_session_id: string | null;
   released_by_actor_id: string | null;
+  /** W7: set while the row is a reserved waiting-line turn not yet consumed. */
+  reserved_until: NullableTimestamp;
+}
+
+export interface TestMachinesTable {
+  name: string;
+  host: string;
+  port: number;
+  ssh_user: string;
+  identity_file: string;
+  host_key: string;
+  host_key_fingerprint: string;
+  host_key_source: 'host_key_file' | 'trust_on_first_use';
+  verify_command: string;
+  capture_command: string;
+  added_at: Timestamp;
+}
+
+export type CheckKind = 'verification' | 'golden_capture';
+
+export interface TestMachineChecksTable {
+  check_id: Generated<number>;
+  test_machine: string;
+  kind: CheckKind;
+  passed: boolean;
+  reason: string;
+  exit_code: number | null;
+  output_digest: string | null;
+  output_excerpt: string | null;
+  session_id: string | null;
+  qa_plan_execution_id: number | null;
+  started_at: Timestamp;
+  finished_at: Timestamp;
+}
+
+export type WaitState = 'waiting' | 'reserved' | 'granted' | 'cancelled';
+
+export interface QaTestMachineWaitsTable {
+  wait_id: Generated<number>;
+  test_machine: string;
+  session_id: string;
+  actor_id: string;
+  queued_at: Timestamp;
+  qa_plan_execution_id: number | null;
+  state: ColumnType<WaitState, WaitState | undefined, WaitState>;
+  claim_id: number | null;
+  resume_command: string;
+  rationale: string;
+  settled_at: NullableTimestamp;
+  cancel_reason: string | null;
 }
 
 export interface EventsTable {
@@ -77,9 +127,14 @@ export interface Database {
   backlog_items: BacklogItemsTable;
   work_claims: WorkClaimsTable;
   events: EventsTable;
+  test_machines: TestMachinesTable;
+  test_machine_checks: TestMachineChecksTable;
+  qa_test_machine_waits: QaTestMachineWaitsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
 export type SessionRow = Selectable<SessionsTable>;
 export type ClaimRow = Selectable<WorkClaimsTable>;
 export type NewClaim = Insertable<WorkClaimsTable>;
+export type TestMachineRow = Selectable<TestMachinesTable>;
+export type WaitRow = Selectable<QaTestMachineWaitsTable>;

@@ -9,6 +9,8 @@ export interface Holder {
   heartbeat_at: string;
   project: string | null;
   item: string | null;
+  /** Set when the hold is a waiting-line turn reserved for the holder and not yet consumed (W7). */
+  reserved_until?: string | null;
 }
 
 /** What an acquirer asked for, as the operator would name it. */
@@ -36,9 +38,12 @@ function releaseRecovery(wanted: Wanted, holder: Holder): string {
 /** A refused acquire names the holder (claim id, session, since when) and the way out. */
 export function heldRefusal(wanted: Wanted, holder: Holder): YokeError {
   const owner = holder.item ? ` for item ${holder.item}` : '';
+  const message = holder.reserved_until
+    ? `${wanted.label} is reserved by claim ${holder.claim_id} for session ${holder.session_id} (actor ${holder.actor_id}), the oldest in its waiting line, until ${holder.reserved_until}`
+    : `${wanted.label} is held by claim ${holder.claim_id} (session ${holder.session_id}, actor ${holder.actor_id}${owner}) since ${holder.claimed_at}`;
   return refusal(
     'claim_held',
-    `${wanted.label} is held by claim ${holder.claim_id} (session ${holder.session_id}, actor ${holder.actor_id}${owner}) since ${holder.claimed_at}`,
+    message,
     { recovery: releaseRecovery(wanted, holder), details: { target_kind: wanted.kind, key: wanted.key, holder } },
   );
 }

@@ -112,7 +112,7 @@ describe('coordination claims', () => {
     expect((await liveRow(qa.claim.claim_id)).released_at).toBeNull();
     expect((await liveRow(grant.claim.claim_id)).release_reason).toBe('stale_session_sweep');
     // a second sweep finds nothing more: sticky holds wait for the operator
-    expect(await s.sweepStaleSessions({ staleAfterMs: 60_000 })).toEqual({ terminated_sessions: [], released_claim_ids: [] });
+    expect(await s.sweepStaleSessions({ staleAfterMs: 60_000 })).toEqual({ terminated_sessions: [], released_claim_ids: [], expired_reservation_claim_ids: [] });
   });
 
   test('C5 session end releases non-sticky claims and keeps sticky ones', async () => {

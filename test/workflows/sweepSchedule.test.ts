@@ -45,7 +45,7 @@ test('C5 the stale-session sweep runs as a Temporal Schedule and reclaims only n
   try {
     await w.client.schedule.getHandle(scheduleId).trigger();
     const result = await nextSweep(scheduleId, 0);
-    expect(result).toEqual({ terminated_sessions: ['w1'], released_claim_ids: [grant.claim.claim_id] });
+    expect(result).toEqual({ terminated_sessions: ['w1'], released_claim_ids: [grant.claim.claim_id], expired_reservation_claim_ids: [] });
     const live = await s.listCoordinationClaims({ activeOnly: true });
     expect(live.map((c) => c.claim_id).sort()).toEqual([qa.claim.claim_id, mig.claim.claim_id].sort());
   } finally {

@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Client, type ConnectConfig } from 'ssh2';
+import { fingerprint, formatHostKey, hostKeyAlgorithms, hostKeyFromBlob, parseStoredHostKey, type HostKey } from '../../domain/hostKeys';
+import { refusal, usageError } from '../../domain/errors';
+
+/** Where and as whom to run commands on a test machine, with its pinned host key. */
+export interface SshTarget {
+  name: string;
+  host: string;
+  port: number;
+  user: string;
+  identityFile: string;
+  /** "type base64" as pinned at `test-machine add`; undefined only while trusting on first use. */
+  hostKey?: string;
+}
+
+export interface SshTimeouts {
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+}
+
+export interface CommandResult {
+  exit_code: number | null;
+  signal: string | null;
+  timed_out: boolean;
+  stdout: string;
+  stderr: string;
+  /** sha256 over all of stdout followed by the sha256 of all of stderr (the streams interleave),
+   * so it covers everything the command wrote, not only the kept excerpt. */
+  output_digest: string;
+  presented_host_key: string;
+}
+
+/** The host did not answer, refused us, or dropped the connection: W3's `ssh_unavailable`. */
+export class SshUnavailable extends Error {
+  constructor(readonly target: string, readonly detail: string) {
+    super(`cannot reach test machine ${target} over SSH: ${detail}`);
+  }
+}
+
+const KEEP_BYTES = 64 * 1024;
+
+function readIdentity(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw usageError('identity_file_unreadable', `cannot read SSH identity file ${path}: ${(err as Error).message}`, {
+      recovery: 'pass a readable private key with --identity-file', details: { identity_file: path },
+    });
+  }
+}
+
+export interface RunOptions extends SshTimeouts {
+  /** Aborting closes the connection (Temporal activity cancellation). */
+  signal?: AbortSignal;
+  /** Called every few seconds while the command runs (activity heartbeats). */
+  onProgress?: () => void;
+}
+
+/**
+ * Runs one command over SSH and captures exit status, stdout and stderr. A host key that
+ * differs from the pinned one is refused (`host_key_mismatch`), never ignored.
+ */
+export function runOverSsh(target: SshTarget, command: string, opts: RunOptions): Promise<CommandResult> {
+  const pinned: HostKey | undefined = target.hostKey ? parseStoredHostKey(target.hostKey) : undefined;
+  const privateKey = readIdentity(target.identityFile);
+  return new Promise((resolve, reject) => {
+    const conn = new Client();
+    let presented: HostKey | undefined;
+    let settled = false;
+    let progress: NodeJS.Timeout | undefined;
+    let commandTimer: NodeJS.Timeout | undefined;
+    const finish = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearInterval(progress);
+      clearTimeout(commandTimer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      conn.end();
+      fn();
+    };
+    const onAbort = () => finish(() => reject(new SshUnavailable(target.name, 'cancelled')));
+    opts.signal?.addEventListener('abort', onAbort);
+
+    const config: ConnectConfig = {
+      host: target.host, port: target.port, username: target.user, privateKey,
+      readyTimeout: opts.connectTimeoutMs,
+      hostVerifier: (blob: Buffer) => {
+        presented = hostKeyFromBlob(blob);
+        return !pinned || (presented.type === pinned.type && presented.blob === pinned.blob);
+      },
+    };
+    if (pinned) config.algorithms = { serverHostKey: hostKeyAlgorithms(pinned) as never };
+
+    conn.on('error', (err: Error & { level?: string }) => {
+      if (pinned && presented && (presented.blob !== pinned.blob || presented.type !== pinned.type)) {
+        finish(() => reject(refusal('host_key_mismatch', `test machine ${target.name} (${target.host}:${target.port}) presented host key ${fingerprint(presented!)}, not the pinned ${fingerprint(pinned)}`, {
+          recovery: `if the machine was legitimately re-imaged, re-pin it: yoke test-machine remove ${target.name}, then yoke test-machine add ${target.name} ... --host-key-file NEW_KEY.pub`,
+          details: { test_machine: target.name, pinned: fingerprint(pinned), presented: fingerprint(presented!) },
+        })));
+        return;
+      }
+      finish(() => reject(new SshUnavailable(target.name, err.message)));
+    });
+    conn.on('ready', () => {
+      conn.exec(command, (err, stream) => {
+        if (err) return finish(() => reject(new SshUnavailable(target.name, err.message)));
+        const hash = createHash('sha256');
+        const out: Buffer[] = [];
+        const errOut: Buffer[] = [];
+        let outBytes = 0;
+        let errBytes = 0;
+        let timedOut = false;
+        const errHash = createHash('sha256');
+        stream.on('data', (d: Buffer) => {
+          hash.update(d);
+          if (outBytes < KEEP_BYTES) out.push(d.subarray(0, KEEP_BYTES - outBytes));
+          outBytes += d.length;
+        });
+        stream.stderr.on('data', (d: Buffer) => {
+          errHash.update(d);
+          if (errBytes < KEEP_BYTES) errOut.push(d.subarray(0, KEEP_BYTES - errBytes));
+          errBytes += d.length;
+        });
+        commandTimer = setTimeout(() => {
+          timedOut = true;
+          stream.close();
+          conn.end();
+        }, opts.commandTimeoutMs);
+        if (opts.onProgress) progress = setInterval(opts.onProgress, 2_000);
+        stream.on('close', (code: number | null, signal: string | null) => {
+          hash.update(errHash.digest());
+          finish(() => resolve({
+            exit_code: timedOut ? null : code ?? null,
+            signal: signal ?? null,
+            timed_out: timedOut,
+            stdout: Buffer.concat(out).toString('utf8'),
+            stderr: Buffer.concat(errOut).toString('utf8'),
+            output_digest: `sha256:${hash.digest('hex')}`,
+            presented_host_key: formatHostKey(presented!),
+          }));
+        });
+      });
+    });
+    conn.connect(config);
+  });
+}

@@ -1,0 +1,147 @@
+import { sql } from 'kysely';
+import type { ClaimRow, WaitRow } from './database';
+import type { Executor } from './pool';
+import { advisoryXactLock } from './advisoryLock';
+
+/**
+ * The waiting line of one test machine is serialized by a transaction-scoped advisory lock:
+ * a join, a release that serves the line and a consumption never interleave on one machine.
+ * Lock order everywhere: the line first, then claim rows.
+ */
+export async function lockLine(db: Executor, testMachine: string): Promise<void> {
+  await advisoryXactLock(db, `qa_line:${testMachine}`);
+}
+
+const LIVE_SESSION = sql`s.ended_at IS NULL AND s.terminated_at IS NULL`;
+
+export async function openWaitOf(db: Executor, testMachine: string, sessionId: string): Promise<WaitRow | undefined> {
+  return db.selectFrom('qa_test_machine_waits').selectAll()
+    .where('test_machine', '=', testMachine).where('session_id', '=', sessionId).where('state', 'in', ['waiting', 'reserved'])
+    .executeTakeFirst();
+}
+
+export interface NewWait {
+  test_machine: string;
+  session_id: string;
+  actor_id: string;
+  resume_command: string;
+  rationale: string;
+  qa_plan_execution_id?: number | null;
+}
+
+/** W5: a session already in line keeps its row and so its first queued_at. */
+export async function insertWait(db: Executor, wait: NewWait): Promise<{ row: WaitRow; joined: boolean }> {
+  const inserted = await db.insertInto('qa_test_machine_waits').values(wait).onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
+  if (inserted) return { row: inserted, joined: true };
+  return { row: (await openWaitOf(db, wait.test_machine, wait.session_id))!, joined: false };
+}
+
+/** 1-based place among live waiters still waiting; 0 once the turn is reserved. */
+export async function positionOf(db: Executor, wait: WaitRow): Promise<number> {
+  if (wait.state !== 'waiting') return 0;
+  const { rows } = await sql<{ ahead: number }>`
+    SELECT count(*)::int AS ahead
+      FROM qa_test_machine_waits w JOIN sessions s ON s.session_id = w.session_id
+     WHERE w.test_machine = ${wait.test_machine} AND w.state = 'waiting' AND ${LIVE_SESSION}
+       AND (w.queued_at, w.wait_id) < (${wait.queued_at}, ${wait.wait_id})`.execute(db);
+  return rows[0]!.ahead + 1;
+}
+
+/** W7: the oldest waiting session whose session has not ended. */
+export async function oldestLiveWaiter(db: Executor, testMachine: string): Promise<(WaitRow & { project_id: number | null }) | undefined> {
+  const { rows } = await sql<WaitRow & { project_id: number | null }>`
+    SELECT w.*, s.project_id
+      FROM qa_test_machine_waits w JOIN sessions s ON s.session_id = w.session_id
+     WHERE w.test_machine = ${testMachine} AND w.state = 'waiting' AND ${LIVE_SESSION}
+     ORDER BY w.queued_at, w.wait_id
+     LIMIT 1`.execute(db);
+  return rows[0];
+}
+
+export async function liveTestMachineClaim(db: Executor, testMachine: string): Promise<ClaimRow | undefined> {
+  return db.selectFrom('work_claims').selectAll()
+    .where('target_kind', '=', 'qa_admission').where(sql<string>`scope->>'test_machine'`, '=', testMachine).where('released_at', 'is', null)
+    .executeTakeFirst();
+}
+
+export async function isUnhealthy(db: Executor, testMachine: string): Promise<boolean> {
+  const { rows } = await sql<{ unhealthy: boolean }>`SELECT test_machine_unhealthy(${testMachine}) AS unhealthy`.execute(db);
+  return rows[0]!.unhealthy;
+}
+
+/** Inserts the reserved turn as a live qa_admission claim of the waiter (W7). */
+export async function insertReservation(db: Executor, waiter: WaitRow & { project_id: number | null }, lifetimeMs: number): Promise<ClaimRow | undefined> {
+  return db.insertInto('work_claims').values({
+    target_kind: 'qa_admission', scope: JSON.stringify({ test_machine: waiter.test_machine }), key: `QA_HOST:${waiter.test_machine}`,
+    project_id: waiter.project_id, session_id: waiter.session_id,
+    reserved_until: sql`clock_timestamp() + make_interval(secs => ${lifetimeMs / 1000})`,
+  }).onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
+}
+
+export async function settleWaits(
+  db: Executor,
+  where: { waitIds: number[] },
+  to: { state: 'reserved' | 'granted' | 'cancelled'; claimId?: number; reason?: string },
+): Promise<WaitRow[]> {
+  if (where.waitIds.length === 0) return [];
+  return db.updateTable('qa_test_machine_waits')
+    .set({
+      state: to.state,
+      ...(to.claimId !== undefined ? { claim_id: to.claimId } : {}),
+      settled_at: to.state === 'reserved' ? null : sql`clock_timestamp()`,
+      cancel_reason: to.reason ?? null,
+    })
+    .where('wait_id', 'in', where.waitIds)
+    .returningAll().execute();
+}
+
+/** Open waits whose session has ended or been terminated (W9), on one machine or all. */
+export async function waitsOfEndedSessions(db: Executor, testMachine?: string): Promise<WaitRow[]> {
+  let q = db.selectFrom('qa_test_machine_waits as w').innerJoin('sessions as s', 's.session_id', 'w.session_id')
+    .selectAll('w').where('w.state', 'in', ['waiting', 'reserved'])
+    .where((e) => e.or([e('s.ended_at', 'is not', null), e('s.terminated_at', 'is not', null)]));
+  if (testMachine) q = q.where('w.test_machine', '=', testMachine);
+  return q.execute();
+}
+
+export interface WaitView {
+  wait_id: number;
+  test_machine: string;
+  position: number | null;
+  session_id: string;
+  actor_id: string;
+  state: WaitRow['state'];
+  queued_at: string;
+  qa_plan_execution_id: number | null;
+  claim_id: number | null;
+  reserved_until: string | null;
+  resume_command: string;
+  rationale: string;
+  settled_at: string | null;
+  cancel_reason: string | null;
+  session_live: boolean;
+}
+
+/** The line as `test-machine waits` shows it: open waits first in line order, then history. */
+export async function waitViews(db: Executor, filter: { testMachine?: string; openOnly?: boolean; waitIds?: number[] }): Promise<WaitView[]> {
+  const { rows } = await sql<Omit<WaitView, 'queued_at' | 'settled_at' | 'reserved_until'> & { queued_at: Date; settled_at: Date | null; reserved_until: Date | null }>`
+    SELECT w.wait_id, w.test_machine, w.session_id, w.actor_id, w.state, w.queued_at, w.qa_plan_execution_id, w.claim_id,
+           c.reserved_until, w.resume_command, w.rationale, w.settled_at, w.cancel_reason,
+           (${LIVE_SESSION}) AS session_live,
+           CASE WHEN w.state = 'waiting' AND ${LIVE_SESSION}
+                THEN row_number() OVER (PARTITION BY w.test_machine, (w.state = 'waiting' AND ${LIVE_SESSION}) ORDER BY w.queued_at, w.wait_id)::int
+                WHEN w.state = 'reserved' THEN 0 END AS position
+      FROM qa_test_machine_waits w
+      JOIN sessions s ON s.session_id = w.session_id
+      LEFT JOIN work_claims c ON c.claim_id = w.claim_id AND w.state = 'reserved'
+     WHERE (${filter.testMachine ?? null}::text IS NULL OR w.test_machine = ${filter.testMachine ?? null})
+       AND (${!!filter.openOnly} = false OR w.state IN ('waiting', 'reserved'))
+       AND (${filter.waitIds ?? null}::int[] IS NULL OR w.wait_id = ANY(${filter.waitIds ?? null}::int[]))
+     ORDER BY w.test_machine, (w.state IN ('waiting', 'reserved')) DESC, w.state = 'waiting', w.queued_at, w.wait_id`.execute(db);
+  return rows.map((r) => ({
+    ...r,
+    queued_at: r.queued_at.toISOString(),
+    settled_at: r.settled_at ? r.settled_at.toISOString() : null,
+    reserved_until: r.reserved_until ? r.reserved_until.toISOString() : null,
+  }));
+}

@@ -1,0 +1,72 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { userInfo, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, portAnswers, waitForPort } from '../../scripts/net';
+
+/**
+ * A real OpenSSH server on a loopback port with throwaway keys: a test machine for tests.
+ * `stop()` takes it down (to prove ssh_unavailable) and `start()` brings it back on the same
+ * port with the same host key.
+ */
+export interface SshHost {
+  name: string;
+  host: string;
+  port: number;
+  user: string;
+  identityFile: string;
+  hostKeyFile: string;
+  /** A folder on the host the test controls (verification commands read files in it). */
+  dir: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Replaces the host key (a re-imaged machine) and restarts. */
+  rekey(): Promise<void>;
+}
+
+const SSHD = process.env.SSHD ?? '/usr/sbin/sshd';
+
+export async function startSshHost(name: string): Promise<SshHost> {
+  const dir = mkdtempSync(join(tmpdir(), `yoke-sshd-${name}-`));
+  const port = await freePort();
+  const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', file]);
+  keygen(join(dir, 'host_key'));
+  keygen(join(dir, 'client_key'));
+  writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'client_key.pub')));
+  writeFileSync(join(dir, 'sshd_config'), [
+    `Port ${port}`, 'ListenAddress 127.0.0.1', `HostKey ${join(dir, 'host_key')}`,
+    `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`, `PidFile ${join(dir, 'sshd.pid')}`,
+    'StrictModes no', 'UsePAM no', 'PasswordAuthentication no', 'KbdInteractiveAuthentication no',
+    'PermitRootLogin prohibit-password', 'PubkeyAuthentication yes', 'LogLevel ERROR',
+  ].join('\n') + '\n');
+  mkdirSync('/run/sshd', { recursive: true }); // sshd's privilege-separation directory
+
+  let child: ChildProcess | undefined;
+  const host: SshHost = {
+    name, host: '127.0.0.1', port, user: userInfo().username,
+    identityFile: join(dir, 'client_key'), hostKeyFile: join(dir, 'host_key.pub'), dir,
+    async start() {
+      child = spawn(SSHD, ['-D', '-e', '-f', join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (d) => (stderr += d));
+      const exited = new Promise<never>((_, reject) => child!.once('exit', (code) => reject(new Error(`sshd for ${name} exited ${code}: ${stderr}`))));
+      await Promise.race([waitForPort(port, '127.0.0.1', 10_000, `sshd ${name}`), exited]);
+      child.removeAllListeners('exit');
+    },
+    async stop() {
+      if (!child || child.exitCode !== null) return;
+      const gone = new Promise((r) => child!.once('exit', r));
+      child.kill('SIGTERM');
+      await gone;
+      while (await portAnswers(port)) await new Promise((r) => setTimeout(r, 50));
+    },
+    async rekey() {
+      await host.stop();
+      execFileSync('rm', ['-f', join(dir, 'host_key'), join(dir, 'host_key.pub')]);
+      keygen(join(dir, 'host_key'));
+      await host.start();
+    },
+  };
+  await host.start();
+  return host;
+}
