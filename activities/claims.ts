@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, ClaimRow } from '../db/database';
 import {
-  claimView, claimViews, heartbeatClaim, insertClaimRow, insertClaimView, liveHolder, lockClaim, releaseClaim,
+  claimView, claimViews, heartbeatClaim, insertClaimRow, insertClaimView, liveHolder,
   type ClaimView, type NewClaimInput, type ReleaseMark,
 } from '../db/claims';
 import { recordEvent } from '../db/events';
@@ -14,8 +14,8 @@ import { refusal, usageError, type YokeError } from '../domain/errors';
 import { parseItemRef } from '../domain/itemRef';
 import { parseOperatorKey } from '../domain/operatorKeys';
 import {
-  DEFAULT_RESERVATION_LIFETIME_MS, afterTestMachineRelease, consumeReservation, expireReservations, grantOwnWait,
-  joinLine, noEffects, notifyLine, serveLine, type LineEffects, type LineOptions, type Reservation,
+  DEFAULT_RESERVATION_LIFETIME_MS, consumeReservation, expireReservations, grantOwnWait, inLineTransaction, joinLine,
+  lockClaimForRelease, releaseServingLine, serveLine, type LineEffects, type LineOptions, type Reservation,
 } from './waitingLine';
 
 export const CLAIMS_RELEASE = 'claims.release';
@@ -87,18 +87,7 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
   const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
   const notifier = deps.line?.notifier;
 
-  /**
-   * Runs `fn` in a transaction collecting waiting-line effects, then signals them after
-   * commit. A refusal returned (not thrown) by `fn` still commits its writes (a line join)
-   * and is thrown afterwards.
-   */
-  async function withLine<T>(fn: (trx: Transaction<Database>, effects: LineEffects) => Promise<T | { refused: YokeError }>): Promise<{ value: T; warnings: string[] }> {
-    const effects = noEffects();
-    const value = await db.transaction().execute((trx) => fn(trx, effects));
-    const warnings = await notifyLine(notifier, effects);
-    if (value && typeof value === 'object' && 'refused' in value) throw value.refused;
-    return { value: value as T, warnings };
-  }
+  const withLine = <T>(fn: Parameters<typeof inLineTransaction<T>>[2]) => inLineTransaction<T>(db, notifier, fn);
 
   /**
    * Takes the claim in one statement when its unit is free; otherwise decides, in a short
@@ -268,21 +257,9 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
     return take(wanted, claim, (h) => h.session_id === input.sessionId);
   }
 
-  /**
-   * Locks a claim for release. A test machine's line is locked before its claim row, the
-   * one lock order every path uses, so a release and a join or consumption never deadlock.
-   */
-  async function lockForRelease(trx: Transaction<Database>, claimId: number): Promise<ClaimRow | undefined> {
-    const peek = await trx.selectFrom('work_claims').select(['target_kind', 'scope']).where('claim_id', '=', claimId).executeTakeFirst();
-    if (peek?.target_kind === 'qa_admission') await lockLine(trx, String(peek.scope.test_machine));
-    return lockClaim(trx, claimId);
-  }
-
-  /** W7: every release of a test machine serves its line in the same transaction. */
-  async function releaseServingLine(trx: Transaction<Database>, claim: ClaimRow, mark: ReleaseMark, effects: LineEffects): Promise<void> {
-    await releaseClaim(trx, claim.claim_id, mark);
-    if (claim.target_kind === 'qa_admission') await afterTestMachineRelease(trx, claim, lifetimeMs, effects);
-  }
+  const lockForRelease = lockClaimForRelease;
+  const releaseServing = (trx: Transaction<Database>, claim: ClaimRow, mark: ReleaseMark, effects: LineEffects) =>
+    releaseServingLine(trx, claim, mark, lifetimeMs, effects);
 
   /** Releases the acting session's own live claim found by `find`; refuses when there is none. */
   async function releaseOwn(sessionId: string, what: string, reason: string, find: (trx: Transaction<Database>) => Promise<number | undefined>): Promise<ClaimView> {
@@ -296,7 +273,7 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
           details: { session_id: sessionId, target: what },
         });
       }
-      await releaseServingLine(trx, claim, { reason, bySessionId: session.session_id, byActorId: session.actor_id }, effects);
+      await releaseServing(trx, claim, { reason, bySessionId: session.session_id, byActorId: session.actor_id }, effects);
       return claimView(trx, claim.claim_id);
     });
     return value;
@@ -368,7 +345,7 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
         operator_actor_id: operator.actor_id, reason,
       },
     });
-    await releaseServingLine(trx, claim, { reason, bySessionId: operator.session_id, byActorId: operator.actor_id }, effects);
+    await releaseServing(trx, claim, { reason, bySessionId: operator.session_id, byActorId: operator.actor_id }, effects);
     return { claim: await claimView(trx, claim.claim_id), operator_event_id: eventId };
   }
 
@@ -466,7 +443,7 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
       }
       if (claim.session_id === input.actingSessionId) {
         const holder = await requireLiveSession(trx, input.actingSessionId);
-        await releaseServingLine(trx, claim, { reason, bySessionId: holder.session_id, byActorId: holder.actor_id }, effects);
+        await releaseServing(trx, claim, { reason, bySessionId: holder.session_id, byActorId: holder.actor_id }, effects);
         return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
       }
       const holderProjectId = claim.project_id ?? (await sessionById(trx, claim.session_id))?.project_id ?? null;

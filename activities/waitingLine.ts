@@ -1,6 +1,8 @@
-import { sql } from 'kysely';
-import type { ClaimRow, WaitRow } from '../db/database';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { ClaimRow, Database, WaitRow } from '../db/database';
+import { lockClaim, releaseClaim, type ReleaseMark } from '../db/claims';
 import type { Executor } from '../db/pool';
+import type { YokeError } from '../domain/errors';
 import {
   insertReservation, insertWait, isUnhealthy, liveTestMachineClaim, lockLine, oldestLiveWaiter, positionOf,
   settleWaits, waitsOfEndedSessions, type NewWait,
@@ -118,6 +120,18 @@ async function cancelEndedSessionWaits(trx: Executor, lifetimeMs: number, effect
   }
 }
 
+/** A removed machine's line closes: open waits are cancelled and reserved turns released, unserved. */
+export async function closeLine(trx: Executor, testMachine: string, reason: string, effects: LineEffects): Promise<void> {
+  await lockLine(trx, testMachine);
+  const open = await trx.selectFrom('qa_test_machine_waits').select('wait_id')
+    .where('test_machine', '=', testMachine).where('state', 'in', ['waiting', 'reserved']).execute();
+  const cancelled = await settleWaits(trx, { waitIds: open.map((w) => w.wait_id) }, { state: 'cancelled', reason });
+  for (const w of cancelled) effects.cancelled.push({ wait_id: w.wait_id, test_machine: testMachine, session_id: w.session_id, reason });
+  await trx.updateTable('work_claims').set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${reason}` })
+    .where('target_kind', '=', 'qa_admission').where(sql<string>`scope->>'test_machine'`, '=', testMachine)
+    .where('released_at', 'is', null).where('reserved_until', 'is not', null).execute();
+}
+
 /** W9: session end cancels every wait of the session, passing any reserved turn on. */
 export async function cancelWaitsOfSession(trx: Executor, sessionId: string, reason: string, lifetimeMs: number, effects: LineEffects): Promise<void> {
   const open = await trx.selectFrom('qa_test_machine_waits').selectAll().where('session_id', '=', sessionId).where('state', 'in', ['waiting', 'reserved']).execute();
@@ -201,4 +215,37 @@ export async function notifyLine(notifier: LineNotifier | undefined, effects: Li
   for (const c of effects.cancelled) await attempt(`the cancelled wait of ${c.session_id} on ${c.test_machine}`, () => notifier.cancelled(c));
   for (const r of effects.reservations) await attempt(`the reservation of ${r.test_machine} for ${r.session_id}`, () => notifier.reserved(r));
   return warnings;
+}
+
+/**
+ * Runs `fn` in a transaction collecting waiting-line effects, then signals them after
+ * commit. A refusal returned (not thrown) by `fn` still commits its writes (a line join)
+ * and is thrown afterwards.
+ */
+export async function inLineTransaction<T>(
+  db: Kysely<Database>,
+  notifier: LineNotifier | undefined,
+  fn: (trx: Transaction<Database>, effects: LineEffects) => Promise<T | { refused: YokeError }>,
+): Promise<{ value: T; effects: LineEffects; warnings: string[] }> {
+  const effects = noEffects();
+  const value = await db.transaction().execute((trx) => fn(trx, effects));
+  const warnings = await notifyLine(notifier, effects);
+  if (value && typeof value === 'object' && 'refused' in value) throw value.refused;
+  return { value: value as T, effects, warnings };
+}
+
+/**
+ * Locks a claim for release. A test machine's line is locked before its claim row, the one
+ * lock order every path uses, so a release and a join or consumption never deadlock.
+ */
+export async function lockClaimForRelease(trx: Executor, claimId: number): Promise<ClaimRow | undefined> {
+  const peek = await trx.selectFrom('work_claims').select(['target_kind', 'scope']).where('claim_id', '=', claimId).executeTakeFirst();
+  if (peek?.target_kind === 'qa_admission') await lockLine(trx, String(peek.scope.test_machine));
+  return lockClaim(trx, claimId);
+}
+
+/** W7: every release of a test machine serves its line in the same transaction. */
+export async function releaseServingLine(trx: Executor, claim: ClaimRow, mark: ReleaseMark, lifetimeMs: number, effects: LineEffects): Promise<void> {
+  await releaseClaim(trx, claim.claim_id, mark);
+  if (claim.target_kind === 'qa_admission') await afterTestMachineRelease(trx, claim, lifetimeMs, effects);
 }

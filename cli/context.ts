@@ -3,12 +3,17 @@ import { z } from 'zod';
 import type { Database } from '../db/database';
 import { usageError } from '../domain/errors';
 import { loadConfig, type YokeConfig } from '../workers/config';
+import type { LineNotifier } from '../activities/waitingLine';
 import { asYokeError } from './output';
+import { LazyTemporal, yokeErrorFromFailure } from './temporal';
 
-/** What every command runs with: the configuration and an open database. */
+/** What every command runs with: the configuration, an open database, Temporal on demand. */
 export interface CommandContext {
   config: YokeConfig;
   db: Kysely<Database>;
+  temporal: LazyTemporal;
+  /** Waiting-line settings for activities the CLI runs in-process (W7 wakes go through Temporal). */
+  line: { reservationLifetimeMs: number; notifier: LineNotifier };
 }
 
 let lastDatabaseUrl: string | undefined;
@@ -22,11 +27,13 @@ export async function withDb<T>(fn: (ctx: CommandContext) => Promise<T>): Promis
   lastDatabaseUrl = config.databaseUrl;
   const { createDb } = await import('../db/pool');
   const db = createDb(config.databaseUrl, { max: 2 });
+  const temporal = new LazyTemporal(config);
   try {
-    return await fn({ config, db });
+    return await fn({ config, db, temporal, line: { reservationLifetimeMs: config.reservationLifetimeMs, notifier: temporal.lineNotifier() } });
   } catch (err) {
-    throw asYokeError(err, config.databaseUrl);
+    throw asYokeError(yokeErrorFromFailure(err) ?? err, config.databaseUrl);
   } finally {
+    await temporal.close();
     await db.destroy();
   }
 }

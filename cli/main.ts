@@ -5,6 +5,7 @@ import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
 import { registerProjects } from './commands/projects';
 import { registerSessions } from './commands/sessions';
+import { registerTestMachine } from './commands/testMachine';
 import { databaseUrlInUse } from './context';
 import { asYokeError, report } from './output';
 
@@ -19,6 +20,7 @@ function buildProgram(): Command {
   registerSessions(program);
   registerClaims(program);
   registerCoordinationClaim(program);
+  registerTestMachine(program);
   registerAdmin(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {

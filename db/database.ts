@@ -80,6 +80,8 @@ export type CheckKind = 'verification' | 'golden_capture';
 
 export interface TestMachineChecksTable {
   check_id: Generated<number>;
+  /** The workflow that ran the check: a retried record finds its own row. */
+  request_id: string | null;
   test_machine: string;
   kind: CheckKind;
   passed: boolean;

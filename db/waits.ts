@@ -123,7 +123,7 @@ export interface WaitView {
 }
 
 /** The line as `test-machine waits` shows it: open waits first in line order, then history. */
-export async function waitViews(db: Executor, filter: { testMachine?: string; openOnly?: boolean; waitIds?: number[] }): Promise<WaitView[]> {
+export async function waitViews(db: Executor, filter: { testMachine?: string; sessionId?: string; openOnly?: boolean; waitIds?: number[] }): Promise<WaitView[]> {
   const { rows } = await sql<Omit<WaitView, 'queued_at' | 'settled_at' | 'reserved_until'> & { queued_at: Date; settled_at: Date | null; reserved_until: Date | null }>`
     SELECT w.wait_id, w.test_machine, w.session_id, w.actor_id, w.state, w.queued_at, w.qa_plan_execution_id, w.claim_id,
            c.reserved_until, w.resume_command, w.rationale, w.settled_at, w.cancel_reason,
@@ -135,6 +135,7 @@ export async function waitViews(db: Executor, filter: { testMachine?: string; op
       JOIN sessions s ON s.session_id = w.session_id
       LEFT JOIN work_claims c ON c.claim_id = w.claim_id AND w.state = 'reserved'
      WHERE (${filter.testMachine ?? null}::text IS NULL OR w.test_machine = ${filter.testMachine ?? null})
+       AND (${filter.sessionId ?? null}::text IS NULL OR w.session_id = ${filter.sessionId ?? null})
        AND (${!!filter.openOnly} = false OR w.state IN ('waiting', 'reserved'))
        AND (${filter.waitIds ?? null}::int[] IS NULL OR w.wait_id = ANY(${filter.waitIds ?? null}::int[]))
      ORDER BY w.test_machine, (w.state IN ('waiting', 'reserved')) DESC, w.state = 'waiting', w.queued_at, w.wait_id`.execute(db);

@@ -1,12 +1,38 @@
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import { raisingApplicationFailures } from '../activities/failure';
+import { temporalLineNotifier } from '../activities/lineSignals';
 import { sweepActivities } from '../activities/sweep';
+import { testMachineActivities } from '../activities/testMachines';
+import type { SshTimeouts } from '../activities/hosts/ssh';
+
+export interface ActivityDeps {
+  db: Kysely<Database>;
+  /** Signals the wait workflows; without it the line still works from Postgres alone. */
+  temporal?: { client: Client; taskQueue: string };
+  reservationLifetimeMs?: number;
+  ssh?: Partial<SshTimeouts>;
+}
 
 /** The activities a yoke worker registers, built over its dependencies. */
-export function createActivities(deps: { db: Kysely<Database> }) {
+export function createActivities(deps: ActivityDeps) {
+  const line = {
+    reservationLifetimeMs: deps.reservationLifetimeMs,
+    notifier: deps.temporal ? temporalLineNotifier(deps.temporal.client, deps.temporal.taskQueue) : undefined,
+  };
+  const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
   return raisingApplicationFailures({
-    ...sweepActivities(deps),
+    ...sweepActivities({ db: deps.db, line }),
+    beginCheck: machines.beginCheck,
+    finishCheck: machines.finishCheck,
+    expireReservation: machines.expireReservation,
+    // Long SSH commands heartbeat, and a cancelled activity closes its connection.
+    runCheckCommand: (input: Parameters<typeof machines.runCheckCommand>[0]) => {
+      const ctx = Context.current();
+      return machines.runCheckCommand(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
+    },
   });
 }
 

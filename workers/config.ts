@@ -22,6 +22,9 @@ const Env = z.object({
   YOKE_TASK_QUEUE: z.string().min(1).default('yoke'),
   YOKE_SESSION_STALE_AFTER_SECONDS: z.coerce.number().positive().default(900),
   YOKE_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+  YOKE_RESERVATION_LIFETIME_SECONDS: z.coerce.number().positive().default(300),
+  YOKE_SSH_CONNECT_TIMEOUT_SECONDS: z.coerce.number().positive().default(10),
+  YOKE_SSH_COMMAND_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
 });
 
 const Recorded = z.object({
@@ -50,6 +53,9 @@ export interface YokeConfig {
   taskQueue: string;
   staleAfterMs: number;
   sweepIntervalMs: number;
+  /** W9: how long a reserved waiting-line turn waits to be consumed before it passes on. */
+  reservationLifetimeMs: number;
+  ssh: { connectTimeoutMs: number; commandTimeoutMs: number };
 }
 
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/yoke';
@@ -108,5 +114,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     taskQueue: e.YOKE_TASK_QUEUE,
     staleAfterMs: e.YOKE_SESSION_STALE_AFTER_SECONDS * 1000,
     sweepIntervalMs: e.YOKE_SWEEP_INTERVAL_SECONDS * 1000,
+    reservationLifetimeMs: e.YOKE_RESERVATION_LIFETIME_SECONDS * 1000,
+    ssh: { connectTimeoutMs: e.YOKE_SSH_CONNECT_TIMEOUT_SECONDS * 1000, commandTimeoutMs: e.YOKE_SSH_COMMAND_TIMEOUT_SECONDS * 1000 },
   };
 }

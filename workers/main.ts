@@ -27,7 +27,9 @@ async function main(): Promise<void> {
     namespace: config.temporal.namespace,
     taskQueue: config.taskQueue,
     workflowsPath: require.resolve('../workflows'),
-    activities: createActivities({ db }),
+    activities: createActivities({
+      db, temporal: { client, taskQueue: config.taskQueue }, reservationLifetimeMs: config.reservationLifetimeMs, ssh: config.ssh,
+    }),
   });
   console.log(`yoke worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`);
   try {

@@ -1,2 +1,4 @@
 // Every workflow the yoke worker runs; the worker bundles this file.
 export { staleSessionSweep } from './sweep';
+export { testMachineWait } from './testMachineWait';
+export { testMachineCheck } from './testMachineCheck';

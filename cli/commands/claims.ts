@@ -4,7 +4,7 @@ import { claimActivities } from '../../activities/claims';
 import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
-import { registerCoordinationClaim } from './coordinationClaim';
+import { registerCoordinationClaim, reportLine } from './coordinationClaim';
 
 const Acting = z.object({ session: nonEmpty.optional(), json: z.boolean().optional() });
 const SteeringOptions = Acting.extend({ project: nonEmpty, reason: nonEmpty.optional() });
@@ -24,14 +24,14 @@ export function registerClaims(program: Command): void {
     .action(async (raw) => {
       const o = parseOptions(SteeringOptions, raw);
       const sessionId = actingSession(o);
-      const r = await withDb(({ db }) => claimActivities({ db }).takeSteeringSeat({ sessionId, project: o.project }));
+      const r = await withDb(({ db, line }) => claimActivities({ db, line }).takeSteeringSeat({ sessionId, project: o.project }));
       emit(!!o.json, { ...r.claim, reentered: r.reentered }, () => claimLine(r.reentered ? 'holding' : 'took', r.claim));
     });
   acting(steering.command('release').description('give up your steering seat').requiredOption('--project <project>', 'project').option('--reason <text>', 'why'))
     .action(async (raw) => {
       const o = parseOptions(SteeringOptions, raw);
       const sessionId = actingSession(o);
-      const c = await withDb(({ db }) => claimActivities({ db }).releaseSteeringSeat({ sessionId, project: o.project, reason: o.reason }));
+      const c = await withDb(({ db, line }) => claimActivities({ db, line }).releaseSteeringSeat({ sessionId, project: o.project, reason: o.reason }));
       emit(!!o.json, c, () => claimLine('released', c));
     });
 
@@ -40,14 +40,14 @@ export function registerClaims(program: Command): void {
     .action(async (ref: string, raw) => {
       const o = parseOptions(ItemOptions, raw);
       const sessionId = actingSession(o);
-      const r = await withDb(({ db }) => claimActivities({ db }).takeItem({ sessionId, item: ref }));
+      const r = await withDb(({ db, line }) => claimActivities({ db, line }).takeItem({ sessionId, item: ref }));
       emit(!!o.json, { ...r.claim, reentered: r.reentered }, () => claimLine(r.reentered ? 'holding' : 'took', r.claim));
     });
   acting(item.command('release').description('release your claim on a backlog item').argument('<PREFIX-N>', 'item').option('--reason <text>', 'why'))
     .action(async (ref: string, raw) => {
       const o = parseOptions(ItemOptions, raw);
       const sessionId = actingSession(o);
-      const c = await withDb(({ db }) => claimActivities({ db }).releaseItem({ sessionId, item: ref, reason: o.reason }));
+      const c = await withDb(({ db, line }) => claimActivities({ db, line }).releaseItem({ sessionId, item: ref, reason: o.reason }));
       emit(!!o.json, c, () => claimLine('released', c));
     });
 
@@ -57,9 +57,10 @@ export function registerClaims(program: Command): void {
     .action(async (raw) => {
       const o = parseOptions(WorkReleaseOptions, raw);
       const actingSessionId = actingSession(o);
-      const r = await withDb(({ db }) => claimActivities({ db }).releaseWorkClaim({ actingSessionId, claimId: o.claimId, reason: o.reason, hookContext: inHookContext() }));
+      const r = await withDb(({ db, line }) => claimActivities({ db, line }).releaseWorkClaim({ actingSessionId, claimId: o.claimId, reason: o.reason, hookContext: inHookContext() }));
       if (r.operator_event_id) warn(!!o.json, `WARNOperatorLeaseRelease: claim ${o.claimId} of session ${r.claim.session_id} released by operator session ${actingSessionId}`);
-      emit(!!o.json, { ...r.claim, operator_event_id: r.operator_event_id }, () => claimLine('released', r.claim));
+      reportLine(!!o.json, r);
+      emit(!!o.json, { ...r.claim, operator_event_id: r.operator_event_id, reservations: r.reservations }, () => claimLine('released', r.claim));
     });
 
   claims.command('list').description('list claims of every kind')
@@ -69,7 +70,7 @@ export function registerClaims(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ListOptions, raw);
-      const rows = await withDb(({ db }) => claimActivities({ db }).listClaims({ sessionId: o.holderSessionId, project: o.project, activeOnly: o.activeOnly }));
+      const rows = await withDb(({ db, line }) => claimActivities({ db, line }).listClaims({ sessionId: o.holderSessionId, project: o.project, activeOnly: o.activeOnly }));
       emit(!!o.json, rows, () => claimsTable(rows));
     });
 

@@ -1,17 +1,41 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { claimActivities } from '../../activities/claims';
+import { claimActivities, type AcquireResult, type ReleaseResult } from '../../activities/claims';
+import { YokeError } from '../../domain/errors';
+import { parseOperatorKey } from '../../domain/operatorKeys';
 import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
+import { waitForTurn } from '../waitForTurn';
 
-const AcquireOptions = z.object({ key: nonEmpty, project: nonEmpty.optional(), item: nonEmpty.optional(), session: nonEmpty.optional(), json: z.boolean().optional() });
+const AcquireOptions = z.object({
+  key: nonEmpty, project: nonEmpty.optional(), item: nonEmpty.optional(), session: nonEmpty.optional(), json: z.boolean().optional(),
+  wait: z.boolean().optional(), waitTimeout: z.coerce.number().positive().optional(),
+});
 const ListOptions = z.object({ key: nonEmpty.optional(), project: nonEmpty.optional(), activeOnly: z.boolean().optional(), json: z.boolean().optional() });
 const ReleaseOptions = z.object({
   key: nonEmpty, claimId: claimIdSchema, holderSessionId: nonEmpty, reason: nonEmpty,
   project: nonEmpty.optional(), session: nonEmpty.optional(), json: z.boolean().optional(),
 });
 
+function shellQuote(arg: string): string {
+  return /^[A-Za-z0-9_./:@=,+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}
+
+/** W4: the command a waiter runs to take its turn is the one it ran to join. */
+export function resumeCommand(argv: string[] = process.argv): string {
+  return ['yoke', ...argv.slice(2)].map(shellQuote).join(' ');
+}
+
+/** Prints what a release did to the waiting line, and any signal that could not be sent. */
+export function reportLine(json: boolean, result: Pick<ReleaseResult, 'reservations' | 'warnings'>): void {
+  for (const r of result.reservations) warn(json, `reserved QA_HOST:${r.test_machine} for session ${r.session_id} (claim ${r.claim_id}) until ${r.reserved_until}`);
+  for (const w of result.warnings) warn(json, `warning: ${w}`);
+}
+
+function acquiredLine(r: AcquireResult): string {
+  return claimLine(r.consumed_reservation ? 'took your reserved turn:' : r.reentered ? 'holding (re-entered)' : 'acquired', r.claim);
+}
 
 /**
  * `coordination-claim acquire|list|release`, mounted both at the top level and under
@@ -21,17 +45,40 @@ export function registerCoordinationClaim(parent: Command): void {
   const group = parent.command('coordination-claim').description('exclusive leases on shared resources addressed by operator keys (C2, C6)');
 
   group.command('acquire')
-    .description('take LIVE_DB_MIGRATION:<model>, QA_HOST:<machine> or ROUTE_QUALIFICATION:<grant>')
+    .description('take LIVE_DB_MIGRATION:<model>, QA_HOST:<machine> or ROUTE_QUALIFICATION:<grant>; a refused QA_HOST acquire joins the machine\'s waiting line')
     .requiredOption('--key <key>', 'operator key')
     .option('--project <project>', 'project (required for migration and route grants)')
     .option('--item <PREFIX-N>', 'owning item (required for LIVE_DB_MIGRATION)')
+    .option('--wait', 'for QA_HOST keys: wait in line until your turn is reserved, then take it')
+    .option('--wait-timeout <seconds>', 'with --wait: give up waiting after this long (you keep your place)')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(AcquireOptions, raw);
       const sessionId = actingSession(o);
-      const result = await withDb(async ({ db }) => claimActivities({ db }).acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item }));
-      emit(!!o.json, { ...result.claim, reentered: result.reentered }, () => claimLine(result.reentered ? 'holding (re-entered)' : 'acquired', result.claim));
+      const key = parseOperatorKey(o.key);
+      const join = key.kind === 'qa_admission' ? { resumeCommand: resumeCommand() } : undefined;
+      const result = await withDb(async (ctx) => {
+        const claims = claimActivities({ db: ctx.db, line: ctx.line });
+        const acquire = () => claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });
+        try {
+          return await acquire();
+        } catch (err) {
+          if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
+          const wait = err.details.wait as { position: number };
+          if (!o.wait) {
+            throw new YokeError(err.kind, err.code, err.message,
+              `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`, err.details);
+          }
+          warn(!!o.json, `${err.message}`);
+          return waitForTurn(ctx, {
+            testMachine: key.testMachine, sessionId, json: !!o.json, resumeCommand: join!.resumeCommand,
+            timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
+          }, acquire);
+        }
+      });
+      for (const w of result.warnings) warn(!!o.json, `warning: ${w}`);
+      emit(!!o.json, { ...result.claim, reentered: result.reentered, consumed_reservation: result.consumed_reservation }, () => acquiredLine(result));
     });
 
   group.command('list')
@@ -42,7 +89,7 @@ export function registerCoordinationClaim(parent: Command): void {
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ListOptions, raw);
-      const rows = await withDb(async ({ db }) => claimActivities({ db }).listCoordinationClaims(o));
+      const rows = await withDb(async ({ db, line }) => claimActivities({ db, line }).listCoordinationClaims(o));
       emit(!!o.json, rows, () => claimsTable(rows));
     });
 
@@ -58,13 +105,14 @@ export function registerCoordinationClaim(parent: Command): void {
     .action(async (raw) => {
       const o = parseOptions(ReleaseOptions, raw);
       const actingSessionId = actingSession(o);
-      const result = await withDb(async ({ db }) =>
-        claimActivities({ db }).operatorRelease({
+      const result = await withDb(async ({ db, line }) =>
+        claimActivities({ db, line }).operatorRelease({
           actingSessionId, key: o.key, claimId: o.claimId, holderSessionId: o.holderSessionId,
           reason: o.reason, project: o.project, hookContext: inHookContext(),
         }),
       );
       if (result.operator_event_id) warn(!!o.json, `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`);
-      emit(!!o.json, { ...result.claim, operator_event_id: result.operator_event_id }, () => claimLine('released', result.claim) + `\nreason: ${result.claim.release_reason}`);
+      reportLine(!!o.json, result);
+      emit(!!o.json, { ...result.claim, operator_event_id: result.operator_event_id, reservations: result.reservations }, () => claimLine('released', result.claim) + `\nreason: ${result.claim.release_reason}`);
     });
 }

@@ -38,7 +38,8 @@ export function registerSessions(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(SessionOpt.extend({ ifClaimFree: z.boolean().optional() }), raw);
-      const r = await withDb(({ db }) => sessionActivities({ db }).endSession({ sessionId: o.session, ifClaimFree: o.ifClaimFree }));
+      const r = await withDb(({ db, line }) => sessionActivities({ db, line }).endSession({ sessionId: o.session, ifClaimFree: o.ifClaimFree }));
+      for (const w of r.warnings) process.stderr.write(`warning: ${w}\n`);
       emit(!!o.json, { ...r.session, ended: r.ended, released_claims: r.released_claims, retained_sticky_claims: r.retained_sticky_claims, blocking_claims: r.blocking_claims }, () => {
         const lines = [r.ended ? `ended session ${r.session.session_id}` : `session ${r.session.session_id} not ended${r.blocking_claims.length ? ' (holds claims)' : ' (already ended)'}`];
         for (const c of r.released_claims) lines.push(`  released ${claimTarget(c)} (claim ${c.claim_id})`);

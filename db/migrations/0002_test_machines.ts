@@ -24,6 +24,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     -- History outlives the machine row, so no foreign key.
     CREATE TABLE test_machine_checks (
       check_id              integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      request_id            text UNIQUE,
       test_machine          text NOT NULL,
       kind                  text NOT NULL CHECK (kind IN ('verification', 'golden_capture')),
       passed                boolean NOT NULL,

@@ -23,14 +23,15 @@ export interface TestWorker {
 }
 
 /** A real worker on the run's dev server, on a task queue of its own, over the test's database. */
-export async function startTestWorker(db: Kysely<Database>): Promise<TestWorker> {
+export async function startTestWorker(db: Kysely<Database>, opts: { reservationLifetimeMs?: number } = {}): Promise<TestWorker> {
   const address = process.env.YOKE_TEST_TEMPORAL_ADDRESS!;
   const nativeConnection = await NativeConnection.connect({ address });
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
   const taskQueue = `test-${randomUUID()}`;
   const worker = await Worker.create({
-    connection: nativeConnection, taskQueue, workflowBundle: await workflowBundle(), activities: createActivities({ db }),
+    connection: nativeConnection, taskQueue, workflowBundle: await workflowBundle(),
+    activities: createActivities({ db, temporal: { client, taskQueue }, reservationLifetimeMs: opts.reservationLifetimeMs, ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: 30_000 } }),
   });
   const running = worker.run();
   return {

@@ -1,0 +1,43 @@
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { cancelWait, hostReserved, waitWorkflowId, YOKE_TEST_MACHINE, type WaitInput } from '../workflows/definitions';
+import type { LineNotifier } from './waitingLine';
+
+const TEST_MACHINE_KEY = defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD);
+
+/**
+ * The waiting line's messages to its wait workflows: a join starts the session's wait, a
+ * reservation wakes it (starting it if it is missing, so a lost start never loses a turn),
+ * a cancellation stops it.
+ */
+export function temporalLineNotifier(client: Client, taskQueue: string): LineNotifier {
+  const options = (testMachine: string, sessionId: string) => ({
+    workflowId: waitWorkflowId(testMachine, sessionId),
+    taskQueue,
+    args: [{ testMachine, sessionId } satisfies WaitInput] as [WaitInput],
+    typedSearchAttributes: [{ key: TEST_MACHINE_KEY, value: testMachine }],
+  });
+  return {
+    async joined(w) {
+      try {
+        await client.workflow.start('testMachineWait', options(w.test_machine, w.session_id));
+      } catch (err) {
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      }
+    },
+    async reserved(r) {
+      await client.workflow.signalWithStart('testMachineWait', {
+        ...options(r.test_machine, r.session_id),
+        signal: hostReserved,
+        signalArgs: [{ claimId: r.claim_id, reservedUntil: r.reserved_until }],
+      });
+    },
+    async cancelled(c) {
+      try {
+        await client.workflow.getHandle(waitWorkflowId(c.test_machine, c.session_id)).signal(cancelWait, { reason: c.reason });
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err; // already finished: nothing to stop
+      }
+    },
+  };
+}

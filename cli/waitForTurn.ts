@@ -1,0 +1,94 @@
+import type { AcquireResult } from '../activities/claims';
+import { waitViews, type WaitView } from '../db/waits';
+import { refusal } from '../domain/errors';
+import { awaitTurn, turnConsumed, waitWorkflowId } from '../workflows/definitions';
+import type { CommandContext } from './context';
+
+export interface WaitOptions {
+  testMachine: string;
+  sessionId: string;
+  json: boolean;
+  timeoutMs?: number;
+  resumeCommand: string;
+}
+
+const POLL_MS = 1_000;
+
+function elapsed(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+}
+
+/** One status line on stderr: rewritten in place on a terminal, printed on change elsewhere. */
+class Progress {
+  private last = '';
+  private lastPrinted = 0;
+  constructor(private readonly quiet: boolean) {}
+
+  show(line: string, key: string): void {
+    if (this.quiet) return;
+    if (process.stderr.isTTY) {
+      process.stderr.write(`\r\x1b[2K${line}`);
+    } else if (key !== this.last || Date.now() - this.lastPrinted > 30_000) {
+      process.stderr.write(`${line}\n`);
+      this.lastPrinted = Date.now();
+    }
+    this.last = key;
+  }
+
+  done(): void {
+    if (!this.quiet && process.stderr.isTTY && this.last) process.stderr.write('\n');
+  }
+}
+
+/**
+ * `--wait`: blocks until the caller's turn is reserved, then consumes it. The wait workflow's
+ * `awaitTurn` update wakes us the moment the release signals it (W7); Postgres, read every
+ * second for the position shown, is the record and the fallback if Temporal is away.
+ */
+export async function waitForTurn(ctx: CommandContext, opts: WaitOptions, consume: () => Promise<AcquireResult>): Promise<AcquireResult> {
+  const started = Date.now();
+  const progress = new Progress(opts.json);
+  let woken: Promise<unknown> = new Promise(() => undefined);
+  try {
+    const client = await ctx.temporal.get();
+    woken = client.workflow.getHandle(waitWorkflowId(opts.testMachine, opts.sessionId)).executeUpdate(awaitTurn).catch(() => new Promise(() => undefined));
+  } catch {
+    progress.show('Temporal unreachable: watching Postgres for the turn', 'no-temporal');
+  }
+  try {
+    for (;;) {
+      const line = await waitViews(ctx.db, { testMachine: opts.testMachine, openOnly: true });
+      const mine: WaitView | undefined = line.find((w) => w.session_id === opts.sessionId);
+      if (!mine) {
+        const [last] = (await waitViews(ctx.db, { testMachine: opts.testMachine, sessionId: opts.sessionId })).slice(-1);
+        if (last?.state === 'granted') break;
+        throw refusal('wait_cancelled', `the wait of session ${opts.sessionId} for ${opts.testMachine} was cancelled (${last?.cancel_reason ?? 'no open wait'})`, {
+          recovery: `join again: ${opts.resumeCommand}`,
+          details: { test_machine: opts.testMachine, session_id: opts.sessionId, cancel_reason: last?.cancel_reason ?? null },
+        });
+      }
+      if (mine.state === 'reserved') break;
+      const waiting = line.filter((w) => w.state === 'waiting' && w.position !== null).length;
+      progress.show(`waiting for QA_HOST:${opts.testMachine}: position ${mine.position ?? '?'} of ${waiting}, ${elapsed(Date.now() - started)}`, String(mine.position));
+      if (opts.timeoutMs !== undefined && Date.now() - started > opts.timeoutMs) {
+        throw refusal('wait_timeout', `still waiting for ${opts.testMachine} after ${elapsed(Date.now() - started)} (position ${mine.position})`, {
+          recovery: `you keep your place in line; resume with: ${opts.resumeCommand}`,
+          details: { test_machine: opts.testMachine, position: mine.position, queued_at: mine.queued_at },
+        });
+      }
+      const wake = woken.then(() => 'woken' as const);
+      if ((await Promise.race([new Promise((r) => setTimeout(r, POLL_MS)), wake])) === 'woken') woken = new Promise(() => undefined); // read Postgres once more, then poll
+    }
+  } finally {
+    progress.done();
+  }
+  const result = await consume();
+  try {
+    const client = await ctx.temporal.get();
+    await client.workflow.getHandle(waitWorkflowId(opts.testMachine, opts.sessionId)).signal(turnConsumed);
+  } catch {
+    // The workflow finds the consumed turn in Postgres when its timer fires.
+  }
+  return result;
+}

@@ -1,0 +1,47 @@
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { CheckKind } from '../db/database';
+
+/**
+ * Every signal, update and query of yoke's workflows, and their deterministic ids, in one
+ * place: workflows, activities and the CLI all import these.
+ */
+
+// test-machine wait: test-machine-wait/<machine>/<sessionId>
+export interface WaitInput {
+  testMachine: string;
+  sessionId: string;
+}
+export interface TurnReserved {
+  claimId: number;
+  reservedUntil: string;
+}
+export type WaitWorkflowState = 'waiting' | 'reserved' | 'granted' | 'cancelled';
+export interface WaitSnapshot {
+  state: WaitWorkflowState;
+  turn: TurnReserved | null;
+  cancelReason: string | null;
+}
+
+export const hostReserved = defineSignal<[TurnReserved]>('hostReserved');
+export const turnConsumed = defineSignal('turnConsumed');
+export const cancelWait = defineSignal<[{ reason: string }]>('cancelWait');
+/** Completes once the wait is no longer waiting: the caller's turn is reserved, or it was cancelled. */
+export const awaitTurn = defineUpdate<WaitSnapshot>('awaitTurn');
+export const waitState = defineQuery<WaitSnapshot>('state');
+
+export function waitWorkflowId(testMachine: string, sessionId: string): string {
+  return `test-machine-wait/${testMachine}/${sessionId}`;
+}
+
+// test-machine check (verify / golden capture): test-machine-check/<machine>/<uuid>
+export interface CheckInput {
+  testMachine: string;
+  sessionId: string;
+  kind: CheckKind;
+}
+
+export function checkWorkflowId(testMachine: string, kind: CheckKind, nonce: string): string {
+  return `test-machine-${kind === 'verification' ? 'verify' : 'golden-capture'}/${testMachine}/${nonce}`;
+}
+
+export const YOKE_TEST_MACHINE = 'YokeTestMachine';
