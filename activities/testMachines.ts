@@ -239,21 +239,25 @@ export function testMachineActivities(deps: { db: Kysely<Database>; ssh?: Partia
    * line only if the machine is healthy after this record (W8: the release that ends a
    * successful verify on an unhealthy machine is the one that serves it).
    */
-  async function finishCheck(input: { testMachine: string; sessionId: string; claimId: number; outcome: CheckOutcome; requestId: string }): Promise<{ check: CheckRecord; reservations: Reservation[] }> {
+  async function finishCheck(input: { testMachine: string; sessionId: string; claimId: number; outcome: CheckOutcome | null; requestId: string }): Promise<{ check: CheckRecord | null; reservations: Reservation[] }> {
     const { value, effects } = await inLineTransaction(db, notifier, async (trx, lineEffects) => {
-      await trx.insertInto('test_machine_checks').values({
-        request_id: input.requestId, test_machine: input.testMachine, kind: input.outcome.kind, passed: input.outcome.passed,
-        reason: input.outcome.reason, exit_code: input.outcome.exit_code, output_digest: input.outcome.output_digest,
-        output_excerpt: input.outcome.output_excerpt, session_id: input.sessionId, started_at: input.outcome.started_at,
-      }).onConflict((oc) => oc.column('request_id').doNothing()).execute();
+      const outcome = input.outcome;
+      if (outcome) {
+        await trx.insertInto('test_machine_checks').values({
+          request_id: input.requestId, test_machine: input.testMachine, kind: outcome.kind, passed: outcome.passed,
+          reason: outcome.reason, exit_code: outcome.exit_code, output_digest: outcome.output_digest,
+          output_excerpt: outcome.output_excerpt, session_id: input.sessionId, started_at: outcome.started_at,
+        }).onConflict((oc) => oc.column('request_id').doNothing()).execute();
+      }
       const claim = await lockClaimForRelease(trx, input.claimId);
       if (claim && !claim.released_at) {
         const holder = await trx.selectFrom('sessions').select('actor_id').where('session_id', '=', claim.session_id).executeTakeFirstOrThrow();
-        await releaseServingLine(trx, claim, { reason: `${input.outcome.kind} finished: ${input.outcome.reason}`, bySessionId: input.sessionId, byActorId: holder.actor_id }, lifetimeMs, lineEffects);
+        const reason = outcome ? `${outcome.kind} finished: ${outcome.reason}` : 'check did not finish';
+        await releaseServingLine(trx, claim, { reason, bySessionId: input.sessionId, byActorId: holder.actor_id }, lifetimeMs, lineEffects);
       }
       await expireReservations(trx, lifetimeMs, lineEffects, input.testMachine);
-      const row = await trx.selectFrom('test_machine_checks').selectAll().where('request_id', '=', input.requestId).executeTakeFirstOrThrow();
-      return checkRecord(row);
+      const row = await trx.selectFrom('test_machine_checks').selectAll().where('request_id', '=', input.requestId).executeTakeFirst();
+      return row ? checkRecord(row) : null;
     });
     return { check: value, reservations: effects.reservations };
   }

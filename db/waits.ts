@@ -27,6 +27,8 @@ export interface NewWait {
   resume_command: string;
   rationale: string;
   qa_plan_execution_id?: number | null;
+  /** W6: an execution taking its aborted predecessor's place joins with that queued_at. */
+  queued_at?: string;
 }
 
 /** W5: a session already in line keeps its row and so its first queued_at. */

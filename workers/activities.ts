@@ -29,9 +29,14 @@ export function createActivities(deps: ActivityDeps) {
     finishCheck: machines.finishCheck,
     expireReservation: machines.expireReservation,
     // Long SSH commands heartbeat, and a cancelled activity closes its connection.
-    runCheckCommand: (input: Parameters<typeof machines.runCheckCommand>[0]) => {
+    runCheckCommand: async (input: Parameters<typeof machines.runCheckCommand>[0]) => {
       const ctx = Context.current();
-      return machines.runCheckCommand(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
+      try {
+        return await machines.runCheckCommand(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
+      } catch (err) {
+        if (ctx.cancellationSignal.aborted) await ctx.cancelled; // report a cancellation as one
+        throw err;
+      }
     },
   });
 }

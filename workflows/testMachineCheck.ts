@@ -1,5 +1,5 @@
-import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { TestMachineActivities } from '../activities/testMachines';
+import { ActivityCancellationType, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { CheckOutcome, TestMachineActivities } from '../activities/testMachines';
 import type { CheckInput } from './definitions';
 
 const short = proxyActivities<Pick<TestMachineActivities, 'beginCheck' | 'finishCheck'>>({
@@ -8,30 +8,33 @@ const short = proxyActivities<Pick<TestMachineActivities, 'beginCheck' | 'finish
 });
 
 // The SSH command heartbeats while it runs, so a dead worker is noticed within the heartbeat
-// timeout and a cancellation reaches the connection.
+// timeout and a cancellation reaches the connection; the workflow waits for the connection
+// to close before it releases the machine.
 const ssh = proxyActivities<Pick<TestMachineActivities, 'runCheckCommand'>>({
   startToCloseTimeout: '15 minutes',
-  heartbeatTimeout: '20 seconds',
+  heartbeatTimeout: '6 seconds',
   retry: { maximumAttempts: 1 },
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 });
 
 /**
  * `yoke test-machine verify` / `golden-capture`: hold the machine, run its command over SSH,
  * then record the result and release the machine in one transaction, which serves the line
- * when the machine is healthy (W8). The release runs even if the command is cancelled.
+ * when the machine is healthy (W8). A run that did not finish (cancelled, worker lost) says
+ * nothing about the machine's health: nothing is recorded, the machine is still released,
+ * and the failure is raised.
  */
 export async function testMachineCheck(input: CheckInput) {
   const { claim_id: claimId } = await short.beginCheck({ testMachine: input.testMachine, sessionId: input.sessionId });
-  let outcome;
+  const finish = (outcome: CheckOutcome | null) => CancellationScope.nonCancellable(() =>
+    short.finishCheck({ testMachine: input.testMachine, sessionId: input.sessionId, claimId, outcome, requestId: workflowInfo().workflowId }));
+  let outcome: CheckOutcome;
   try {
     outcome = await ssh.runCheckCommand({ testMachine: input.testMachine, kind: input.kind });
   } catch (err) {
-    outcome = {
-      kind: input.kind, passed: false, reason: 'check_failed', exit_code: null, output_digest: null,
-      output_excerpt: err instanceof Error ? err.message : String(err), started_at: new Date().toISOString(),
-    };
+    await finish(null);
+    throw err;
   }
-  const finished = await CancellationScope.nonCancellable(() =>
-    short.finishCheck({ testMachine: input.testMachine, sessionId: input.sessionId, claimId, outcome, requestId: workflowInfo().workflowId }));
+  const finished = await finish(outcome);
   return { ...finished, outcome };
 }

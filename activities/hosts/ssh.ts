@@ -32,6 +32,13 @@ export interface CommandResult {
   presented_host_key: string;
 }
 
+/** The caller cancelled the command (a cancelled activity): says nothing about the host. */
+export class SshCancelled extends Error {
+  constructor(readonly target: string) {
+    super(`the command on ${target} was cancelled`);
+  }
+}
+
 /** The host did not answer, refused us, or dropped the connection: W3's `ssh_unavailable`. */
 export class SshUnavailable extends Error {
   constructor(readonly target: string, readonly detail: string) {
@@ -80,7 +87,7 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
       conn.end();
       fn();
     };
-    const onAbort = () => finish(() => reject(new SshUnavailable(target.name, 'cancelled')));
+    const onAbort = () => finish(() => reject(new SshCancelled(target.name)));
     opts.signal?.addEventListener('abort', onAbort);
 
     const config: ConnectConfig = {

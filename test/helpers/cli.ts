@@ -10,13 +10,13 @@ export interface CliResult {
   stderr: string;
 }
 
-const BIN = join(projectRoot(__dirname), 'bin', 'yoke');
+export const yokeBin = join(projectRoot(__dirname), 'bin', 'yoke');
 const HOME = mkdtempSync(join(tmpdir(), 'yoke-cli-'));
 
 /** Runs the built `yoke` binary against a test database, the way a user would. */
 export function yoke(databaseUrl: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], {
+    execFile(process.execPath, [yokeBin, ...args], {
       env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, YOKE_HOME: HOME, ...env },
     }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;

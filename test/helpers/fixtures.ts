@@ -5,11 +5,16 @@ import { claimActivities } from '../../activities/claims';
 import { projectActivities } from '../../activities/projects';
 import { sessionActivities } from '../../activities/sessions';
 import { sweepActivities } from '../../activities/sweep';
+import { testMachineActivities } from '../../activities/testMachines';
+import type { LineOptions } from '../../activities/waitingLine';
 import { YokeError } from '../../domain/errors';
 
 /** The activities under test, over one database. */
-export function services(db: Kysely<Database>) {
-  return { ...claimActivities({ db }), ...projectActivities({ db }), ...sessionActivities({ db }), ...sweepActivities({ db }) };
+export function services(db: Kysely<Database>, line?: Partial<LineOptions>) {
+  return {
+    ...claimActivities({ db, line }), ...projectActivities({ db }), ...sessionActivities({ db, line }), ...sweepActivities({ db, line }),
+    ...testMachineActivities({ db, line }),
+  };
 }
 
 export type Services = ReturnType<typeof services>;

@@ -1,0 +1,159 @@
+import { spawn } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { json, jsonError, yoke, yokeBin, type CliResult } from '../helpers/cli';
+import { startSshHost, type SshHost } from '../helpers/sshd';
+import { startTestWorker, type TestWorker } from '../helpers/temporal';
+
+let t: TestDatabase;
+let w: TestWorker;
+let host: SshHost;
+let env: Record<string, string>;
+const run = (args: string[], extra: Record<string, string> = {}) => yoke(t.url, args, { ...env, ...extra });
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  w = await startTestWorker(t.db);
+  host = await startSshHost('cli');
+  writeFileSync(join(host.dir, 'healthy'), '');
+  env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue };
+  for (const args of [
+    ['projects', 'create', 'web'],
+    ['projects', 'grant', 'web', '--actor', 'ops', '--permission', 'claims.release'],
+    ['sessions', 'register', '--session', 'op', '--actor', 'ops', '--project', 'web'],
+    ['sessions', 'register', '--session', 'w1', '--actor', 'alice', '--project', 'web'],
+    ['sessions', 'register', '--session', 'q1', '--actor', 'bob', '--project', 'web'],
+    ['sessions', 'register', '--session', 'q2', '--actor', 'carol', '--project', 'web'],
+  ]) {
+    const r = await run(args);
+    if (r.code !== 0) throw new Error(`${args.join(' ')}: ${r.stderr}`);
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await host.stop();
+  await w.shutdown();
+  await t.drop();
+});
+
+const addArgs = (name: string, extra: string[] = []) => [
+  'test-machine', 'add', name, '--host', host.host, '--port', String(host.port), '--user', host.user, '--identity-file', host.identityFile,
+  '--verify-command', `test -f ${join(host.dir, 'healthy')}`, ...extra, '--json',
+];
+
+test('test-machine add pins the host key (file or first use); list --json shows health, holder and line', async () => {
+  const pinned = await run(addArgs('lab', ['--host-key-file', host.hostKeyFile]));
+  expect(pinned.code).toBe(0);
+  expect(json(pinned)).toMatchObject({ name: 'lab', host_key_source: 'host_key_file', healthy: true, holder: null, waiting: 0 });
+  const tofu = await run(addArgs('lab-tofu'));
+  expect(json(tofu)).toMatchObject({ name: 'lab-tofu', host_key_source: 'trust_on_first_use', host_key_fingerprint: json(pinned).host_key_fingerprint });
+  const again = await run(addArgs('lab', ['--host-key-file', host.hostKeyFile]));
+  expect(again.code).toBe(1);
+  expect(jsonError(again).code).toBe('test_machine_exists');
+  const badKey = await run(addArgs('lab-bad', ['--host-key-file', host.identityFile]));
+  expect(badKey.code).toBe(2);
+  expect(jsonError(badKey).code).toBe('invalid_host_key_file');
+  const list = json<{ name: string }[]>(await run(['test-machine', 'list', '--json']));
+  expect(list.map((m) => m.name)).toEqual(['lab', 'lab-tofu']);
+});
+
+test('W4 W5 a refused acquire joins the line with its own command as resume_command and prints the position', async () => {
+  const held = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']);
+  expect(held.code).toBe(0);
+  const args = ['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q1'];
+  const refused = await run(args);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(/^claim_held: QA_HOST:lab is held by claim \d+ \(session w1.*joined the waiting line at position 1/);
+  expect(refused.stderr).toContain('recovery: you are number 1 in line');
+  const [wait] = json<Record<string, unknown>[]>(await run(['test-machine', 'waits', 'lab', '--json']));
+  expect(wait).toMatchObject({ position: 1, session_id: 'q1', state: 'waiting', resume_command: `yoke ${args.join(' ')}` });
+  expect(wait!.rationale).toContain('claim_held');
+  // joining again keeps the first queued_at
+  await run([...args, '--json']);
+  const [still] = json<Record<string, unknown>[]>(await run(['test-machine', 'waits', 'lab', '--json']));
+  expect(still!.queued_at).toBe(wait!.queued_at);
+});
+
+test('W7 acquire --wait blocks showing its position, is woken when the holder releases, and takes the turn', async () => {
+  const holder = json<{ claim_id: number }[]>(await run(['coordination-claim', 'list', '--key', 'QA_HOST:lab', '--active-only', '--json']))[0]!;
+  // q2 queues behind q1 and waits; q1 is woken first and takes its turn with the same command
+  const waiting = runInBackground(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q2', '--wait', '--json']);
+  await until(async () => json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some((x) => x.session_id === 'q2'));
+  const released = await run(['claims', 'work', 'release', '--claim-id', String(holder.claim_id), '--reason', 'suite done', '--session', 'w1', '--json']);
+  expect(json(released).reservations).toEqual([expect.objectContaining({ session_id: 'q1' })]);
+  const q1 = await run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q1', '--json']);
+  expect(json(q1)).toMatchObject({ session_id: 'q1', consumed_reservation: true });
+  await run(['claims', 'work', 'release', '--claim-id', String(json(q1).claim_id), '--reason', 'done', '--session', 'q1']);
+  const q2 = await waiting;
+  expect(q2.code).toBe(0);
+  expect(json(q2)).toMatchObject({ session_id: 'q2', consumed_reservation: true });
+  await run(['claims', 'work', 'release', '--claim-id', String(json(q2).claim_id), '--reason', 'done', '--session', 'q2']);
+}, 60_000);
+
+test('W7 without --json, --wait shows position and elapsed time while it waits', async () => {
+  const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']));
+  const waiting = runInBackground(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q1', '--wait']);
+  await until(async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab', '--json'])).length > 0);
+  await new Promise((r) => setTimeout(r, 1_500)); // let it print a progress line
+  await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
+  const r = await waiting;
+  expect(r.code).toBe(0);
+  expect(r.stderr).toMatch(/waiting for QA_HOST:lab: position 1 of 1, \d+s/);
+  expect(r.stdout).toMatch(/^took your reserved turn: claim \d+: QA_HOST:lab/);
+  await run(['claims', 'work', 'release', '--claim-id', String(/claim (\d+)/.exec(r.stdout)![1]), '--reason', 'done', '--session', 'q1']);
+}, 60_000);
+
+test('W2 W3 test-machine verify records the verification over SSH; failures exit 1 naming the reason', async () => {
+  const ok = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json']);
+  expect(ok.code).toBe(0);
+  expect(json(ok).check).toMatchObject({ kind: 'verification', passed: true, reason: 'passed' });
+  const golden = await run(['test-machine', 'golden-capture', 'lab', '--session', 'op', '--json']);
+  expect(json(golden).check).toMatchObject({ kind: 'golden_capture', passed: true });
+
+  rmSync(join(host.dir, 'healthy'));
+  const failed = await run(['test-machine', 'verify', 'lab', '--session', 'op']);
+  expect(failed.code).toBe(1);
+  expect(failed.stderr).toMatch(/^verification_failed: verification of lab failed: exit_status_1/m);
+  writeFileSync(join(host.dir, 'healthy'), '');
+
+  await host.stop();
+  const down = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json']);
+  expect(down.code).toBe(1);
+  expect(json(down).check).toMatchObject({ passed: false, reason: 'ssh_unavailable' });
+  expect(json<{ name: string; healthy: boolean }[]>(await run(['test-machine', 'list', '--json'])).find((m) => m.name === 'lab')!.healthy).toBe(false);
+  await host.start();
+  expect((await run(['test-machine', 'verify', 'lab', '--session', 'op'])).code).toBe(0);
+}, 60_000);
+
+test('verify without a worker on the task queue exits 3 naming the queue; remove refuses a held machine', async () => {
+  const noWorker = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json'], { YOKE_TASK_QUEUE: 'nobody-polls-this' });
+  expect(noWorker.code).toBe(3);
+  expect(jsonError(noWorker)).toMatchObject({ code: 'no_worker', details: { task_queue: 'nobody-polls-this' } });
+
+  const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-tofu', '--session', 'w1', '--json']));
+  const busy = await run(['test-machine', 'remove', 'lab-tofu', '--json']);
+  expect(busy.code).toBe(1);
+  expect(jsonError(busy).code).toBe('test_machine_in_use');
+  await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
+  expect((await run(['test-machine', 'remove', 'lab-tofu'])).code).toBe(0);
+});
+
+function runInBackground(args: string[]): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [yokeBin, ...args], { env: { PATH: process.env.PATH, DATABASE_URL: t.url, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
+}
+
+async function until(fn: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
