@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # npm test: install and build if needed, type-check, then jest. Jest's global setup brings up
-# Postgres (local, DATABASE_URL or embedded) and a Temporal dev server for the run.
+# Postgres (local, DATABASE_URL or embedded) and a Temporal dev server for the run; the
+# sshd test hosts need openssh-server, installed here when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+bash scripts/install-system.sh
 npx tsc --noEmit -p tsconfig.json
 npx jest "$@"
