@@ -6,7 +6,6 @@ import { parseOperatorKey } from '../../domain/operatorKeys';
 import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
-import { waitForTurn } from '../waitForTurn';
 
 const AcquireOptions = z.object({
   key: nonEmpty, project: nonEmpty.optional(), item: nonEmpty.optional(), session: nonEmpty.optional(), json: z.boolean().optional(),
@@ -71,6 +70,7 @@ export function registerCoordinationClaim(parent: Command): void {
               `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`, err.details);
           }
           warn(!!o.json, `${err.message}`);
+          const { waitForTurn } = await import('../waitForTurn');
           return waitForTurn(ctx, {
             testMachine: key.testMachine, sessionId, json: !!o.json, resumeCommand: join!.resumeCommand,
             timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,

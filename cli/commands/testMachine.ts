@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { testMachineActivities, type CheckOutcome, type CheckRecord, type TestMachineView } from '../../activities/testMachines';
+import type { CheckOutcome, CheckRecord, TestMachineView } from '../../activities/testMachines';
 import type { Reservation } from '../../activities/waitingLine';
 import type { CheckKind } from '../../db/database';
 import type { WaitView } from '../../db/waits';
 import { YokeError, refusal } from '../../domain/errors';
-import { checkWorkflowId, YOKE_TEST_MACHINE, type CheckInput } from '../../workflows/definitions';
+import type { CheckInput } from '../../workflows/definitions';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
 import { reportLine } from './coordinationClaim';
@@ -18,7 +18,9 @@ const AddOptions = Json.extend({
 });
 const CheckOptions = Json.extend({ session: nonEmpty.optional() });
 
-function machines(ctx: CommandContext) {
+// Loaded on use: ssh2 and the Temporal workflow definitions cost startup time every other command would pay.
+async function machines(ctx: CommandContext) {
+  const { testMachineActivities } = await import('../../activities/testMachines');
   return testMachineActivities({ db: ctx.db, ssh: ctx.config.ssh, line: ctx.line });
 }
 
@@ -43,7 +45,7 @@ function waitsTable(rows: WaitView[]): string {
  * heartbeats and can be cancelled; the CLI starts it and waits for its report.
  */
 async function runCheck(ctx: CommandContext, testMachine: string, sessionId: string, kind: CheckKind, json: boolean) {
-  await machines(ctx).listTestMachines({ name: testMachine }).then((rows) => {
+  await (await machines(ctx)).listTestMachines({ name: testMachine }).then((rows) => {
     if (!rows.length) {
       throw refusal('test_machine_not_found', `no test machine is named ${testMachine}`, {
         recovery: 'see yoke test-machine list', details: { test_machine: testMachine },
@@ -52,6 +54,7 @@ async function runCheck(ctx: CommandContext, testMachine: string, sessionId: str
   });
   const client = await ctx.temporal.requireWorker();
   const { defineSearchAttributeKey, SearchAttributeType } = await import('@temporalio/common');
+  const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');
   warn(json, `${kind === 'verification' ? 'verifying' : 'capturing golden state of'} ${testMachine} over SSH...`);
   const input: CheckInput = { testMachine, sessionId, kind };
   const report = await client.workflow.execute('testMachineCheck', {
@@ -75,21 +78,21 @@ export function registerTestMachine(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(AddOptions, raw);
-      const m = await withDb((ctx) => machines(ctx).addTestMachine({ name, ...o }));
+      const m = await withDb(async (ctx) => (await machines(ctx)).addTestMachine({ name, ...o }));
       emit(!!o.json, m, () => `added ${m.name} (${m.user}@${m.host}:${m.port}), host key ${m.host_key_fingerprint} pinned (${m.host_key_source})`);
     });
 
   tm.command('list').description('machines with health, holder and line length').option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(Json, raw);
-      const rows = await withDb((ctx) => machines(ctx).listTestMachines());
+      const rows = await withDb(async (ctx) => (await machines(ctx)).listTestMachines());
       emit(!!o.json, rows, () => machineTable(rows));
     });
 
   tm.command('remove').description('remove a machine nobody holds (its waits are cancelled)').argument('<name>', 'machine').option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(Json, raw);
-      const r = await withDb((ctx) => machines(ctx).removeTestMachine({ name }));
+      const r = await withDb(async (ctx) => (await machines(ctx)).removeTestMachine({ name }));
       emit(!!o.json, r, () => `removed ${r.name}${r.cancelled_waits ? `; cancelled ${r.cancelled_waits} wait(s)` : ''}`);
     });
 
@@ -116,7 +119,7 @@ export function registerTestMachine(program: Command): void {
     .argument('[name]', 'only this machine').option('--all', 'include settled waits (granted, cancelled)').option('--json', 'print JSON')
     .action(async (name: string | undefined, raw) => {
       const o = parseOptions(Json.extend({ all: z.boolean().optional() }), raw);
-      const rows = await withDb((ctx) => machines(ctx).listWaits({ testMachine: name, all: o.all }));
+      const rows = await withDb(async (ctx) => (await machines(ctx)).listWaits({ testMachine: name, all: o.all }));
       emit(!!o.json, rows, () => waitsTable(rows));
     });
 }

@@ -23,9 +23,13 @@ export default async function globalSetup(): Promise<void> {
   const admin = new Client({ connectionString: pg.serverUrl });
   await admin.connect();
   try {
-    // Leftovers of an interrupted earlier run.
-    const stale = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'yoke\\_t\\_%' OR datname LIKE 'yoke\\_tpl\\_%'");
-    for (const { datname } of stale.rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+    // Leftovers of an interrupted earlier run: databases named after a process that is gone
+    // (another test run going on at the same time keeps its own).
+    const stale = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname ~ '^yoke_(t|tpl)_[0-9]+'");
+    for (const { datname } of stale.rows) {
+      const pid = Number(/^yoke_(?:t|tpl)_(\d+)/.exec(datname)![1]);
+      if (!processAlive(pid)) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+    }
     await admin.query(`CREATE DATABASE "${template}"`);
   } finally {
     await admin.end();
@@ -43,5 +47,14 @@ export default async function globalSetup(): Promise<void> {
     const pid = await startDevServer({ cli: findTemporalCli(log), port, logFile: join(home, 'test-temporal.log') });
     process.env.YOKE_TEST_TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
     process.env.YOKE_TEST_TEMPORAL_PID = String(pid);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
