@@ -1,6 +1,8 @@
 import { Command, CommanderError } from 'commander';
 import { usageError } from '../domain/errors';
 import { registerAdmin } from './commands/admin';
+import { registerApply } from './commands/apply';
+import { registerDeploymentRuns } from './commands/deploymentRuns';
 import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
 import { registerProjects } from './commands/projects';
@@ -21,6 +23,8 @@ function buildProgram(): Command {
   registerClaims(program);
   registerCoordinationClaim(program);
   registerTestMachine(program);
+  registerApply(program);
+  registerDeploymentRuns(program);
   registerAdmin(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {

@@ -1,5 +1,6 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
 import type { TargetKind } from '../domain/claimKinds';
+import type { StageDefinition } from '../domain/projectDefinition';
 
 /** Kysely table types, one interface per table of db/migrations. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -40,6 +41,7 @@ export interface BacklogItemsTable {
   number: number;
   title: string | null;
   created_at: Timestamp;
+  defined_in_project: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 export type ClaimScope = Record<string, string | number | null>;
@@ -122,6 +124,128 @@ export interface EventsTable {
   created_at: Timestamp;
 }
 
+export interface EnvironmentsTable {
+  environment_id: Generated<number>;
+  project_id: number;
+  name: string;
+  url: string | null;
+  preview_slug: string | null;
+  tier: 'preview' | 'dev' | 'stage' | 'production';
+  occupancy_unit: string;
+}
+
+export interface DeployHostsTable {
+  project_id: number;
+  name: string;
+  host: string;
+  port: number;
+  ssh_user: string;
+  identity_file: string;
+  host_key: string;
+}
+
+export interface FlowsTable {
+  flow_id: Generated<number>;
+  project_id: number;
+  name: string;
+  delivery_custody: boolean;
+  completion_flow: boolean;
+  stages: ColumnType<StageDefinition[], string, string>;
+}
+
+export interface ItemQaCasesTable {
+  item_id: number;
+  case_key: string;
+  qa_phase: 'pre_merge' | 'post_deploy';
+  target_env: string | null;
+  plan_id: string | null;
+  blocking: boolean;
+  waived: boolean;
+  superseded: boolean;
+  run_id: string | null;
+}
+
+export type RunStatus = 'created' | 'executing' | 'succeeded' | 'failed' | 'cancelled';
+type Json<T> = ColumnType<T, string, string>;
+type NullableJson<T> = ColumnType<T | null, string | null | undefined, string | null>;
+
+export interface DeploymentRunsTable {
+  run_id: string;
+  project_id: number;
+  flow_id: number;
+  target_environment_id: number;
+  candidate_sha: string;
+  status: ColumnType<RunStatus, RunStatus | undefined, RunStatus>;
+  current_stage: string | null;
+  cursor_ordinal: ColumnType<number, number | undefined, number>;
+  create_idempotency_key: string | null;
+  create_request: Json<Record<string, unknown>>;
+  created_by_session_id: string | null;
+  created_at: Timestamp;
+  executing_at: NullableTimestamp;
+  frozen_at: NullableTimestamp;
+  carried_work: NullableJson<unknown>;
+  occupancy_released_at: NullableTimestamp;
+  settling_at: NullableTimestamp;
+  terminal_at: NullableTimestamp;
+  terminal_reason: string | null;
+  driver_session_id: string | null;
+  driver_heartbeat_at: NullableTimestamp;
+  supersedes_run_id: string | null;
+  superseded_by_run_id: string | null;
+}
+
+export interface DeploymentRunItemsTable {
+  run_id: string;
+  item_id: number;
+  added_at: Timestamp;
+  delivery_intent: ColumnType<'progress' | 'final', 'progress' | 'final' | undefined, 'progress' | 'final'>;
+  requirement_selection: NullableJson<string[]>;
+  requirement_snapshot: NullableJson<unknown>;
+  containment_attestation: NullableJson<unknown>;
+}
+
+export interface DeploymentRunItemRemovalsTable {
+  removal_id: Generated<number>;
+  run_id: string;
+  item_id: number;
+  reason: string;
+  removed_at: Timestamp;
+  removed_by_session_id: string | null;
+  later_run_id: string | null;
+}
+
+export interface DeploymentRunQaTable {
+  run_id: string;
+  check_name: string;
+  source: 'flow-default' | 'item-rollup' | 'operator';
+  blocking: boolean;
+  status: ColumnType<'pending' | 'passed' | 'failed' | 'waived', 'pending' | 'passed' | 'failed' | 'waived' | undefined, 'pending' | 'passed' | 'failed' | 'waived'>;
+  stage_name: string | null;
+  retracted_at: NullableTimestamp;
+  retraction: 'automatic' | 'manual' | null;
+  updated_at: Timestamp;
+}
+
+export type StageStatus = 'pending' | 'running' | 'waiting' | 'passed' | 'failed' | 'cancelled';
+
+export interface DeploymentRunStagesTable {
+  run_id: string;
+  ordinal: number;
+  name: string;
+  kind: string;
+  target_env: string;
+  status: ColumnType<StageStatus, StageStatus | undefined, StageStatus>;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+  detail: string | null;
+}
+
+export interface DeploymentRunOccupancyTable {
+  run_id: string;
+  unit: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   project_grants: ProjectGrantsTable;
@@ -132,6 +256,16 @@ export interface Database {
   test_machines: TestMachinesTable;
   test_machine_checks: TestMachineChecksTable;
   qa_test_machine_waits: QaTestMachineWaitsTable;
+  environments: EnvironmentsTable;
+  deploy_hosts: DeployHostsTable;
+  flows: FlowsTable;
+  item_qa_cases: ItemQaCasesTable;
+  deployment_runs: DeploymentRunsTable;
+  deployment_run_items: DeploymentRunItemsTable;
+  deployment_run_item_removals: DeploymentRunItemRemovalsTable;
+  deployment_run_qa: DeploymentRunQaTable;
+  deployment_run_stages: DeploymentRunStagesTable;
+  deployment_run_occupancy: DeploymentRunOccupancyTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -140,3 +274,6 @@ export type ClaimRow = Selectable<WorkClaimsTable>;
 export type NewClaim = Insertable<WorkClaimsTable>;
 export type TestMachineRow = Selectable<TestMachinesTable>;
 export type WaitRow = Selectable<QaTestMachineWaitsTable>;
+export type RunRow = Selectable<DeploymentRunsTable>;
+export type FlowRow = Selectable<FlowsTable>;
+export type EnvironmentRow = Selectable<EnvironmentsTable>;

@@ -1,11 +1,13 @@
 import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 import * as foundation from './migrations/0001_foundation';
 import * as testMachines from './migrations/0002_test_machines';
+import * as deploymentRuns from './migrations/0003_deployment_runs';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001_foundation': foundation,
   '0002_test_machines': testMachines,
+  '0003_deployment_runs': deploymentRuns,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

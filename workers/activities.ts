@@ -7,6 +7,7 @@ import { temporalLineNotifier } from '../activities/lineSignals';
 import { sweepActivities } from '../activities/sweep';
 import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
+import { runStageActivities } from '../activities/runs/stages';
 
 export interface ActivityDeps {
   db: Kysely<Database>;
@@ -23,7 +24,24 @@ export function createActivities(deps: ActivityDeps) {
     notifier: deps.temporal ? temporalLineNotifier(deps.temporal.client, deps.temporal.taskQueue) : undefined,
   };
   const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
+  const runs = runStageActivities({ db: deps.db, ssh: deps.ssh });
   return raisingApplicationFailures({
+    loadRunPlan: runs.loadRunPlan,
+    beginStage: runs.beginStage,
+    qaStageStatus: runs.qaStageStatus,
+    approvalRecorded: runs.approvalRecorded,
+    finishStage: runs.finishStage,
+    completeRun: runs.completeRun,
+    failRun: runs.failRun,
+    runDeployAction: async (input: Parameters<typeof runs.runDeployAction>[0]) => {
+      const ctx = Context.current();
+      try {
+        return await runs.runDeployAction(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
+      } catch (err) {
+        if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+        throw err;
+      }
+    },
     ...sweepActivities({ db: deps.db, line }),
     beginCheck: machines.beginCheck,
     finishCheck: machines.finishCheck,

@@ -25,6 +25,8 @@ const Env = z.object({
   YOKE_RESERVATION_LIFETIME_SECONDS: z.coerce.number().positive().default(300),
   YOKE_SSH_CONNECT_TIMEOUT_SECONDS: z.coerce.number().positive().default(10),
   YOKE_SSH_COMMAND_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
+  YOKE_DRIVER_FRESH_SECONDS: z.coerce.number().positive().default(600),
+  YOKE_CREATE_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
 });
 
 const Recorded = z.object({
@@ -56,6 +58,10 @@ export interface YokeConfig {
   /** W9: how long a reserved waiting-line turn waits to be consumed before it passes on. */
   reservationLifetimeMs: number;
   ssh: { connectTimeoutMs: number; commandTimeoutMs: number };
+  /** R1: how long a driver's heartbeat keeps its attachment live. */
+  driverFreshMs: number;
+  /** I2: how long the CLI waits for a create before repeating it once under the same key. */
+  createTimeoutMs: number;
 }
 
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/yoke';
@@ -116,5 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     sweepIntervalMs: e.YOKE_SWEEP_INTERVAL_SECONDS * 1000,
     reservationLifetimeMs: e.YOKE_RESERVATION_LIFETIME_SECONDS * 1000,
     ssh: { connectTimeoutMs: e.YOKE_SSH_CONNECT_TIMEOUT_SECONDS * 1000, commandTimeoutMs: e.YOKE_SSH_COMMAND_TIMEOUT_SECONDS * 1000 },
+    driverFreshMs: e.YOKE_DRIVER_FRESH_SECONDS * 1000,
+    createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,
   };
 }

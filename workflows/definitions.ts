@@ -45,3 +45,31 @@ export function checkWorkflowId(testMachine: string, kind: CheckKind, nonce: str
 }
 
 export const YOKE_TEST_MACHINE = 'YokeTestMachine';
+
+// deployment run: deployment-run/<runId>
+export interface RunInput {
+  runId: string;
+}
+export interface RunSnapshot {
+  runId: string;
+  phase: 'starting' | 'stage' | 'settling' | 'done';
+  stage: string | null;
+  ordinal: number | null;
+  waitingFor: string | null;
+  outcome: string | null;
+}
+/** Sent after a QA verdict is recorded in Postgres: the QA stage re-reads what is outstanding. */
+export const qaSettled = defineSignal('qaSettled');
+/** Sent after an approval is recorded in Postgres. */
+export const stageApproved = defineSignal<[{ stage: string }]>('stageApproved');
+/** Sent after the run was terminalized in Postgres: the workflow stops walking. */
+export const runTerminalized = defineSignal<[{ status: string }]>('runTerminalized');
+export const runState = defineQuery<RunSnapshot>('state');
+
+export function runWorkflowId(runId: string): string {
+  return `deployment-run/${runId}`;
+}
+
+export const YOKE_PROJECT = 'YokeProject';
+export const YOKE_RUN_STATUS = 'YokeRunStatus';
+export const YOKE_ITEM = 'YokeItem';

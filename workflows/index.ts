@@ -2,3 +2,4 @@
 export { staleSessionSweep } from './sweep';
 export { testMachineWait } from './testMachineWait';
 export { testMachineCheck } from './testMachineCheck';
+export { deploymentRun } from './deploymentRun';

@@ -1,0 +1,19 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/database';
+import type { SshTimeouts } from './hosts/ssh';
+import { runCreationActivities } from './runs/creation';
+import { runExecutionActivities } from './runs/execution';
+import { runReadActivities } from './runs/read';
+import { runStageActivities } from './runs/stages';
+
+/** Deployment runs: creation (I1, D3-D6), execution and occupancy (O1-O5), drivers (R1), reads (D1, D2). */
+export function deploymentRunActivities(deps: { db: Kysely<Database>; driverFreshMs?: number; ssh?: Partial<SshTimeouts> }) {
+  return {
+    ...runCreationActivities(deps),
+    ...runExecutionActivities(deps),
+    ...runReadActivities(deps),
+    ...runStageActivities(deps),
+  };
+}
+
+export type DeploymentRunActivities = ReturnType<typeof deploymentRunActivities>;

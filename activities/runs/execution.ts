@@ -1,0 +1,223 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { advisoryXactLock } from '../../db/advisoryLock';
+import type { Database, RunRow } from '../../db/database';
+import { recordEvent } from '../../db/events';
+import { ensureItem } from '../../db/projects';
+import { requireLiveSession } from '../../db/sessions';
+import { environmentsOf, flowById, runById, targetedEnvironmentNames } from '../../db/runs';
+import type { UntargetedObligation } from '../../domain/admission';
+import { refusal, usageError } from '../../domain/errors';
+import { parseItemRef } from '../../domain/itemRef';
+import { admitMember, freezeComposition, type CarriedWork, type ExplicitSelection } from './membership';
+import { openLines } from './occupancy';
+
+export const DEFAULT_DRIVER_FRESH_MS = 600_000;
+
+interface DrivenRun extends RunRow {
+  driver_live: boolean;
+}
+
+/** Locks the run and reads whether its driver attachment is live (R1), by the database clock. */
+async function lockRun(trx: Transaction<Database>, runId: string, freshMs: number): Promise<DrivenRun> {
+  const run = await runById(trx, runId, { lock: true });
+  const { rows } = await sql<{ live: boolean }>`
+    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(trx);
+  return { ...run, driver_live: rows[0]!.live };
+}
+
+/**
+ * R1: a live driver attachment owns the run; any other session is refused naming it. A
+ * lapsed heartbeat frees the run by itself: the caller simply becomes the driver.
+ */
+function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void {
+  if (!run.driver_session_id || run.driver_session_id === sessionId || !run.driver_live) return;
+  const until = new Date(run.driver_heartbeat_at!.getTime() + freshMs).toISOString();
+  throw refusal('run_driven_elsewhere', `run ${run.run_id} is driven by session ${run.driver_session_id} (heartbeat ${run.driver_heartbeat_at!.toISOString()})`, {
+    recovery: `let that session continue (it can hand over by ending its session), or wait until its attachment lapses at ${until}`,
+    details: { run_id: run.run_id, driver_session_id: run.driver_session_id, driver_heartbeat_at: run.driver_heartbeat_at!.toISOString(), lapses_at: until },
+  });
+}
+
+function terminalRefusal(run: RunRow, doing: string) {
+  return refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}${run.terminal_reason ? ` (${run.terminal_reason})` : ''}; cannot ${doing}`, {
+    recovery: run.status === 'failed' ? `retry it: yoke deployment-runs retry ${run.run_id}` : 'create a new run (with a new --idempotency-key)',
+    details: { run_id: run.run_id, status: run.status },
+  });
+}
+
+export interface ExecuteResult {
+  run_id: string;
+  status: string;
+  /** The run was already executing under this driver; only its workflow needs to be running. */
+  resumed: boolean;
+  occupancy_units: string[];
+  carried_work: CarriedWork | null;
+  driver_session_id: string;
+}
+
+export function runExecutionActivities(deps: { db: Kysely<Database>; driverFreshMs?: number }) {
+  const { db } = deps;
+  const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
+
+  /** The units a run occupies: the origins of its target and every stage target (O1, O3). */
+  async function unitsOf(trx: Transaction<Database>, run: RunRow): Promise<string[]> {
+    const flow = await flowById(trx, run.flow_id);
+    const envs = await environmentsOf(trx, run.project_id);
+    const target = envs.find((e) => e.environment_id === run.target_environment_id)!;
+    const names = targetedEnvironmentNames(flow, target.name);
+    return [...new Set(envs.filter((e) => names.includes(e.name)).map((e) => e.occupancy_unit))].sort();
+  }
+
+  /**
+   * `deployment-runs execute` (O1-O3, R1): in one transaction, an advisory lock per origin in
+   * sorted order, the occupancy check, the composition freeze (D5), then status executing
+   * with the caller attached as driver.
+   */
+  async function executeRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
+    return db.transaction().execute(async (trx) => {
+      const session = await requireLiveSession(trx, input.sessionId);
+      const run = await lockRun(trx, input.runId, freshMs);
+      assertDriver(run, session.session_id, freshMs);
+      const units = await unitsOf(trx, run);
+      if (run.status === 'executing') {
+        await trx.updateTable('deployment_runs').set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` }).where('run_id', '=', run.run_id).execute();
+        return { run_id: run.run_id, status: run.status, resumed: true, occupancy_units: units, carried_work: null, driver_session_id: session.session_id };
+      }
+      if (run.status !== 'created') throw terminalRefusal(run, 'execute');
+      for (const unit of units) await advisoryXactLock(trx, `occupancy:${unit}`);
+      const holder = await trx.selectFrom('deployment_run_occupancy as o').innerJoin('deployment_runs as r', 'r.run_id', 'o.run_id')
+        .innerJoin('projects as p', 'p.project_id', 'r.project_id')
+        .select(['o.unit', 'r.run_id', 'r.current_stage', 'r.cursor_ordinal', 'r.flow_id', 'p.name as project'])
+        .where('o.unit', 'in', units.length ? units : ['']).where('r.status', '=', 'executing').where('r.occupancy_released_at', 'is', null)
+        .where('r.run_id', '!=', run.run_id).orderBy('o.unit').executeTakeFirst();
+      if (holder) {
+        const lines = await openLines(trx, holder.run_id);
+        throw refusal('target_occupied', `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`, {
+          recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
+          details: { origin: holder.unit, holder: { run_id: holder.run_id, project: holder.project, stage: holder.current_stage, open_lines: lines } },
+        });
+      }
+      const flow = await flowById(trx, run.flow_id);
+      const carried = await freezeComposition(trx, run, flow);
+      await trx.insertInto('deployment_run_occupancy').values(units.map((unit) => ({ run_id: run.run_id, unit }))).onConflict((oc) => oc.doNothing()).execute();
+      await trx.insertInto('deployment_run_stages')
+        .values(flow.stages.map((s, ordinal) => ({ run_id: run.run_id, ordinal, name: s.name, kind: s.kind, target_env: s.target })))
+        .onConflict((oc) => oc.doNothing()).execute();
+      await trx.updateTable('deployment_runs').set({
+        status: 'executing', executing_at: sql`clock_timestamp()`, occupancy_released_at: null,
+        driver_session_id: session.session_id, driver_heartbeat_at: sql`now()`,
+      }).where('run_id', '=', run.run_id).execute();
+      await recordEvent(trx, { event_type: 'DeploymentRunExecuting', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, units } });
+      return { run_id: run.run_id, status: 'executing', resumed: false, occupancy_units: units, carried_work: carried, driver_session_id: session.session_id };
+    });
+  }
+
+  /** `deployment-runs heartbeat`: the driver keeps its attachment; after a lapse, the caller takes it. */
+  async function heartbeatRun(input: { sessionId: string; runId: string }) {
+    return db.transaction().execute(async (trx) => {
+      const session = await requireLiveSession(trx, input.sessionId);
+      const run = await lockRun(trx, input.runId, freshMs);
+      assertDriver(run, session.session_id, freshMs);
+      const row = await trx.updateTable('deployment_runs').set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
+        .where('run_id', '=', run.run_id).returning(['run_id', 'driver_session_id', 'driver_heartbeat_at']).executeTakeFirstOrThrow();
+      return { run_id: row.run_id, driver_session_id: row.driver_session_id, driver_heartbeat_at: row.driver_heartbeat_at!.toISOString(), took_over: run.driver_session_id !== null && run.driver_session_id !== session.session_id };
+    });
+  }
+
+  /**
+   * `deployment-runs terminalize` (O4): the status, the abort of unfinished stages and the
+   * automatic retraction of unsettled run requirements happen in one transaction. Passed
+   * proof stays.
+   */
+  async function terminalizeRun(input: { sessionId: string; runId: string; disposition: 'cancelled' | 'failed'; reason: string }) {
+    if (!input.reason.trim()) throw usageError('reason_required', 'terminalize needs a non-empty --reason', { recovery: 'say why, e.g. --reason "superseded by hotfix"' });
+    return db.transaction().execute(async (trx) => {
+      const session = await requireLiveSession(trx, input.sessionId);
+      const run = await lockRun(trx, input.runId, freshMs);
+      if (run.status === input.disposition && run.terminal_reason === input.reason) return { run_id: run.run_id, status: run.status, retracted: [] as string[] };
+      if (run.status === 'succeeded' || run.status === 'cancelled' || run.status === 'failed') throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
+      assertDriver(run, session.session_id, freshMs);
+      const retracted = await markTerminal(trx, run, input.disposition, input.reason, session.session_id);
+      return { run_id: run.run_id, status: input.disposition, retracted };
+    });
+  }
+
+  /** `deployment-runs retry` (O4): a failed run restores its automatic retractions and starts again. */
+  async function retryRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
+    await db.transaction().execute(async (trx) => {
+      const session = await requireLiveSession(trx, input.sessionId);
+      const run = await lockRun(trx, input.runId, freshMs);
+      if (run.status === 'cancelled') {
+        throw refusal('run_cancelled', `run ${run.run_id} was cancelled (${run.terminal_reason}); a cancelled run cannot restart`, {
+          recovery: 'create a new run (with a new --idempotency-key)', details: { run_id: run.run_id },
+        });
+      }
+      if (run.status !== 'failed') throw terminalRefusal(run, 'retry (only failed runs retry)');
+      assertDriver(run, session.session_id, freshMs);
+      await trx.updateTable('deployment_run_qa').set({ retracted_at: null, retraction: null, updated_at: sql`clock_timestamp()` })
+        .where('run_id', '=', run.run_id).where('retraction', '=', 'automatic').execute();
+      await trx.updateTable('deployment_run_stages').set({ status: 'pending', started_at: null, finished_at: null, detail: null })
+        .where('run_id', '=', run.run_id).where('status', 'in', ['failed', 'cancelled', 'running', 'waiting']).execute();
+      await trx.updateTable('deployment_runs').set({ status: 'created', terminal_at: null, terminal_reason: null })
+        .where('run_id', '=', run.run_id).execute();
+      await recordEvent(trx, { event_type: 'DeploymentRunRetried', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id } });
+    });
+    return executeRun(input);
+  }
+
+  /** `add-item` (D5, D6): only while the run has not settled; driver-bound (R1). */
+  async function addItem(input: { sessionId: string; runId: string; item: string } & ExplicitSelection): Promise<{ run_id: string; item: string; warnings: UntargetedObligation[] }> {
+    return db.transaction().execute(async (trx) => {
+      const session = await requireLiveSession(trx, input.sessionId);
+      const run = await lockRun(trx, input.runId, freshMs);
+      assertDriver(run, session.session_id, freshMs);
+      if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
+      const item = await ensureItem(trx, parseItemRef(input.item));
+      if (item.project_id !== run.project_id) {
+        throw refusal('item_outside_project', `item ${item.item} does not belong to run ${run.run_id}'s project`, { recovery: 'add items of the run\'s own project', details: { item: item.item } });
+      }
+      const already = await trx.selectFrom('deployment_run_items').select('item_id').where('run_id', '=', run.run_id).where('item_id', '=', item.item_id).executeTakeFirst();
+      if (already) {
+        throw refusal('item_already_member', `item ${item.item} is already a member of run ${run.run_id}`, { recovery: 'nothing to do', details: { run_id: run.run_id, item: item.item } });
+      }
+      const warnings = await admitMember(trx, run, await flowById(trx, run.flow_id), { item_id: item.item_id, item: item.item }, input);
+      await recordEvent(trx, { event_type: 'DeploymentRunItemAdded', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, item: item.item } });
+      return { run_id: run.run_id, item: item.item, warnings };
+    });
+  }
+
+  /** `remove-item --reason` (D1): an audited removal; its unsettled roll-ups are retracted. */
+  async function removeItem(input: { sessionId: string; runId: string; item: string; reason: string }) {
+    if (!input.reason.trim()) throw usageError('reason_required', 'remove-item needs a non-empty --reason', { recovery: 'say why, e.g. --reason "moved to next release"' });
+    return db.transaction().execute(async (trx) => {
+      const session = await requireLiveSession(trx, input.sessionId);
+      const run = await lockRun(trx, input.runId, freshMs);
+      assertDriver(run, session.session_id, freshMs);
+      if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'remove members');
+      const item = await ensureItem(trx, parseItemRef(input.item));
+      const removed = await trx.deleteFrom('deployment_run_items').where('run_id', '=', run.run_id).where('item_id', '=', item.item_id).returning('item_id').executeTakeFirst();
+      if (!removed) {
+        throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, { recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`, details: { run_id: run.run_id, item: item.item } });
+      }
+      const row = await trx.insertInto('deployment_run_item_removals').values({ run_id: run.run_id, item_id: item.item_id, reason: input.reason, removed_by_session_id: session.session_id })
+        .returningAll().executeTakeFirstOrThrow();
+      await trx.updateTable('deployment_run_qa').set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
+        .where('run_id', '=', run.run_id).where('source', '=', 'item-rollup').where('check_name', 'like', `${item.item}/%`).where('status', '=', 'pending').execute();
+      await recordEvent(trx, { event_type: 'DeploymentRunItemRemoved', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, item: item.item, reason: input.reason } });
+      return { run_id: run.run_id, item: item.item, reason: row.reason, removed_at: row.removed_at.toISOString(), later_run_id: row.later_run_id };
+    });
+  }
+
+  return { executeRun, heartbeatRun, terminalizeRun, retryRun, addItem, removeItem };
+}
+
+/** Terminal status, aborted stages and O4's automatic retractions, inside the caller's transaction. */
+export async function markTerminal(trx: Transaction<Database>, run: RunRow, disposition: 'cancelled' | 'failed', reason: string, sessionId: string | null): Promise<string[]> {
+  await trx.updateTable('deployment_runs').set({ status: disposition, terminal_at: sql`clock_timestamp()`, terminal_reason: reason }).where('run_id', '=', run.run_id).execute();
+  await trx.updateTable('deployment_run_stages').set({ status: 'cancelled', finished_at: sql`clock_timestamp()` })
+    .where('run_id', '=', run.run_id).where('status', 'in', ['pending', 'running', 'waiting']).execute();
+  const retracted = await trx.updateTable('deployment_run_qa').set({ retracted_at: sql`clock_timestamp()`, retraction: 'automatic', updated_at: sql`clock_timestamp()` })
+    .where('run_id', '=', run.run_id).where('status', '=', 'pending').where('retracted_at', 'is', null).returning('check_name').execute();
+  await recordEvent(trx, { event_type: disposition === 'failed' ? 'DeploymentRunFailed' : 'DeploymentRunCancelled', project_id: run.project_id, session_id: sessionId, payload: { run_id: run.run_id, reason } });
+  return retracted.map((r) => r.check_name);
+}

@@ -1,0 +1,80 @@
+import { sql } from 'kysely';
+import { refusal } from '../domain/errors';
+import type { StageDefinition } from '../domain/projectDefinition';
+import type { EnvironmentRow, FlowRow, RunRow } from './database';
+import type { Executor } from './pool';
+
+/** Repository reads shared by run creation, membership, execution and the workflow's steps. */
+
+export function runNotFound(runId: string) {
+  return refusal('run_not_found', `no deployment run has id ${runId}`, {
+    recovery: 'list runs with: yoke deployment-runs list --project P', details: { run_id: runId },
+  });
+}
+
+export async function runById(db: Executor, runId: string, opts: { lock?: boolean } = {}): Promise<RunRow> {
+  let q = db.selectFrom('deployment_runs').selectAll().where('run_id', '=', runId);
+  if (opts.lock) q = q.forUpdate();
+  const run = await q.executeTakeFirst();
+  if (!run) throw runNotFound(runId);
+  return run;
+}
+
+export async function flowByName(db: Executor, projectId: number, projectName: string, name: string): Promise<FlowRow> {
+  const flow = await db.selectFrom('flows').selectAll().where('project_id', '=', projectId).where('name', '=', name).executeTakeFirst();
+  if (!flow) {
+    throw refusal('flow_not_found', `project ${projectName} has no flow named ${name}`, {
+      recovery: 'declare it in the project definition and run: yoke apply -f project.yaml', details: { project: projectName, flow: name },
+    });
+  }
+  return flow;
+}
+
+export async function flowById(db: Executor, flowId: number): Promise<FlowRow> {
+  return db.selectFrom('flows').selectAll().where('flow_id', '=', flowId).executeTakeFirstOrThrow();
+}
+
+export async function environmentByName(db: Executor, projectId: number, projectName: string, name: string): Promise<EnvironmentRow> {
+  const env = await db.selectFrom('environments').selectAll().where('project_id', '=', projectId).where('name', '=', name).executeTakeFirst();
+  if (!env) {
+    throw refusal('environment_not_found', `project ${projectName} has no environment named ${name}`, {
+      recovery: 'declare it in the project definition and run: yoke apply -f project.yaml', details: { project: projectName, environment: name },
+    });
+  }
+  return env;
+}
+
+export async function environmentsOf(db: Executor, projectId: number): Promise<EnvironmentRow[]> {
+  return db.selectFrom('environments').selectAll().where('project_id', '=', projectId).execute();
+}
+
+/** Every environment a run targets: its own target plus each stage's (O1). */
+export function targetedEnvironmentNames(flow: FlowRow, targetName: string): string[] {
+  return [...new Set([targetName, ...flow.stages.map((s) => s.target)])];
+}
+
+/** The environments the flow's QA stages target (D5, D6). */
+export function qaStageTargets(stages: StageDefinition[]): string[] {
+  return [...new Set(stages.filter((s) => s.kind === 'qa').map((s) => s.target))];
+}
+
+export interface ObligationRow {
+  item_id: number;
+  item: string;
+  case_key: string;
+  qa_phase: 'pre_merge' | 'post_deploy';
+  target_env: string | null;
+  plan_id: string | null;
+  blocking: boolean;
+  waived: boolean;
+  superseded: boolean;
+  run_id: string | null;
+}
+
+export async function obligationsOf(db: Executor, itemIds: number[]): Promise<ObligationRow[]> {
+  if (itemIds.length === 0) return [];
+  return db.selectFrom('item_qa_cases as c').innerJoin('backlog_items as i', 'i.item_id', 'c.item_id').innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select(['c.item_id', 'c.case_key', 'c.qa_phase', 'c.target_env', 'c.plan_id', 'c.blocking', 'c.waived', 'c.superseded', 'c.run_id'])
+    .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
+    .where('c.item_id', 'in', itemIds).orderBy('c.item_id').orderBy('c.case_key').execute();
+}

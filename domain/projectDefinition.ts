@@ -1,0 +1,130 @@
+import { z } from 'zod';
+
+/**
+ * The declarative project definition `yoke apply -f project.yaml` reads: environments,
+ * deploy hosts, flows of stages, backlog items and their QA obligations. Parsed once at the
+ * edge; every problem is reported with its path in the file.
+ */
+const Name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'use letters, digits, . _ - (up to 64)');
+const ItemId = z.string().regex(/^[A-Z][A-Z0-9]{0,15}-[1-9][0-9]{0,8}$/, 'an item is PREFIX-N, e.g. WEB-12');
+
+export const Environment = z.object({
+  name: Name,
+  url: z.string().url().optional(),
+  preview_slug: Name.optional(),
+  tier: z.enum(['preview', 'dev', 'stage', 'production']),
+}).strict().refine((e) => e.url !== undefined || e.preview_slug !== undefined, { message: 'give a url, or a preview_slug for a preview without one' });
+
+export const DeployHost = z.object({
+  name: Name,
+  host: z.string().min(1),
+  port: z.number().int().min(1).max(65535).default(22),
+  user: z.string().min(1),
+  identity_file: z.string().min(1),
+  host_key_file: z.string().min(1),
+}).strict();
+
+export const DeployAction = z.union([
+  z.object({ ssh: z.object({ host: Name, command: z.string().min(1) }).strict() }).strict(),
+  z.object({
+    http: z.object({
+      method: z.enum(['GET', 'POST', 'PUT']).default('POST'),
+      url: z.string().url(),
+      expect_status: z.number().int().min(100).max(599).default(200),
+      body: z.string().optional(),
+    }).strict(),
+  }).strict(),
+]);
+
+export const Stage = z.object({
+  name: Name,
+  kind: z.enum(['deploy', 'qa', 'approval', 'auto']),
+  target: Name,
+  scope: z.enum(['item', 'run']).optional(),
+  action: DeployAction.optional(),
+  checks: z.array(z.object({ name: Name, blocking: z.boolean().default(true) }).strict()).default([]),
+}).strict().superRefine((s, ctx) => {
+  if (s.kind === 'deploy' && !s.action) ctx.addIssue({ code: 'custom', path: ['action'], message: 'a deploy stage needs an action (ssh or http)' });
+  if (s.kind !== 'deploy' && s.action) ctx.addIssue({ code: 'custom', path: ['action'], message: `only deploy stages take an action, not ${s.kind}` });
+  if (s.kind === 'qa' && !s.scope) ctx.addIssue({ code: 'custom', path: ['scope'], message: 'a qa stage needs scope: item or run' });
+  if (s.kind !== 'qa' && s.scope) ctx.addIssue({ code: 'custom', path: ['scope'], message: 'only qa stages take a scope' });
+  if (s.kind !== 'qa' && s.checks.length) ctx.addIssue({ code: 'custom', path: ['checks'], message: 'only qa stages take checks' });
+});
+
+export const Flow = z.object({
+  name: Name,
+  delivery_custody: z.boolean().default(false),
+  completion_flow: z.boolean().default(false),
+  stages: z.array(Stage).min(1, 'a flow needs at least one stage'),
+}).strict();
+
+export const Obligation = z.object({
+  case: Name,
+  qa_phase: z.enum(['pre_merge', 'post_deploy']),
+  target_env: Name.nullable().default(null),
+  plan_id: z.string().min(1).nullable().default(null),
+  blocking: z.boolean().default(true),
+  waived: z.boolean().default(false),
+  superseded: z.boolean().default(false),
+}).strict();
+
+export const Item = z.object({
+  id: ItemId,
+  title: z.string().optional(),
+  obligations: z.array(Obligation).default([]),
+}).strict();
+
+export const ProjectDefinition = z.object({
+  project: Name,
+  item_prefix: z.string().regex(/^[A-Z][A-Z0-9]{0,15}$/).optional(),
+  environments: z.array(Environment).default([]),
+  hosts: z.array(DeployHost).default([]),
+  flows: z.array(Flow).default([]),
+  items: z.array(Item).default([]),
+}).strict().superRefine((d, ctx) => {
+  const unique = (list: { name?: string; id?: string }[], key: 'name' | 'id', at: string) => {
+    const seen = new Set<string>();
+    list.forEach((x, i) => {
+      const v = x[key]!;
+      if (seen.has(v)) ctx.addIssue({ code: 'custom', path: [at, i, key], message: `duplicate ${key} "${v}"` });
+      seen.add(v);
+    });
+  };
+  unique(d.environments, 'name', 'environments');
+  unique(d.hosts, 'name', 'hosts');
+  unique(d.flows, 'name', 'flows');
+  unique(d.items, 'id', 'items');
+  const envs = new Set(d.environments.map((e) => e.name));
+  const hosts = new Set(d.hosts.map((h) => h.name));
+  d.flows.forEach((f, fi) => {
+    const stageNames = new Set<string>();
+    f.stages.forEach((s, si) => {
+      if (stageNames.has(s.name)) ctx.addIssue({ code: 'custom', path: ['flows', fi, 'stages', si, 'name'], message: `duplicate stage "${s.name}"` });
+      stageNames.add(s.name);
+      if (!envs.has(s.target)) ctx.addIssue({ code: 'custom', path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
+      if (s.action && 'ssh' in s.action && !hosts.has(s.action.ssh.host)) {
+        ctx.addIssue({ code: 'custom', path: ['flows', fi, 'stages', si, 'action', 'ssh', 'host'], message: `no host named "${s.action.ssh.host}"` });
+      }
+    });
+  });
+  if (d.flows.filter((f) => f.completion_flow).length > 1) ctx.addIssue({ code: 'custom', path: ['flows'], message: 'at most one flow is the completion flow' });
+  const prefix = d.item_prefix;
+  d.items.forEach((item, ii) => {
+    if (prefix && !item.id.startsWith(`${prefix}-`)) ctx.addIssue({ code: 'custom', path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
+    const cases = new Set<string>();
+    item.obligations.forEach((o, oi) => {
+      if (cases.has(o.case)) ctx.addIssue({ code: 'custom', path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
+      cases.add(o.case);
+      if (o.target_env !== null && !envs.has(o.target_env)) ctx.addIssue({ code: 'custom', path: ['items', ii, 'obligations', oi, 'target_env'], message: `no environment named "${o.target_env}"` });
+    });
+  });
+});
+
+export type ProjectDefinition = z.infer<typeof ProjectDefinition>;
+export type StageDefinition = z.infer<typeof Stage>;
+export type DeployActionDefinition = z.infer<typeof DeployAction>;
+
+/** `flows[0].stages[1].kind` from zod's path. */
+export function formatPath(path: PropertyKey[]): string {
+  return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${String(p)}` : String(p)), '') || '(top level)';
+}
