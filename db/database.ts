@@ -159,9 +159,9 @@ export interface ItemQaCasesTable {
   qa_phase: 'pre_merge' | 'post_deploy';
   target_env: string | null;
   plan_id: string | null;
-  blocking: boolean;
-  waived: boolean;
-  superseded: boolean;
+  blocking: ColumnType<boolean, boolean | undefined, boolean>;
+  waived: ColumnType<boolean, boolean | undefined, boolean>;
+  superseded: ColumnType<boolean, boolean | undefined, boolean>;
   run_id: string | null;
 }
 

@@ -75,7 +75,7 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
       const existing = await trx.selectFrom('deployment_runs').select(['run_id', 'status', 'create_request'])
         .where('project_id', '=', projectId).where('create_idempotency_key', '=', input.idempotencyKey).executeTakeFirst();
       if (existing) {
-        const differing = differingFields(existing.create_request as unknown as CreateRequest, request);
+        const differing = differingFields(request, existing.create_request as unknown as CreateRequest);
         if (differing.length === 0) return receipt(existing.run_id, existing.status, true, []);
         throw refusal('idempotency_key_conflict', `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with a different ${differing.join(', ')}`, {
           recovery: `repeat the original request to get run ${existing.run_id} back, or use a new --idempotency-key for a deliberately different run`,

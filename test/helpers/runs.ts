@@ -1,0 +1,83 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+
+/** A real HTTP deployment target on loopback: records every deploy, can be told to fail. */
+export interface HttpTarget {
+  url: string;
+  deploys: string[];
+  status: number;
+  close(): Promise<void>;
+}
+
+export async function startHttpTarget(): Promise<HttpTarget> {
+  const target: HttpTarget = { url: '', deploys: [], status: 200, close: async () => undefined };
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url!, 'http://x');
+    if (url.pathname === '/deploy') {
+      if (target.status === 200) target.deploys.push(url.searchParams.get('sha') ?? '');
+      res.writeHead(target.status).end(target.status === 200 ? 'deployed' : 'boom');
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  target.url = `http://127.0.0.1:${port}`;
+  target.close = () => new Promise((r) => server.close(() => r()));
+  return target;
+}
+
+/** Writes a project definition to a fresh folder and returns the file's path. */
+export function writeDefinition(definition: object, name = 'project.yaml'): string {
+  const dir = mkdtempSync(join(tmpdir(), 'yoke-def-'));
+  const file = join(dir, name);
+  writeFileSync(file, stringify(definition));
+  return file;
+}
+
+/** The usual shape for tests: deploy to stage, run-level QA on stage, approval, deploy production. */
+export function releaseDefinition(opts: { project: string; prefix: string; stageUrl: string; prodUrl: string; extraStages?: object[] }) {
+  const deploy = (url: string) => ({ http: { method: 'POST', url: `${url}/deploy?sha={{candidate}}`, expect_status: 200 } });
+  return {
+    project: opts.project,
+    item_prefix: opts.prefix,
+    environments: [
+      { name: 'stage', url: opts.stageUrl, tier: 'stage' },
+      { name: 'production', url: opts.prodUrl, tier: 'production' },
+      { name: 'preview-a', preview_slug: 'pr-a', tier: 'preview' },
+      { name: 'preview-b', preview_slug: 'pr-b', tier: 'preview' },
+    ],
+    flows: [
+      {
+        name: 'release', delivery_custody: true, completion_flow: true,
+        stages: [
+          { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deploy(opts.stageUrl) },
+          { name: 'stage-qa', kind: 'qa', target: 'stage', scope: 'run', checks: [{ name: 'smoke-test' }] },
+          { name: 'signoff', kind: 'approval', target: 'production' },
+          { name: 'deploy-production', kind: 'deploy', target: 'production', action: deploy(opts.prodUrl) },
+          ...(opts.extraStages ?? []),
+        ],
+      },
+      { name: 'hotfix', stages: [{ name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deploy(opts.stageUrl) }] },
+      { name: 'preview-a', stages: [{ name: 'go', kind: 'auto', target: 'preview-a' }] },
+      { name: 'preview-b', stages: [{ name: 'go', kind: 'auto', target: 'preview-b' }] },
+    ],
+    items: [
+      {
+        id: `${opts.prefix}-1`, title: 'Checkout',
+        obligations: [
+          { case: 'checkout-e2e', qa_phase: 'post_deploy', target_env: 'stage' },
+          { case: 'prod-canary', qa_phase: 'post_deploy', target_env: 'production' },
+          { case: 'unit', qa_phase: 'pre_merge' },
+          { case: 'planned', qa_phase: 'post_deploy', target_env: 'stage', plan_id: 'PLAN-7' },
+          { case: 'waived-one', qa_phase: 'post_deploy', target_env: 'stage', waived: true },
+        ],
+      },
+      { id: `${opts.prefix}-2`, title: 'Gift cards', obligations: [{ case: 'gift-smoke', qa_phase: 'post_deploy', target_env: 'stage' }] },
+      { id: `${opts.prefix}-3`, title: 'Docs' },
+    ],
+  };
+}
