@@ -1,0 +1,105 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
+import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { sessionActivities } from '../../activities/sessions';
+import { qaSettled, runState, runTerminalized, runWorkflowId, stageApproved, type RunSnapshot } from '../../workflows/definitions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { startSshHost, type SshHost } from '../helpers/sshd';
+import { startTestWorker, type TestWorker } from '../helpers/temporal';
+
+let t: TestDatabase;
+let w: TestWorker;
+let r: DeploymentRunActivities;
+let stage: HttpTarget;
+let prod: HttpTarget;
+let app: SshHost;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  w = await startTestWorker(t.db);
+  [stage, prod, app] = await Promise.all([startHttpTarget(), startHttpTarget(), startSshHost('app')]);
+  const definition = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url });
+  // production is deployed over SSH on a real host: the command records the served revision
+  const release = definition.flows[0]!;
+  (release.stages[3] as { action: object }).action = { ssh: { host: 'app', command: `echo {{candidate}} > ${join(app.dir, 'served')}` } };
+  Object.assign(definition, { hosts: [{ name: 'app', host: app.host, port: app.port, user: app.user, identity_file: app.identityFile, host_key_file: app.hostKeyFile }] });
+  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(definition) });
+  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver' });
+  r = deploymentRunActivities({ db: t.db });
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([stage.close(), prod.close(), app.stop()]);
+  await w.shutdown();
+  await t.drop();
+});
+
+async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  for (let i = 0; i < 300; i++) {
+    const v = await read();
+    if (ok(v)) return v;
+    await new Promise((x) => setTimeout(x, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function startRun(sha: string, key: string) {
+  const run = await r.createRun({ sessionId: 'd1', project: 'web', flow: 'release', target: 'stage', candidate: sha, idempotencyKey: key, items: ['WEB-1'] });
+  await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+  const handle = await w.client.workflow.start('deploymentRun', { workflowId: runWorkflowId(run.run_id), taskQueue: w.taskQueue, args: [{ runId: run.run_id }] });
+  return { run, handle };
+}
+
+const waitingFor = (handle: { query: (q: typeof runState) => Promise<RunSnapshot> }, what: string) =>
+  until(() => handle.query(runState), (s) => s.waitingFor === what, `the run to wait for ${what}`);
+
+test('O1 R1 a run is a workflow that walks deploy, QA, approval and deploy stages, recording its cursor in Postgres', async () => {
+  const sha = 'c0ffee0000000001';
+  const { run, handle } = await startRun(sha, 'walk');
+  await waitingFor(handle, 'qa');
+  expect(stage.deploys).toContain(sha); // the HTTP deploy reached the real target
+  const atQa = await r.getRun({ runId: run.run_id });
+  expect(atQa).toMatchObject({ status: 'executing', current_stage: 'stage-qa', cursor_ordinal: 1, driver: { session_id: 'd1' }, occupancy: { occupying: true } });
+  expect(atQa.stages!.map((s) => s.status)).toEqual(['passed', 'waiting', 'pending', 'pending']);
+
+  await r.recordQaVerdict({ sessionId: 'd1', runId: run.run_id, checkName: 'smoke-test', status: 'passed' });
+  await r.recordQaVerdict({ sessionId: 'd1', runId: run.run_id, checkName: 'WEB-1/checkout-e2e', status: 'passed' });
+  await handle.signal(qaSettled);
+  await waitingFor(handle, 'approval');
+  // QA settled: the run no longer occupies its origins while it waits for approval (O1)
+  expect((await r.getRun({ runId: run.run_id })).occupancy).toMatchObject({ occupying: false, open_lines: [] });
+
+  await r.approveStage({ sessionId: 'd1', runId: run.run_id, stage: 'signoff' });
+  await handle.signal(stageApproved, { stage: 'signoff' });
+  expect(await handle.result()).toEqual({ status: 'succeeded' });
+  expect(readFileSync(join(app.dir, 'served'), 'utf8').trim()).toBe(sha); // the SSH deploy ran on the host
+  const done = await r.getRun({ runId: run.run_id });
+  expect(done).toMatchObject({ status: 'succeeded', settling_at: expect.any(String) });
+  expect(done.stages!.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'passed']);
+  const started = await t.db.selectFrom('events').select('payload').where('event_type', '=', 'DeploymentRunStageStarted').execute();
+  expect(started.filter((e) => e.payload.run_id === run.run_id).map((e) => e.payload.stage)).toEqual(['deploy-stage', 'stage-qa', 'signoff', 'deploy-production']);
+}, 60_000);
+
+test('O4 a failed deploy fails the run and retracts its unsettled requirements; retry resumes and terminalize stops the workflow', async () => {
+  stage.status = 500;
+  const { run, handle } = await startRun('bad0000000000002', 'fail');
+  expect(await handle.result()).toEqual({ status: 'failed' });
+  const failed = await r.getRun({ runId: run.run_id });
+  expect(failed).toMatchObject({ status: 'failed', terminal_reason: expect.stringContaining('stage deploy-stage failed') });
+  expect(failed.stages![0]).toMatchObject({ status: 'failed', detail: expect.stringContaining('-> 500 (expected 200)') });
+  expect(failed.qa!.every((q) => q.retracted === 'automatic')).toBe(true);
+
+  stage.status = 200;
+  await r.retryRun({ sessionId: 'd1', runId: run.run_id });
+  expect((await r.getRun({ runId: run.run_id })).qa!.every((q) => q.retracted === null)).toBe(true);
+  const again = await w.client.workflow.start('deploymentRun', { workflowId: runWorkflowId(run.run_id), taskQueue: w.taskQueue, args: [{ runId: run.run_id }] });
+  await waitingFor(again, 'qa');
+  expect(stage.deploys).toContain('bad0000000000002');
+  await r.terminalizeRun({ sessionId: 'd1', runId: run.run_id, disposition: 'cancelled', reason: 'superseded by a hotfix' });
+  await again.signal(runTerminalized, { status: 'cancelled' });
+  expect(await again.result()).toEqual({ status: 'terminalized' });
+  expect((await r.getRun({ runId: run.run_id })).stages!.map((s) => s.status)).toEqual(['passed', 'cancelled', 'cancelled', 'cancelled']);
+  void handle;
+}, 60_000);
