@@ -3,11 +3,12 @@ import { dirname, resolve } from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import { LineCounter, parseDocument } from 'yaml';
 import type { Database } from '../db/database';
+import { stableJson } from '../domain/canonicalRequest';
 import { usageError } from '../domain/errors';
 import { formatHostKey, parseHostKeyText } from '../domain/hostKeys';
 import { defaultItemPrefix } from '../domain/itemRef';
 import { occupancyUnit } from '../domain/origins';
-import { ProjectDefinition, formatPath } from '../domain/projectDefinition';
+import { formatPath, validateProjectDefinition, type ProjectDefinition } from '../domain/projectDefinition';
 
 export interface Change {
   kind: 'project' | 'environment' | 'host' | 'flow' | 'item' | 'obligation';
@@ -48,15 +49,20 @@ export function readProjectDefinition(file: string): { definition: ProjectDefini
     const problems: Problem[] = doc.errors.map((e) => ({ path: '(yaml)', line: lineOf(e.pos[0]), message: e.message }));
     throw invalid(file, problems);
   }
-  const parsed = ProjectDefinition.safeParse(doc.toJS());
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => {
-      const node = doc.getIn(issue.path as (string | number)[], true) as { range?: [number, number, number] } | undefined;
-      return { path: formatPath(issue.path), line: lineOf(node?.range?.[0]), message: issue.message };
-    });
+  const validated = validateProjectDefinition(doc.toJS());
+  if (!validated.definition) {
+    // A missing key has no node: point at the nearest enclosing one that exists.
+    const lineAt = (path: (string | number)[]): number | null => {
+      for (let n = path.length; n >= 0; n--) {
+        const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
+        if (node?.range) return lineOf(node.range[0]);
+      }
+      return null;
+    };
+    const problems = validated.issues.map((issue) => ({ path: formatPath(issue.path), line: lineAt(issue.path as (string | number)[]), message: issue.message }));
     throw invalid(file, problems);
   }
-  return { definition: parsed.data, baseDir: dirname(resolve(file)) };
+  return { definition: validated.definition, baseDir: dirname(resolve(file)) };
 }
 
 function invalid(file: string, problems: Problem[]) {
@@ -129,7 +135,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
         const row = { delivery_custody: f.delivery_custody, completion_flow: f.completion_flow, stages: JSON.stringify(f.stages) };
         const existing = await trx.selectFrom('flows').selectAll().where('project_id', '=', projectId).where('name', '=', f.name).executeTakeFirst();
         const same = !!existing && existing.delivery_custody === f.delivery_custody && existing.completion_flow === f.completion_flow
-          && JSON.stringify(existing.stages) === JSON.stringify(f.stages);
+          && stableJson(existing.stages) === stableJson(f.stages);
         note('flow', f.name, existing, same);
         if (input.dryRun || same) continue;
         await trx.insertInto('flows').values({ project_id: projectId, name: f.name, ...row })

@@ -24,3 +24,9 @@ export function canonicalRequest(r: CreateRequest): CreateRequest {
 export function differingFields(a: CreateRequest, b: CreateRequest): (keyof CreateRequest)[] {
   return (Object.keys(a) as (keyof CreateRequest)[]).filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
 }
+
+/** JSON with object keys sorted at every level: Postgres jsonb does not keep key order. */
+export function stableJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : v);
+}

@@ -5,6 +5,9 @@ import { z } from 'zod';
  * deploy hosts, flows of stages, backlog items and their QA obligations. Parsed once at the
  * edge; every problem is reported with its path in the file.
  */
+/** Run cross-field checks even when another field already failed, so every problem is reported at once. */
+const always = () => true;
+
 const Name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'use letters, digits, . _ - (up to 64)');
 const ItemId = z.string().regex(/^[A-Z][A-Z0-9]{0,15}-[1-9][0-9]{0,8}$/, 'an item is PREFIX-N, e.g. WEB-12');
 
@@ -13,7 +16,7 @@ export const Environment = z.object({
   url: z.string().url().optional(),
   preview_slug: Name.optional(),
   tier: z.enum(['preview', 'dev', 'stage', 'production']),
-}).strict().refine((e) => e.url !== undefined || e.preview_slug !== undefined, { message: 'give a url, or a preview_slug for a preview without one' });
+}).strict().refine((e) => e?.url !== undefined || e?.preview_slug !== undefined, { message: 'give a url, or a preview_slug for a preview without one', when: always });
 
 export const DeployHost = z.object({
   name: Name,
@@ -44,12 +47,13 @@ export const Stage = z.object({
   action: DeployAction.optional(),
   checks: z.array(z.object({ name: Name, blocking: z.boolean().default(true) }).strict()).default([]),
 }).strict().superRefine((s, ctx) => {
+  s.checks ??= [];
   if (s.kind === 'deploy' && !s.action) ctx.addIssue({ code: 'custom', path: ['action'], message: 'a deploy stage needs an action (ssh or http)' });
   if (s.kind !== 'deploy' && s.action) ctx.addIssue({ code: 'custom', path: ['action'], message: `only deploy stages take an action, not ${s.kind}` });
   if (s.kind === 'qa' && !s.scope) ctx.addIssue({ code: 'custom', path: ['scope'], message: 'a qa stage needs scope: item or run' });
   if (s.kind !== 'qa' && s.scope) ctx.addIssue({ code: 'custom', path: ['scope'], message: 'only qa stages take a scope' });
   if (s.kind !== 'qa' && s.checks.length) ctx.addIssue({ code: 'custom', path: ['checks'], message: 'only qa stages take checks' });
-});
+}, { when: always });
 
 export const Flow = z.object({
   name: Name,
@@ -81,12 +85,33 @@ export const ProjectDefinition = z.object({
   hosts: z.array(DeployHost).default([]),
   flows: z.array(Flow).default([]),
   items: z.array(Item).default([]),
-}).strict().superRefine((d, ctx) => {
-  const unique = (list: { name?: string; id?: string }[], key: 'name' | 'id', at: string) => {
+}).strict();
+
+export type ProjectDefinition = z.infer<typeof ProjectDefinition>;
+
+export interface DefinitionIssue {
+  path: PropertyKey[];
+  message: string;
+}
+
+/**
+ * Cross-references (names unique, stage targets and ssh hosts declared, one completion
+ * flow, item prefixes, obligation environments). Run on the raw document beside the
+ * structural parse, so a file with both kinds of problems gets every one reported at once.
+ */
+export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
+  const issues: DefinitionIssue[] = [];
+  const raw = (document && typeof document === 'object' ? document : {}) as Partial<ProjectDefinition>;
+  // Runs even when parts failed to parse (every problem at once), so it reads defensively.
+  const list = <T>(x: T[] | undefined): T[] => (Array.isArray(x) ? x.filter((v) => v && typeof v === 'object') : []);
+  const d = { ...raw, environments: list(raw.environments), hosts: list(raw.hosts), items: list(raw.items).map((i) => ({ ...i, obligations: list(i.obligations) })),
+    flows: list(raw.flows).map((f) => ({ ...f, stages: list(f.stages) })) };
+  const unique = (entries: { name?: string; id?: string }[], key: 'name' | 'id', at: string) => {
     const seen = new Set<string>();
-    list.forEach((x, i) => {
-      const v = x[key]!;
-      if (seen.has(v)) ctx.addIssue({ code: 'custom', path: [at, i, key], message: `duplicate ${key} "${v}"` });
+    entries.forEach((x, i) => {
+      const v = x[key];
+      if (typeof v !== 'string') return;
+      if (seen.has(v)) issues.push({ path: [at, i, key], message: `duplicate ${key} "${v}"` });
       seen.add(v);
     });
   };
@@ -99,28 +124,35 @@ export const ProjectDefinition = z.object({
   d.flows.forEach((f, fi) => {
     const stageNames = new Set<string>();
     f.stages.forEach((s, si) => {
-      if (stageNames.has(s.name)) ctx.addIssue({ code: 'custom', path: ['flows', fi, 'stages', si, 'name'], message: `duplicate stage "${s.name}"` });
+      if (stageNames.has(s.name)) issues.push({ path: ['flows', fi, 'stages', si, 'name'], message: `duplicate stage "${s.name}"` });
       stageNames.add(s.name);
-      if (!envs.has(s.target)) ctx.addIssue({ code: 'custom', path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
-      if (s.action && 'ssh' in s.action && !hosts.has(s.action.ssh.host)) {
-        ctx.addIssue({ code: 'custom', path: ['flows', fi, 'stages', si, 'action', 'ssh', 'host'], message: `no host named "${s.action.ssh.host}"` });
+      if (typeof s.target === 'string' && !envs.has(s.target)) issues.push({ path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
+      if (s.action && 'ssh' in s.action && s.action.ssh && !hosts.has(s.action.ssh.host)) {
+        issues.push({ path: ['flows', fi, 'stages', si, 'action', 'ssh', 'host'], message: `no host named "${s.action.ssh.host}"` });
       }
     });
   });
-  if (d.flows.filter((f) => f.completion_flow).length > 1) ctx.addIssue({ code: 'custom', path: ['flows'], message: 'at most one flow is the completion flow' });
+  if (d.flows.filter((f) => f.completion_flow).length > 1) issues.push({ path: ['flows'], message: 'at most one flow is the completion flow' });
   const prefix = d.item_prefix;
   d.items.forEach((item, ii) => {
-    if (prefix && !item.id.startsWith(`${prefix}-`)) ctx.addIssue({ code: 'custom', path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
+    if (prefix && typeof item.id === 'string' && !item.id.startsWith(`${prefix}-`)) issues.push({ path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
     const cases = new Set<string>();
     item.obligations.forEach((o, oi) => {
-      if (cases.has(o.case)) ctx.addIssue({ code: 'custom', path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
+      if (cases.has(o.case)) issues.push({ path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
       cases.add(o.case);
-      if (o.target_env !== null && !envs.has(o.target_env)) ctx.addIssue({ code: 'custom', path: ['items', ii, 'obligations', oi, 'target_env'], message: `no environment named "${o.target_env}"` });
+      if (typeof o.target_env === 'string' && !envs.has(o.target_env)) issues.push({ path: ['items', ii, 'obligations', oi, 'target_env'], message: `no environment named "${o.target_env}"` });
     });
   });
-});
+  return issues;
+}
 
-export type ProjectDefinition = z.infer<typeof ProjectDefinition>;
+/** Structure and cross-references together: the parsed definition, or every problem found. */
+export function validateProjectDefinition(document: unknown): { definition?: ProjectDefinition; issues: DefinitionIssue[] } {
+  const parsed = ProjectDefinition.safeParse(document);
+  const issues: DefinitionIssue[] = [...(parsed.success ? [] : parsed.error.issues.map((i) => ({ path: i.path, message: i.message }))), ...crossReferenceIssues(document)];
+  return issues.length || !parsed.success ? { issues } : { definition: parsed.data, issues };
+}
+
 export type StageDefinition = z.infer<typeof Stage>;
 export type DeployActionDefinition = z.infer<typeof DeployAction>;
 

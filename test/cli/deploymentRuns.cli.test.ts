@@ -1,0 +1,138 @@
+
+import { Client } from 'pg';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { json, jsonError, yoke } from '../helpers/cli';
+import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { startTestWorker, type TestWorker } from '../helpers/temporal';
+
+let t: TestDatabase;
+let w: TestWorker;
+let stage: HttpTarget;
+let prod: HttpTarget;
+let env: Record<string, string>;
+let file: string;
+const run = (args: string[], extra: Record<string, string> = {}) => yoke(t.url, args, { ...env, ...extra });
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  w = await startTestWorker(t.db);
+  [stage, prod] = await Promise.all([startHttpTarget(), startHttpTarget()]);
+  env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue, YOKE_SESSION_ID: 'd1' };
+  file = writeDefinition(releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url }));
+  for (const args of [['apply', '-f', file], ['sessions', 'register', '--session', 'd1', '--actor', 'driver'], ['sessions', 'register', '--session', 'd2', '--actor', 'other']]) {
+    const r = await run(args);
+    if (r.code !== 0) throw new Error(`${args.join(' ')}: ${r.stderr}`);
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([stage.close(), prod.close()]);
+  await w.shutdown();
+  await t.drop();
+});
+
+const createArgs = (key: string, extra: string[] = []) =>
+  ['deployment-runs', 'create', '--project', 'web', '--flow', 'release', '--target', 'stage', '--candidate', 'abcdef1234', '--idempotency-key', key, '--item', 'WEB-1', ...extra];
+
+test('apply is idempotent, --dry-run writes nothing, and every problem in a bad file is named with its path and line', async () => {
+  const again = json(await run(['apply', '-f', file, '--json']));
+  expect(again.summary).toMatchObject({ create: 0, update: 0 });
+  const changed = writeDefinition({ ...releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url }), items: [{ id: 'WEB-9', title: 'New' }] });
+  const dry = await run(['apply', '-f', changed, '--dry-run']);
+  expect(dry.stdout).toMatch(/^would apply web: 1 to create/);
+  expect(dry.stdout).toContain('+ item WEB-9');
+  expect(json(await run(['apply', '-f', changed, '--dry-run', '--json'])).summary.create).toBe(1); // still not written
+
+  const bad = writeDefinition({ project: 'web', item_prefix: 'WEB', environments: [{ name: 'stage', tier: 'moon' }],
+    flows: [{ name: 'f', stages: [{ name: 'd', kind: 'deploy', target: 'nowhere' }] }] });
+  const refused = await run(['apply', '-f', bad, '--json']);
+  expect(refused.code).toBe(2);
+  const error = jsonError(refused);
+  expect(error.code).toBe('invalid_project_definition');
+  const problems = (error.details.problems as { path: string; line: number | null }[]).map((p) => p.path);
+  expect(problems).toEqual(expect.arrayContaining(['environments[0].tier', 'environments[0]', 'flows[0].stages[0].action', 'flows[0].stages[0].target']));
+  expect((error.details.problems as { line: number | null }[]).every((p) => typeof p.line === 'number')).toBe(true);
+});
+
+test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 with idempotency_key_conflict', async () => {
+  const first = await run([...createArgs('cli-1'), '--json']);
+  expect(first.code).toBe(0);
+  const receipt = json(first);
+  expect(receipt).toMatchObject({ replayed: false, idempotency_basis: 'recorded_key', member_items: ['WEB-1'] });
+  expect(receipt.warnings).toEqual([expect.objectContaining({ requirement_id: 'WEB-1/prod-canary', declared_environment: 'production' })]);
+  expect(json(await run([...createArgs('cli-1'), '--json']))).toMatchObject({ run_id: receipt.run_id, replayed: true });
+  const conflict = await run(createArgs('cli-1', ['--item', 'WEB-2']));
+  expect(conflict.code).toBe(1);
+  expect(conflict.stderr).toMatch(new RegExp(`^idempotency_key_conflict: idempotency key cli-1 already created run ${receipt.run_id} with a different items`));
+  const missingKey = await run(['deployment-runs', 'create', '--project', 'web', '--flow', 'release', '--target', 'stage', '--candidate', 'abcdef1234']);
+  expect(missingKey.code).toBe(2);
+  expect(missingKey.stderr).toContain("--idempotency-key");
+});
+
+test('I2 a create that times out is repeated once under the same key and reports deployment_run_create_timeout_recovered', async () => {
+  const admin = new Client({ connectionString: t.url });
+  await admin.connect();
+  const { rows } = await admin.query<{ project_id: number }>("SELECT project_id FROM projects WHERE name = 'web'");
+  await admin.query('BEGIN');
+  await admin.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`run-create:${rows[0]!.project_id}`]);
+  const pending = run([...createArgs('cli-timeout'), '--json'], { YOKE_CREATE_TIMEOUT_SECONDS: '1' });
+  await new Promise((x) => setTimeout(x, 1_500)); // the first attempt gives up; the repeat is waiting
+  await admin.query('COMMIT');
+  await admin.end();
+  const r = await pending;
+  expect(r.code).toBe(0);
+  expect(json(r).warnings).toEqual(expect.arrayContaining([expect.objectContaining({ code: 'deployment_run_create_timeout_recovered' })]));
+
+  // two timeouts: the user is told to re-run the identical command
+  const admin2 = new Client({ connectionString: t.url });
+  await admin2.connect();
+  await admin2.query('BEGIN');
+  await admin2.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`run-create:${rows[0]!.project_id}`]);
+  const twice = await run([...createArgs('cli-timeout-2'), '--json'], { YOKE_CREATE_TIMEOUT_SECONDS: '0.5' });
+  await admin2.query('ROLLBACK');
+  await admin2.end();
+  expect(twice.code).toBe(3);
+  expect(jsonError(twice)).toMatchObject({ code: 'deployment_run_create_timeout', recovery: expect.stringContaining('re-run the identical command') });
+}, 30_000);
+
+test('O2 R1 execute starts the workflow and makes you the driver; watch --json follows it stage by stage', async () => {
+  const receipt = json(await run([...createArgs('cli-exec'), '--json']));
+  const executed = await run(['deployment-runs', 'execute', receipt.run_id, '--json']);
+  expect(executed.code).toBe(0);
+  expect(json(executed)).toMatchObject({ status: 'executing', driver_session_id: 'd1', occupancy_units: [stage.url, prod.url].sort() });
+  const elsewhere = await run(['deployment-runs', 'add-item', receipt.run_id, 'WEB-2', '--json'], { YOKE_SESSION_ID: 'd2' });
+  expect(elsewhere.code).toBe(1);
+  expect(jsonError(elsewhere)).toMatchObject({ code: 'run_driven_elsewhere', details: { driver_session_id: 'd1' } });
+
+  const other = json(await run(['deployment-runs', 'create', '--project', 'web', '--flow', 'hotfix', '--target', 'stage', '--candidate', 'fedcba9876', '--idempotency-key', 'cli-other', '--json']));
+  const occupied = await run(['deployment-runs', 'execute', other.run_id], { YOKE_SESSION_ID: 'd2' });
+  expect(occupied.code).toBe(1);
+  expect(occupied.stderr).toMatch(new RegExp(`^target_occupied: origin ${stage.url.replace(/[.]/g, '\\.')} is occupied by run ${receipt.run_id} \\(project web, stage`));
+  expect(occupied.stderr).toContain(`recovery: re-run the start once ${receipt.run_id} finishes deploying`);
+
+  const watching = run(['deployment-runs', 'watch', receipt.run_id, '--json', '--interval-ms', '100']);
+  for (const check of ['smoke-test', 'WEB-1/checkout-e2e']) {
+    await until(async () => (await run(['deployment-runs', 'qa-verdict', receipt.run_id, '--check', check, '--status', 'passed'])).code === 0);
+  }
+  await until(async () => (await run(['deployment-runs', 'approve', receipt.run_id, '--stage', 'signoff'])).code === 0);
+  const watched = await watching;
+  expect(watched.code).toBe(0);
+  const lines = watched.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  expect(lines[lines.length - 1]).toMatchObject({ run_id: receipt.run_id, status: 'succeeded' });
+  expect(lines.some((l) => l.current_stage === 'stage-qa')).toBe(true);
+  expect(prod.deploys).toContain('abcdef1234');
+
+  const fields = json(await run(['deployment-runs', 'get', receipt.run_id, 'status', 'carried_work', '--json']));
+  expect(fields).toEqual({ run_id: receipt.run_id, status: 'succeeded', carried_work: { recorded: true, items: [{ item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e'], derived: true }] } });
+  const unknown = await run(['deployment-runs', 'get', receipt.run_id, 'colour']);
+  expect(unknown.code).toBe(2);
+}, 60_000);
+
+async function until(ok: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 150; i++) {
+    if (await ok()) return;
+    await new Promise((x) => setTimeout(x, 200));
+  }
+  throw new Error('condition not reached');
+}
+
