@@ -1,0 +1,113 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { Client } from 'pg';
+import { stringify } from 'yaml';
+import { deploymentRunActivities } from '../activities/deploymentRuns';
+import { projectDefinitionActivities } from '../activities/projectDefinition';
+import { sessionActivities } from '../activities/sessions';
+import { createDb } from '../db/pool';
+import { migrateToLatest } from '../db/migrate';
+import { projectRoot } from '../workers/config';
+import { choosePostgres, withDatabase } from '../scripts/postgres';
+
+/**
+ * Deployment-run throughput: creates per second, and the latency of `execute` (advisory
+ * lock per origin, occupancy check, freeze, status change) with 1, 10 and 100 origins held
+ * by other executing runs, next to a bare advisory-lock transaction on the same server in
+ * the same run. Prints one JSON object.
+ */
+const CREATES = Number(process.env.BENCH_CREATES ?? 300);
+const EXECUTES = Number(process.env.BENCH_EXECUTES ?? 100);
+const OCCUPIED = [1, 10, 100];
+
+function stats(samples: number[]) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  return { n: sorted.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99) };
+}
+
+const since = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
+
+async function main(): Promise<void> {
+  const pg = await choosePostgres(join(projectRoot(), '.yoke'), (l) => process.stderr.write(`${l}\n`));
+  const name = `yoke_bench_runs_${process.pid}`;
+  const admin = new Client({ connectionString: pg.serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const db = createDb(withDatabase(pg.serverUrl, name), { max: 2 });
+  try {
+    await migrateToLatest(db);
+    const max = Math.max(...OCCUPIED);
+    const envs = [...Array.from({ length: max }, (_, i) => `held-${i}`), 'free'];
+    const definition = {
+      project: 'bench', item_prefix: 'B',
+      environments: envs.map((e) => ({ name: e, url: `http://${e}.bench.test`, tier: 'stage' })),
+      flows: envs.map((e) => ({ name: e, stages: [{ name: 'go', kind: 'auto', target: e }] })),
+      items: [{ id: 'B-1', obligations: [{ case: 'smoke', qa_phase: 'post_deploy', target_env: 'free' }] }],
+    };
+    const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
+    writeFileSync(file, stringify(definition));
+    await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
+    await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
+    const runs = deploymentRunActivities({ db });
+    const create = (flow: string, key: string, items: string[] = []) =>
+      runs.createRun({ sessionId: 'bench', project: 'bench', flow, target: flow, candidate: 'abcdef1234', idempotencyKey: key, items });
+
+    // creates per second, with and without a member
+    let started = process.hrtime.bigint();
+    for (let i = 0; i < CREATES; i++) await create('free', `c-${i}`);
+    const createsEmpty = Math.round(CREATES / (since(started) / 1000));
+    started = process.hrtime.bigint();
+    for (let i = 0; i < CREATES; i++) await create('free', `m-${i}`, ['B-1']);
+    const createsMember = Math.round(CREATES / (since(started) / 1000));
+
+    // execute latency with N origins held by other executing runs
+    const execute: Record<string, ReturnType<typeof stats>> = {};
+    let held = 0;
+    for (const n of OCCUPIED) {
+      for (; held < n; held++) await runs.executeRun({ sessionId: 'bench', runId: (await create(`held-${held}`, `h-${held}`)).run_id });
+      const samples: number[] = [];
+      for (let i = 0; i < EXECUTES; i++) {
+        const run = await create('free', `x-${n}-${i}`, ['B-1']);
+        const t = process.hrtime.bigint();
+        await runs.executeRun({ sessionId: 'bench', runId: run.run_id });
+        samples.push(since(t));
+        await runs.terminalizeRun({ sessionId: 'bench', runId: run.run_id, disposition: 'cancelled', reason: 'bench' });
+      }
+      execute[`occupied_${n}`] = stats(samples);
+    }
+
+    // baseline: a bare transaction taking one advisory lock and updating one row
+    await sql`CREATE TABLE bare (id int PRIMARY KEY, n int)`.execute(db);
+    await sql`INSERT INTO bare VALUES (1, 0)`.execute(db);
+    const bare: number[] = [];
+    for (let i = 0; i < EXECUTES; i++) {
+      const t = process.hrtime.bigint();
+      await db.transaction().execute(async (trx) => {
+        await sql`SELECT pg_advisory_xact_lock(hashtextextended('occupancy:http://free.bench.test', 0))`.execute(trx);
+        await sql`UPDATE bare SET n = n + 1 WHERE id = 1`.execute(trx);
+      });
+      bare.push(since(t));
+    }
+    const baseline = stats(bare);
+    console.log(JSON.stringify({
+      benchmark: 'runs',
+      postgres: pg.source,
+      creates_per_s: { without_members: createsEmpty, with_one_member: createsMember },
+      execute_latency: execute,
+      bare_advisory_lock_transaction: baseline,
+      execute_p50_over_bare_p50: Object.fromEntries(Object.entries(execute).map(([k, v]) => [k, Math.round((v.p50_ms / baseline.p50_ms) * 10) / 10])),
+    }, null, 2));
+  } finally {
+    await db.destroy();
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
