@@ -33,8 +33,11 @@ export async function watchRun(_ctx: CommandContext, runs: DeploymentRunActiviti
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })) })}\n`);
       } else {
-        if (view.status !== lastStatus) process.stdout.write(`${stamp()}  run ${view.run_id} ${view.status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}\n`);
+        const statusLine = view.status !== lastStatus ? `${stamp()}  run ${view.run_id} ${view.status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}\n` : '';
+        // The run's start comes before its stages; its end after them.
+        if (!TERMINAL.has(view.status)) process.stdout.write(statusLine);
         for (const c of changes) process.stdout.write(`${c}\n`);
+        if (TERMINAL.has(view.status)) process.stdout.write(statusLine);
       }
       lastStatus = view.status;
       lastLines = lines;
