@@ -4,7 +4,7 @@ import { lockClaim, releaseClaim, type ReleaseMark } from '../db/claims';
 import type { Executor } from '../db/pool';
 import type { YokeError } from '../domain/errors';
 import {
-  insertReservation, insertWait, isUnhealthy, liveTestMachineClaim, lockLine, oldestLiveWaiter, positionOf,
+  insertReservation, insertWait, lockLine, lockLineOfClaim, oldestLiveWaiter, positionOf, probeLine,
   settleWaits, waitsOfEndedSessions, type NewWait,
 } from '../db/waits';
 
@@ -66,9 +66,10 @@ export const DEFAULT_RESERVATION_LIFETIME_MS = 300_000;
  */
 export async function serveLine(trx: Executor, testMachine: string, lifetimeMs: number, effects: LineEffects): Promise<Reservation | undefined> {
   await lockLine(trx, testMachine);
-  if (await liveTestMachineClaim(trx, testMachine)) return undefined;
-  if (await isUnhealthy(trx, testMachine)) return undefined; // W8: a successful verify serves it later
-  await cancelEndedSessionWaits(trx, lifetimeMs, effects, testMachine);
+  const line = await probeLine(trx, testMachine);
+  if (line.held || line.unhealthy) return undefined; // W8: an unhealthy machine waits for a successful verify
+  if (line.ended_waiting) await cancelEndedSessionWaits(trx, lifetimeMs, effects, testMachine);
+  if (!line.waiting) return undefined;
   const waiter = await oldestLiveWaiter(trx, testMachine);
   if (!waiter) return undefined;
   const claim = await insertReservation(trx, waiter, lifetimeMs);
@@ -239,8 +240,7 @@ export async function inLineTransaction<T>(
  * lock order every path uses, so a release and a join or consumption never deadlock.
  */
 export async function lockClaimForRelease(trx: Executor, claimId: number): Promise<ClaimRow | undefined> {
-  const peek = await trx.selectFrom('work_claims').select(['target_kind', 'scope']).where('claim_id', '=', claimId).executeTakeFirst();
-  if (peek?.target_kind === 'qa_admission') await lockLine(trx, String(peek.scope.test_machine));
+  await lockLineOfClaim(trx, claimId);
   return lockClaim(trx, claimId);
 }
 

@@ -1,13 +1,8 @@
-import { join } from 'node:path';
 import { sql } from 'kysely';
-import { Client } from 'pg';
 import { claimActivities } from '../activities/claims';
 import { projectActivities } from '../activities/projects';
 import { sessionActivities } from '../activities/sessions';
-import { createDb } from '../db/pool';
-import { migrateToLatest } from '../db/migrate';
-import { projectRoot } from '../workers/config';
-import { choosePostgres, withDatabase } from '../scripts/postgres';
+import { withBenchDatabase } from './benchDatabase';
 
 /**
  * Claims throughput: acquire+release pairs per second through yoke (session check, unique
@@ -26,14 +21,7 @@ async function timed(fn: (i: number) => Promise<void>, n: number): Promise<numbe
 }
 
 async function main(): Promise<void> {
-  const pg = await choosePostgres(join(projectRoot(), '.yoke'), (l) => process.stderr.write(`${l}\n`));
-  const name = `yoke_bench_${process.pid}`;
-  const admin = new Client({ connectionString: pg.serverUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  const db = createDb(withDatabase(pg.serverUrl, name), { max: 1 });
-  try {
-    await migrateToLatest(db);
+  await withBenchDatabase('claims', async ({ db, postgres }) => {
     await projectActivities({ db }).createProject({ name: 'bench' });
     await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench', project: 'bench' });
     const claims = claimActivities({ db });
@@ -44,9 +32,8 @@ async function main(): Promise<void> {
     const yokeHot = await timed(() => pair('QA_HOST:hot')(), PAIRS);
     const yokeDistinct = await timed((i) => pair(`QA_HOST:m${i}`)(), PAIRS);
 
-    await sql`CREATE TABLE plain_claims (LIKE work_claims INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`.execute(db);
+    await sql`CREATE TABLE plain_claims (LIKE work_claims INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY)`.execute(db);
     await sql`CREATE UNIQUE INDEX plain_live ON plain_claims ((scope->>'test_machine')) WHERE released_at IS NULL`.execute(db);
-    await sql`ALTER TABLE plain_claims ALTER COLUMN claim_id ADD GENERATED ALWAYS AS IDENTITY`.execute(db).catch(() => undefined);
     const plainPair = (key: string) => async () => {
       const inserted = await sql<{ claim_id: number }>`
         INSERT INTO plain_claims (target_kind, scope, key, session_id)
@@ -62,17 +49,13 @@ async function main(): Promise<void> {
     console.log(JSON.stringify({
       benchmark: 'claims',
       pairs_per_case: PAIRS,
-      postgres: pg.source,
+      postgres,
       connections: 1,
       yoke: { hot_key_pairs_per_s: yokeHot, distinct_keys_pairs_per_s: yokeDistinct },
       plain_insert_update: { hot_key_pairs_per_s: plainHot, distinct_keys_pairs_per_s: plainDistinct },
       ratio_yoke_to_plain: { hot_key: ratio(yokeHot, plainHot), distinct_keys: ratio(yokeDistinct, plainDistinct) },
     }, null, 2));
-  } finally {
-    await db.destroy();
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
-  }
+  }, 1);
 }
 
 main().catch((err) => {

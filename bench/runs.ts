@@ -2,15 +2,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
-import { Client } from 'pg';
 import { stringify } from 'yaml';
 import { deploymentRunActivities } from '../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../activities/projectDefinition';
 import { sessionActivities } from '../activities/sessions';
-import { createDb } from '../db/pool';
-import { migrateToLatest } from '../db/migrate';
-import { projectRoot } from '../workers/config';
-import { choosePostgres, withDatabase } from '../scripts/postgres';
+import { withBenchDatabase } from './benchDatabase';
 
 /**
  * Deployment-run throughput: creates per second, and the latency of `execute` (advisory
@@ -31,14 +27,7 @@ function stats(samples: number[]) {
 const since = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
 
 async function main(): Promise<void> {
-  const pg = await choosePostgres(join(projectRoot(), '.yoke'), (l) => process.stderr.write(`${l}\n`));
-  const name = `yoke_bench_runs_${process.pid}`;
-  const admin = new Client({ connectionString: pg.serverUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  const db = createDb(withDatabase(pg.serverUrl, name), { max: 2 });
-  try {
-    await migrateToLatest(db);
+  await withBenchDatabase('runs', async ({ db, postgres }) => {
     const max = Math.max(...OCCUPIED);
     const envs = [...Array.from({ length: max }, (_, i) => `held-${i}`), 'free'];
     const definition = {
@@ -94,17 +83,13 @@ async function main(): Promise<void> {
     const baseline = stats(bare);
     console.log(JSON.stringify({
       benchmark: 'runs',
-      postgres: pg.source,
+      postgres,
       creates_per_s: { without_members: createsEmpty, with_one_member: createsMember },
       execute_latency: execute,
       bare_advisory_lock_transaction: baseline,
       execute_p50_over_bare_p50: Object.fromEntries(Object.entries(execute).map(([k, v]) => [k, Math.round((v.p50_ms / baseline.p50_ms) * 10) / 10])),
     }, null, 2));
-  } finally {
-    await db.destroy();
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
-  }
+  });
 }
 
 main().catch((err) => {

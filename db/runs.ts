@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { refusal } from '../domain/errors';
+import type { Obligation } from '../domain/admission';
 import type { StageDefinition } from '../domain/projectDefinition';
 import type { EnvironmentRow, FlowRow, RunRow } from './database';
 import type { Executor } from './pool';
@@ -58,18 +59,7 @@ export function qaStageTargets(stages: StageDefinition[]): string[] {
   return [...new Set(stages.filter((s) => s.kind === 'qa').map((s) => s.target))];
 }
 
-export interface ObligationRow {
-  item_id: number;
-  item: string;
-  case_key: string;
-  qa_phase: 'pre_merge' | 'post_deploy';
-  target_env: string | null;
-  plan_id: string | null;
-  blocking: boolean;
-  waived: boolean;
-  superseded: boolean;
-  run_id: string | null;
-}
+export type ObligationRow = Obligation & { item_id: number };
 
 export async function obligationsOf(db: Executor, itemIds: number[]): Promise<ObligationRow[]> {
   if (itemIds.length === 0) return [];

@@ -60,11 +60,6 @@ export async function oldestLiveWaiter(db: Executor, testMachine: string): Promi
   return rows[0];
 }
 
-export async function liveTestMachineClaim(db: Executor, testMachine: string): Promise<ClaimRow | undefined> {
-  return db.selectFrom('work_claims').selectAll()
-    .where('target_kind', '=', 'qa_admission').where(sql<string>`scope->>'test_machine'`, '=', testMachine).where('released_at', 'is', null)
-    .executeTakeFirst();
-}
 
 export async function isUnhealthy(db: Executor, testMachine: string): Promise<boolean> {
   const { rows } = await sql<{ unhealthy: boolean }>`SELECT test_machine_unhealthy(${testMachine}) AS unhealthy`.execute(db);
@@ -147,4 +142,21 @@ export async function waitViews(db: Executor, filter: { testMachine?: string; se
     settled_at: r.settled_at ? r.settled_at.toISOString() : null,
     reserved_until: r.reserved_until ? r.reserved_until.toISOString() : null,
   }));
+}
+
+/** Everything serving the line needs to know first, in one statement. */
+export async function probeLine(db: Executor, testMachine: string): Promise<{ held: boolean; unhealthy: boolean; waiting: boolean; ended_waiting: boolean }> {
+  const { rows } = await sql<{ held: boolean; unhealthy: boolean; waiting: boolean; ended_waiting: boolean }>`
+    SELECT EXISTS (SELECT 1 FROM work_claims WHERE target_kind = 'qa_admission' AND scope->>'test_machine' = ${testMachine} AND released_at IS NULL) AS held,
+           test_machine_unhealthy(${testMachine}) AS unhealthy,
+           EXISTS (SELECT 1 FROM qa_test_machine_waits WHERE test_machine = ${testMachine} AND state = 'waiting') AS waiting,
+           EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions s ON s.session_id = w.session_id
+                    WHERE w.test_machine = ${testMachine} AND w.state IN ('waiting', 'reserved') AND NOT (${LIVE_SESSION})) AS ended_waiting`.execute(db);
+  return rows[0]!;
+}
+
+/** Reads a claim's test machine and, when it is one, takes that machine's line lock: one statement. */
+export async function lockLineOfClaim(db: Executor, claimId: number): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended('qa_line:' || (scope->>'test_machine'), 0))
+              FROM work_claims WHERE claim_id = ${claimId} AND target_kind = 'qa_admission'`.execute(db);
 }

@@ -17,6 +17,24 @@ export interface ActivityDeps {
   ssh?: Partial<SshTimeouts>;
 }
 
+type Control = { signal?: AbortSignal; onProgress?: () => void };
+
+/**
+ * A long activity (an SSH command, a deploy call) heartbeats while it runs, and a cancelled
+ * one closes its connection and is reported as cancelled, not as a failure.
+ */
+function heartbeating<I, O>(fn: (input: I, control: Control) => Promise<O>): (input: I) => Promise<O> {
+  return async (input: I) => {
+    const ctx = Context.current();
+    try {
+      return await fn(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
+    } catch (err) {
+      if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+      throw err;
+    }
+  };
+}
+
 /** The activities a yoke worker registers, built over its dependencies. */
 export function createActivities(deps: ActivityDeps) {
   const line = {
@@ -33,29 +51,12 @@ export function createActivities(deps: ActivityDeps) {
     finishStage: runs.finishStage,
     completeRun: runs.completeRun,
     failRun: runs.failRun,
-    runDeployAction: async (input: Parameters<typeof runs.runDeployAction>[0]) => {
-      const ctx = Context.current();
-      try {
-        return await runs.runDeployAction(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
-      } catch (err) {
-        if (ctx.cancellationSignal.aborted) await ctx.cancelled;
-        throw err;
-      }
-    },
+    runDeployAction: heartbeating(runs.runDeployAction),
     ...sweepActivities({ db: deps.db, line }),
     beginCheck: machines.beginCheck,
     finishCheck: machines.finishCheck,
     expireReservation: machines.expireReservation,
-    // Long SSH commands heartbeat, and a cancelled activity closes its connection.
-    runCheckCommand: async (input: Parameters<typeof machines.runCheckCommand>[0]) => {
-      const ctx = Context.current();
-      try {
-        return await machines.runCheckCommand(input, { signal: ctx.cancellationSignal, onProgress: () => ctx.heartbeat() });
-      } catch (err) {
-        if (ctx.cancellationSignal.aborted) await ctx.cancelled; // report a cancellation as one
-        throw err;
-      }
-    },
+    runCheckCommand: heartbeating(machines.runCheckCommand),
   });
 }
 

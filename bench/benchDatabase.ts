@@ -1,0 +1,26 @@
+import { join } from 'node:path';
+import type { Kysely } from 'kysely';
+import { Client } from 'pg';
+import type { Database } from '../db/database';
+import { createDb } from '../db/pool';
+import { migrateToLatest } from '../db/migrate';
+import { projectRoot } from '../workers/config';
+import { choosePostgres, withDatabase } from '../scripts/postgres';
+
+/** A migrated throwaway database for one benchmark run, dropped afterwards whatever happens. */
+export async function withBenchDatabase<T>(label: string, fn: (bench: { db: Kysely<Database>; postgres: string }) => Promise<T>, poolSize = 2): Promise<T> {
+  const pg = await choosePostgres(join(projectRoot(), '.yoke'), (l) => process.stderr.write(`${l}\n`));
+  const name = `yoke_bench_${label}_${process.pid}`;
+  const admin = new Client({ connectionString: pg.serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const db = createDb(withDatabase(pg.serverUrl, name), { max: poolSize });
+  try {
+    await migrateToLatest(db);
+    return await fn({ db, postgres: pg.source });
+  } finally {
+    await db.destroy();
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await admin.end();
+  }
+}
