@@ -1,3 +1,4 @@
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CheckKind } from '../db/database';
 
@@ -70,6 +71,8 @@ export function runWorkflowId(runId: string): string {
   return `deployment-run/${runId}`;
 }
 
-export const YOKE_PROJECT = 'YokeProject';
-export const YOKE_RUN_STATUS = 'YokeRunStatus';
-export const YOKE_ITEM = 'YokeItem';
+/** Search attributes (registered at dev-server start) so operators filter runs in the Web UI. */
+export const PROJECT_KEY = defineSearchAttributeKey('YokeProject', SearchAttributeType.KEYWORD);
+export const RUN_STATUS_KEY = defineSearchAttributeKey('YokeRunStatus', SearchAttributeType.KEYWORD);
+export const TARGET_ORIGIN_KEY = defineSearchAttributeKey('YokeTargetOrigin', SearchAttributeType.KEYWORD);
+export const ITEM_KEY = defineSearchAttributeKey('YokeItem', SearchAttributeType.KEYWORD_LIST);

@@ -1,6 +1,6 @@
-import { ActivityCancellationType, condition, proxyActivities, setHandler } from '@temporalio/workflow';
+import { ActivityCancellationType, condition, proxyActivities, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
 import type { RunStageActivities } from '../activities/runs/stages';
-import { qaSettled, runState, runTerminalized, stageApproved, type RunInput, type RunSnapshot } from './definitions';
+import { RUN_STATUS_KEY, qaSettled, runState, runTerminalized, stageApproved, type RunInput, type RunSnapshot } from './definitions';
 
 const steps = proxyActivities<Omit<RunStageActivities, 'runDeployAction' | 'recordQaVerdict' | 'approveStage'>>({
   startToCloseTimeout: '1 minute',
@@ -80,6 +80,7 @@ export async function deploymentRun(input: RunInput): Promise<{ status: string }
     if (!result.ok) {
       snapshot.outcome = (await steps.failRun({ runId: input.runId, reason: `stage ${stage.name} failed: ${result.detail}` })).status;
       snapshot.phase = 'done';
+      upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: snapshot.outcome }]);
       return { status: snapshot.outcome };
     }
   }
@@ -91,5 +92,6 @@ export async function deploymentRun(input: RunInput): Promise<{ status: string }
   snapshot.phase = 'settling';
   const settled = await steps.completeRun({ runId: input.runId });
   Object.assign(snapshot, { phase: 'done', outcome: settled.status });
+  upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: settled.status }]);
   return settled;
 }

@@ -55,12 +55,19 @@ function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): 
   emit(json, { ...r, warnings }, () => receiptLine(r));
 }
 
-async function startWorkflow(ctx: CommandContext, runId: string): Promise<void> {
+async function startWorkflow(ctx: CommandContext, runId: string, started: { occupancy_units: string[] }): Promise<void> {
   const client = await ctx.temporal.requireWorker();
   const { WorkflowExecutionAlreadyStartedError } = await import('@temporalio/client');
-  const { runWorkflowId } = await import('../../workflows/definitions');
+  const { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } = await import('../../workflows/definitions');
+  const view = await (await runs(ctx)).getRun({ runId, fields: ['project', 'member_items'] });
+  const typedSearchAttributes = [
+    { key: PROJECT_KEY, value: view.project! },
+    { key: RUN_STATUS_KEY, value: 'executing' },
+    { key: ITEM_KEY, value: view.member_items!.map((m) => m.item) },
+    ...(started.occupancy_units[0] ? [{ key: TARGET_ORIGIN_KEY, value: started.occupancy_units[0] }] : []),
+  ];
   try {
-    await client.workflow.start('deploymentRun', { workflowId: runWorkflowId(runId), taskQueue: ctx.config.taskQueue, args: [{ runId }] });
+    await client.workflow.start('deploymentRun', { workflowId: runWorkflowId(runId), taskQueue: ctx.config.taskQueue, args: [{ runId }], typedSearchAttributes });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // resuming: it is already walking
   }
@@ -180,7 +187,7 @@ export function registerDeploymentRuns(program: Command): void {
       const r = await withDb(async (ctx) => {
         await ctx.temporal.requireWorker(); // refuse before occupying anything when nobody would walk the run
         const result = await (await runs(ctx)).executeRun({ sessionId, runId });
-        await startWorkflow(ctx, runId);
+        await startWorkflow(ctx, runId, result);
         return result;
       });
       emit(!!o.json, r, () => `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`);
@@ -215,7 +222,7 @@ export function registerDeploymentRuns(program: Command): void {
       const r = await withDb(async (ctx) => {
         await ctx.temporal.requireWorker();
         const result = await (await runs(ctx)).retryRun({ sessionId, runId });
-        await startWorkflow(ctx, runId);
+        await startWorkflow(ctx, runId, result);
         return result;
       });
       emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);

@@ -100,6 +100,13 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   const executed = await run(['deployment-runs', 'execute', receipt.run_id, '--json']);
   expect(executed.code).toBe(0);
   expect(json(executed)).toMatchObject({ status: 'executing', driver_session_id: 'd1', occupancy_units: [stage.url, prod.url].sort() });
+  // operators find runs by project, status and item in the Web UI / temporal workflow list
+  const listed = async (query: string) => {
+    const ids: string[] = [];
+    for await (const wf of w.client.workflow.list({ query })) ids.push(wf.workflowId);
+    return ids;
+  };
+  await until(async () => (await listed(`YokeProject = "web" AND YokeRunStatus = "executing" AND YokeItem = "WEB-1"`)).includes(`deployment-run/${receipt.run_id}`));
   const elsewhere = await run(['deployment-runs', 'add-item', receipt.run_id, 'WEB-2', '--json'], { YOKE_SESSION_ID: 'd2' });
   expect(elsewhere.code).toBe(1);
   expect(jsonError(elsewhere)).toMatchObject({ code: 'run_driven_elsewhere', details: { driver_session_id: 'd1' } });
@@ -121,6 +128,7 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   expect(lines[lines.length - 1]).toMatchObject({ run_id: receipt.run_id, status: 'succeeded' });
   expect(lines.some((l) => l.current_stage === 'stage-qa')).toBe(true);
   expect(prod.deploys).toContain('abcdef1234');
+  await until(async () => (await listed(`YokeRunStatus = "succeeded"`)).includes(`deployment-run/${receipt.run_id}`));
 
   const fields = json(await run(['deployment-runs', 'get', receipt.run_id, 'status', 'carried_work', '--json']));
   expect(fields).toEqual({ run_id: receipt.run_id, status: 'succeeded', carried_work: { recorded: true, items: [{ item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e'], derived: true }] } });
