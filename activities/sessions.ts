@@ -20,6 +20,11 @@ export interface SessionView {
   ended_at: string | null;
   terminated_at: string | null;
   end_reason: string | null;
+  probe: boolean;
+  /** U2: what was asked for at registration. */
+  requested: { model: string | null; effort: string | null; window: number | null };
+  /** U2: what the provider attested it served; null (unattested) until a hook settles it, never copied from the request. */
+  served: { model: string | null; window: number | null; attested_at: string | null };
 }
 
 export interface RegisterInput {
@@ -28,6 +33,10 @@ export interface RegisterInput {
   project?: string;
   machine?: string;
   harness?: Harness;
+  probe?: boolean;
+  requestedModel?: string;
+  requestedEffort?: string;
+  requestedWindow?: number;
 }
 
 export interface EndResult {
@@ -57,7 +66,8 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     const inserted = await db.insertInto('sessions')
       .values({
         session_id: input.sessionId, actor_id: input.actorId, project_id: project?.project_id ?? null,
-        machine_id: input.machine ?? null, harness: input.harness ?? 'other',
+        machine_id: input.machine ?? null, harness: input.harness ?? 'other', probe: input.probe ?? false,
+        requested_model: input.requestedModel ?? null, requested_effort: input.requestedEffort ?? null, requested_window: input.requestedWindow ?? null,
       })
       .onConflict((oc) => oc.column('session_id').doNothing())
       .returning('session_id').executeTakeFirst();
@@ -145,5 +155,8 @@ function toView(r: SessionRow & { project: string | null }): SessionView {
     machine_id: r.machine_id, harness: r.harness, offered_at: r.offered_at.toISOString(),
     heartbeat_at: r.heartbeat_at.toISOString(), ended_at: iso(r.ended_at), terminated_at: iso(r.terminated_at),
     end_reason: r.end_reason,
+    probe: r.probe,
+    requested: { model: r.requested_model, effort: r.requested_effort, window: r.requested_window },
+    served: { model: r.served_model, window: r.served_window, attested_at: iso(r.served_attested_at) },
   };
 }

@@ -8,6 +8,7 @@ import { registerCoordinationClaim } from './commands/coordinationClaim';
 import { registerProjects } from './commands/projects';
 import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
+import { registerUsage } from './commands/usage';
 import { databaseUrlInUse } from './context';
 import { asYokeError, report } from './output';
 
@@ -25,6 +26,7 @@ function buildProgram(): Command {
   registerTestMachine(program);
   registerApply(program);
   registerDeploymentRuns(program);
+  registerUsage(program);
   registerAdmin(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {

@@ -33,6 +33,13 @@ export interface SessionsTable {
   ended_at: NullableTimestamp;
   terminated_at: NullableTimestamp;
   end_reason: string | null;
+  probe: ColumnType<boolean, boolean | undefined, boolean>;
+  requested_model: string | null;
+  requested_effort: string | null;
+  requested_window: number | null;
+  served_model: string | null;
+  served_window: number | null;
+  served_attested_at: NullableTimestamp;
 }
 
 export interface BacklogItemsTable {
@@ -246,6 +253,27 @@ export interface DeploymentRunOccupancyTable {
   unit: string;
 }
 
+export interface SessionUsageTable {
+  session_id: string;
+  harness: 'claude' | 'codex' | 'cursor';
+  reader_version: number;
+  status: 'measured' | 'partial' | 'unavailable';
+  totals: ColumnType<Record<string, unknown>, string, string>;
+  reasons: ColumnType<string[], string | undefined, string>;
+  cost_caveat: string | null;
+  checkpoint: ColumnType<Record<string, unknown>, string, string>;
+  folded_at: Timestamp;
+}
+
+export interface PricingRevisionsTable {
+  revision_id: string;
+  effective_at: Timestamp;
+  source: string;
+  estimated: ColumnType<boolean, boolean | undefined, boolean>;
+  rates: ColumnType<Record<string, unknown>, string, string>;
+  imported_at: Timestamp;
+}
+
 export interface Database {
   projects: ProjectsTable;
   project_grants: ProjectGrantsTable;
@@ -266,6 +294,8 @@ export interface Database {
   deployment_run_qa: DeploymentRunQaTable;
   deployment_run_stages: DeploymentRunStagesTable;
   deployment_run_occupancy: DeploymentRunOccupancyTable;
+  session_usage: SessionUsageTable;
+  pricing_revisions: PricingRevisionsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

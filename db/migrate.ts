@@ -2,12 +2,14 @@ import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'k
 import * as foundation from './migrations/0001_foundation';
 import * as testMachines from './migrations/0002_test_machines';
 import * as deploymentRuns from './migrations/0003_deployment_runs';
+import * as sessionUsage from './migrations/0004_session_usage';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001_foundation': foundation,
   '0002_test_machines': testMachines,
   '0003_deployment_runs': deploymentRuns,
+  '0004_session_usage': sessionUsage,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { sessionActivities } from '../../activities/sessions';
 import { nonEmpty, parseOptions, withDb } from '../context';
+import { usageError } from '../../domain/errors';
 import { emit, table } from '../output';
 import { claimTarget } from '../render';
 
@@ -9,6 +10,7 @@ const SessionOpt = z.object({ session: nonEmpty, json: z.boolean().optional() })
 const RegisterOptions = SessionOpt.extend({
   actor: nonEmpty, project: nonEmpty.optional(), machine: nonEmpty.optional(),
   harness: z.enum(['claude', 'codex', 'cursor', 'other']).optional(),
+  probe: z.boolean().optional(), model: nonEmpty.optional(), effort: nonEmpty.optional(), window: z.coerce.number().int().positive().optional(),
 });
 
 export function registerSessions(program: Command): void {
@@ -17,10 +19,13 @@ export function registerSessions(program: Command): void {
   sessions.command('register').description('register (or re-register) a session')
     .requiredOption('--session <id>', 'session id').requiredOption('--actor <actor>', 'actor id (a person or an agent identity)')
     .option('--project <project>', 'project').option('--machine <machine>', 'machine id')
-    .option('--harness <harness>', 'claude | codex | cursor | other').option('--json', 'print JSON')
+    .option('--harness <harness>', 'claude | codex | cursor | other')
+    .option('--model <model>', 'requested model (served facts are attested separately)').option('--effort <effort>', 'requested effort')
+    .option('--window <tokens>', 'requested context window').option('--probe', 'a probe session: left out of machine usage windows')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(RegisterOptions, raw);
-      const r = await withDb(({ db }) => sessionActivities({ db }).registerSession({ sessionId: o.session, actorId: o.actor, project: o.project, machine: o.machine, harness: o.harness }));
+      const r = await withDb(({ db }) => sessionActivities({ db }).registerSession({ sessionId: o.session, actorId: o.actor, project: o.project, machine: o.machine, harness: o.harness, probe: o.probe, requestedModel: o.model, requestedEffort: o.effort, requestedWindow: o.window }));
       emit(!!o.json, { ...r.session, registered: r.registered }, () => `${r.registered ? 'registered' : 're-registered'} session ${r.session.session_id} for ${r.session.actor_id}`);
     });
 
@@ -49,12 +54,30 @@ export function registerSessions(program: Command): void {
       });
     });
 
-  sessions.command('list').description('list sessions')
-    .option('--project <project>', 'only this project').option('--active-only', 'only live sessions').option('--json', 'print JSON')
+  sessions.command('list').description('list sessions with their measured usage and derived cost')
+    .option('--project <project>', 'only this project').option('--active-only', 'only live sessions')
+    .option('--usage-last-24h', 'the 24-hour usage cohort (U13); combines with no other filter').option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ project: nonEmpty.optional(), activeOnly: z.boolean().optional(), json: z.boolean().optional() }), raw);
-      const rows = await withDb(({ db }) => sessionActivities({ db }).listSessions(o));
-      emit(!!o.json, rows, () => table(['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'HEARTBEAT', 'ENDED'],
-        rows.map((s) => [s.session_id, s.actor_id, s.project, s.machine_id, s.harness, s.heartbeat_at, s.ended_at ?? s.terminated_at])));
+      const o = parseOptions(z.object({ project: nonEmpty.optional(), activeOnly: z.boolean().optional(), usageLast24h: z.boolean().optional(), json: z.boolean().optional() }), raw);
+      if (o.usageLast24h && (o.project || o.activeOnly)) {
+        throw usageError('usage_last_24h_exclusive', '--usage-last-24h is exclusive of every other filter', {
+          recovery: 'run it alone: yoke sessions list --usage-last-24h --json', details: { project: o.project ?? null, active_only: !!o.activeOnly },
+        });
+      }
+      const rows = await withDb(async ({ db }) => {
+        const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
+        const usage = sessionUsageActivities({ db });
+        const sessions = sessionActivities({ db });
+        let list = await sessions.listSessions(o.usageLast24h ? {} : o);
+        if (o.usageLast24h) {
+          const cohort = new Set((await usage.last24hCohort()).map((c) => c.session_id));
+          list = list.filter((s) => cohort.has(s.session_id));
+        }
+        const fields = await usage.usageFields(list.map((s) => s.session_id));
+        return list.map((s) => ({ ...s, ...fields.get(s.session_id)! }));
+      });
+      emit(!!o.json, rows, () => table(['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'TOKENS', 'COST', 'ENDED'],
+        rows.map((s) => [s.session_id, s.actor_id, s.project, s.machine_id, s.harness, s.usage_tokens ?? s.usage_status,
+          s.usage_cost_usd === null ? s.usage_cost_status : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`, s.ended_at ?? s.terminated_at])));
     });
 }

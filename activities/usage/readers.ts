@@ -1,0 +1,280 @@
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
+import { scanLines } from './lineStream';
+
+/**
+ * Usage readers (U5, U6, U9-U11): each folds only the bytes after its per-file watermark
+ * into a checkpoint of accumulators (never the artifact), and derives absolute totals from
+ * it, so a fold repeated on the same bytes cannot inflate anything.
+ */
+export const READER_VERSION = 1;
+export const MAX_LINE_BYTES = 8 * 1024 * 1024;
+
+export interface FileMark {
+  offset: number;
+  size: number;
+}
+
+export interface Checkpoint {
+  reader_version: number;
+  files: Record<string, FileMark & { thread?: string; child?: boolean; child_start?: string }>;
+  /** Claude: one entry per API call (message id), the largest/last row seen. */
+  calls?: Record<string, { model: string; usage: Buckets; sidechain: boolean }>;
+  /** Codex: each thread's own cumulative total and the models it was served by. */
+  threads?: Record<string, { usage: Buckets | null; models: string[] }>;
+  /** Cursor: print-mode request ids and hook generation ids already counted. */
+  seen?: Record<string, { model: string; usage: Buckets }>;
+  reasons: string[];
+}
+
+export interface Reading {
+  totals: UsageTotals;
+  /** Some usage source was found (a reading that found none is `unavailable`). */
+  measured: boolean;
+  reasons: string[];
+  cost_caveat: string | null;
+  checkpoint: Checkpoint;
+}
+
+export function emptyCheckpoint(): Checkpoint {
+  return { reader_version: READER_VERSION, files: {}, reasons: [] };
+}
+
+const n = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
+
+function note(cp: Checkpoint, reason: string): void {
+  if (!cp.reasons.includes(reason)) cp.reasons.push(reason);
+}
+
+/** Where to resume a file: its watermark, or the start (marked partial) if it shrank or was replaced. */
+function resumeAt(cp: Checkpoint, path: string): number {
+  const size = statSync(path).size;
+  const mark = cp.files[path];
+  if (!mark) return 0;
+  if (size < mark.offset) {
+    note(cp, `${basename(path)} was truncated or rotated: re-read from the start, earlier history is gone`);
+    mark.offset = 0;
+  }
+  return mark.offset;
+}
+
+// ---------------------------------------------------------------- Claude
+
+/** U5: Claude's message.usage in disjoint buckets (cache writes split by lifetime; thinking inside output). */
+export function claudeBuckets(usage: Record<string, unknown>): Buckets {
+  const creation = (usage.cache_creation ?? {}) as Record<string, unknown>;
+  const fiveMinutes = n(creation.ephemeral_5m_input_tokens);
+  const oneHour = n(creation.ephemeral_1h_input_tokens);
+  const aggregate = n(usage.cache_creation_input_tokens);
+  const details = (usage.output_tokens_details ?? {}) as Record<string, unknown>;
+  return {
+    input: n(usage.input_tokens),
+    cached_input: n(usage.cache_read_input_tokens),
+    cache_write: fiveMinutes + Math.max(0, aggregate - fiveMinutes - oneHour),
+    cache_write_long: oneHour,
+    output: n(usage.output_tokens),
+    reasoning: n(details.thinking_tokens),
+  };
+}
+
+/** U6: `<transcript stem>/subagents/agent-*.jsonl` beside the main transcript. */
+export function claudeArtifacts(main: string): string[] {
+  const dir = join(dirname(main), basename(main, '.jsonl'), 'subagents');
+  const subagents = existsSync(dir) ? readdirSync(dir).filter((f) => /^agent-.*\.jsonl$/.test(f)).sort().map((f) => join(dir, f)) : [];
+  return [main, ...subagents];
+}
+
+export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoint> {
+  const calls = (cp.calls ??= {});
+  for (const path of claudeArtifacts(main)) {
+    if (!existsSync(path)) continue;
+    let offset = resumeAt(cp, path);
+    for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
+      offset = row.end;
+      if (row.kind === 'oversized') {
+        // Huge rows are file-history snapshots and the like; an oversized assistant row is a real gap.
+        if (/"type"\s*:\s*"assistant"/.test(row.prefix)) note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
+        continue;
+      }
+      if (!row.text.includes('"usage"')) continue;
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = JSON.parse(row.text);
+      } catch {
+        if (row.text.includes('"assistant"')) note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
+        continue;
+      }
+      // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
+      if (parsed.type !== 'assistant') continue;
+      const message = parsed.message as { id?: string; model?: string; usage?: Record<string, unknown> } | undefined;
+      if (!message?.usage || message.model === '<synthetic>') continue;
+      const key = message.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
+      if (!key) continue;
+      const usage = claudeBuckets(message.usage);
+      const seen = calls[key];
+      // Streaming writes snapshots of one call whose output grows: keep the largest, last row.
+      if (!seen || usage.output >= seen.usage.output) calls[key] = { model: message.model ?? 'unknown', usage, sidechain: parsed.isSidechain === true };
+    }
+    cp.files[path] = { offset, size: statSync(path).size };
+  }
+  return cp;
+}
+
+function claudeTotals(cp: Checkpoint): UsageTotals {
+  const totals: UsageTotals = {};
+  for (const call of Object.values(cp.calls ?? {})) addCall(totals, call.model, call.usage);
+  return totals;
+}
+
+// ---------------------------------------------------------------- Codex
+
+/** U5: Codex's cumulative token_count: input includes cached input, output includes reasoning. */
+export function codexBuckets(usage: Record<string, unknown>): Buckets {
+  const cached = n(usage.cached_input_tokens);
+  return { input: Math.max(0, n(usage.input_tokens) - cached), cached_input: cached, cache_write: 0, cache_write_long: 0, output: n(usage.output_tokens), reasoning: n(usage.reasoning_output_tokens) };
+}
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
+/** U6: child-thread rollouts, found by the thread ids that sub-agent items in a rollout name. */
+function codexChildren(path: string, known: Set<string>): string[] {
+  const ids = new Set<string>();
+  const text = readFileSync(path, 'utf8'); // rollouts are small JSON lines; children are found once per fold
+  for (const line of text.split('\n')) {
+    if (!/sub_?agent/i.test(line) || line.includes('"session_meta"')) continue;
+    for (const id of line.match(UUID) ?? []) ids.add(id.toLowerCase());
+  }
+  const dir = dirname(path);
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.jsonl')) : [];
+  return files.filter((f) => [...ids].some((id) => f.toLowerCase().includes(id))).map((f) => join(dir, f)).filter((f) => f !== path && !known.has(f));
+}
+
+export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoint> {
+  const threads = (cp.threads ??= {});
+  const queue = [main, ...Object.keys(cp.files).filter((f) => f !== main)];
+  for (let i = 0; i < queue.length; i++) {
+    const path = queue[i]!;
+    if (!existsSync(path)) continue;
+    const mark = (cp.files[path] ??= { offset: 0, size: 0 });
+    let offset = resumeAt(cp, path);
+    for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
+      offset = row.end;
+      if (row.kind === 'oversized') continue;
+      let parsed: { timestamp?: string; type?: string; payload?: Record<string, unknown> };
+      try {
+        parsed = JSON.parse(row.text);
+      } catch {
+        if (row.text.includes('token_count')) note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
+        continue;
+      }
+      const payload = parsed.payload ?? {};
+      if (parsed.type === 'session_meta') {
+        // A child file starts with its own session_meta, then its parent's, then a replay of the parent's history.
+        if (!mark.thread) {
+          mark.thread = String(payload.id);
+          mark.child = typeof payload.source === 'object' && payload.source !== null && 'subagent' in payload.source;
+          mark.child_start = parsed.timestamp;
+          threads[mark.thread] ??= { usage: null, models: [] };
+        }
+        continue;
+      }
+      const replayed = mark.child && mark.child_start && parsed.timestamp && parsed.timestamp < mark.child_start;
+      if (replayed || !mark.thread) continue;
+      const thread = threads[mark.thread]!;
+      if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model)) thread.models.push(payload.model);
+      if (parsed.type === 'event_msg' && payload.type === 'token_count') {
+        const info = payload.info as { total_token_usage?: Record<string, unknown> } | null;
+        if (info?.total_token_usage) thread.usage = codexBuckets(info.total_token_usage); // cumulative: the last total is the thread's
+      }
+    }
+    cp.files[path] = { ...mark, offset, size: statSync(path).size };
+    for (const child of codexChildren(path, new Set(queue))) queue.push(child);
+  }
+  return cp;
+}
+
+function codexTotals(cp: Checkpoint): { totals: UsageTotals; caveat: string | null } {
+  const totals: UsageTotals = {};
+  const mixed: string[] = [];
+  for (const [id, thread] of Object.entries(cp.threads ?? {})) {
+    if (!thread.usage) continue;
+    const model = thread.models[thread.models.length - 1] ?? 'unknown';
+    if (thread.models.length > 1) mixed.push(id);
+    // A thread total is not one request: it is never tiered as long-context.
+    const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
+    for (const k of Object.keys(entry.all) as (keyof Buckets)[]) entry.all[k] += thread.usage[k];
+  }
+  return { totals, caveat: mixed.length ? `several models served thread(s) ${mixed.join(', ')}; each thread-wide total is priced at its last model` : null };
+}
+
+// ---------------------------------------------------------------- Cursor
+
+function cursorResultBuckets(usage: Record<string, unknown>): Buckets {
+  return { input: n(usage.inputTokens), cached_input: n(usage.cacheReadTokens), cache_write: n(usage.cacheWriteTokens), cache_write_long: 0, output: n(usage.outputTokens), reasoning: 0 };
+}
+
+/**
+ * U6/U11: Cursor's settled print-mode result (one JSON object; a half-written capture is
+ * not read) deduplicated by request_id, and hook payloads' optional stop token fields,
+ * child turns included, deduplicated by generation_id.
+ */
+export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<Checkpoint> {
+  const seen = (cp.seen ??= {});
+  for (const path of artifacts) {
+    if (!existsSync(path)) continue;
+    const text = readFileSync(path, 'utf8');
+    let whole: Record<string, unknown> | undefined;
+    try {
+      whole = JSON.parse(text);
+    } catch {
+      whole = undefined;
+    }
+    if (whole && whole.type === 'result') {
+      const key = `request:${String(whole.request_id || basename(path))}`;
+      if (whole.usage && typeof whole.usage === 'object') seen[key] ??= { model: String(whole.model ?? 'cursor-agent'), usage: cursorResultBuckets(whole.usage as Record<string, unknown>) };
+      else note(cp, 'a print-mode result without usage (an older Cursor build): that surface is unavailable');
+      cp.files[path] = { offset: text.length, size: text.length };
+      continue;
+    }
+    if (text.trimStart().startsWith('{') && !text.includes('\n{') && !whole) continue; // a capture still being written
+    let offset = resumeAt(cp, path);
+    for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
+      offset = row.end;
+      if (row.kind === 'oversized') continue;
+      let hook: Record<string, unknown>;
+      try {
+        hook = JSON.parse(row.text);
+      } catch {
+        continue;
+      }
+      if (hook.hook_event_name !== 'stop' || typeof hook.generation_id !== 'string') continue;
+      const usage = { input: n(hook.input_tokens), cached_input: n(hook.cache_read_tokens), cache_write: n(hook.cache_write_tokens), cache_write_long: 0, output: n(hook.output_tokens), reasoning: 0 };
+      if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) continue; // token fields are optional
+      seen[`generation:${hook.generation_id}`] ??= { model: typeof hook.model === 'string' ? hook.model : 'cursor-agent', usage };
+    }
+    cp.files[path] = { offset, size: statSync(path).size };
+  }
+  return cp;
+}
+
+function cursorTotals(cp: Checkpoint): UsageTotals {
+  const totals: UsageTotals = {};
+  for (const entry of Object.values(cp.seen ?? {})) addCall(totals, entry.model, entry.usage);
+  return totals;
+}
+
+// ---------------------------------------------------------------- one entry point
+
+export type Harness = 'claude' | 'codex' | 'cursor';
+
+export async function fold(harness: Harness, previous: Checkpoint | undefined, artifacts: string[]): Promise<Reading> {
+  // U9: a new reader version re-folds once, from an empty checkpoint.
+  const cp: Checkpoint = previous && previous.reader_version === READER_VERSION ? structuredClone(previous) : emptyCheckpoint();
+  if (harness === 'claude') await foldClaude(cp, artifacts[0]!);
+  else if (harness === 'codex') await foldCodex(cp, artifacts[0]!);
+  else await foldCursor(cp, artifacts);
+  const { totals, caveat } = harness === 'codex' ? codexTotals(cp) : { totals: harness === 'claude' ? claudeTotals(cp) : cursorTotals(cp), caveat: null };
+  const measured = harness === 'claude' ? Object.keys(cp.calls ?? {}).length > 0 : harness === 'codex' ? Object.values(cp.threads ?? {}).some((t) => t.usage) : Object.keys(cp.seen ?? {}).length > 0;
+  return { totals, measured, reasons: [...cp.reasons], cost_caveat: caveat, checkpoint: cp };
+}

@@ -1,0 +1,45 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { emit, table } from '../output';
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+async function usage(ctx: CommandContext) {
+  const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
+  return sessionUsageActivities({ db: ctx.db });
+}
+
+/** `yoke hooks usage`, `yoke pricing import|list`, `yoke machines usage`. */
+export function registerUsage(program: Command): void {
+  const hooks = program.command('hooks').description('entry points harness hooks call');
+  hooks.command('usage').description('fold a session\'s harness artifact into its measured usage (only new bytes; absolute totals)')
+    .requiredOption('--session <id>', 'session').requiredOption('--harness <harness>', 'claude | codex | cursor')
+    .requiredOption('--artifact <path>', 'transcript / rollout / result capture (repeatable)', collect).option('--json', 'print JSON')
+    .action(async (raw) => {
+      const o = parseOptions(z.object({ session: nonEmpty, harness: z.enum(['claude', 'codex', 'cursor']), artifact: z.array(nonEmpty).min(1), json: z.boolean().optional() }), raw);
+      const r = await withDb(async (ctx) => (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact }));
+      emit(!!o.json, r, () => `${r.session_id}: ${r.usage_tokens} tokens (${r.status})${r.reasons.length ? `; ${r.reasons.join('; ')}` : ''}${r.replaced ? '' : ' (kept the earlier measured reading)'}`);
+    });
+
+  const pricing = program.command('pricing').description('the pricing catalog: immutable revisions with effective dates');
+  pricing.command('import').description('import a pricing revision (JSON)').argument('<file>', 'revision file').option('--json', 'print JSON')
+    .action(async (file: string, raw) => {
+      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const r = await withDb(async (ctx) => (await usage(ctx)).importPricing({ file }));
+      emit(!!o.json, r, () => `${r.imported ? 'imported' : 'already present:'} revision ${r.revision_id}`);
+    });
+  pricing.command('list').description('pricing revisions, oldest first').option('--json', 'print JSON')
+    .action(async (raw) => {
+      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const rows = await withDb(async (ctx) => (await usage(ctx)).listPricing());
+      emit(!!o.json, rows, () => table(['REVISION', 'EFFECTIVE', 'MODELS', 'ESTIMATED'], rows.map((r) => [r.revision_id, r.effective_at, r.models, r.estimated ? 'yes' : 'no'])));
+    });
+
+  program.command('machines').description('machines').command('usage').description('24-hour usage per machine (U13)').option('--json', 'print JSON')
+    .action(async (raw) => {
+      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const rows = await withDb(async (ctx) => (await usage(ctx)).machinesUsage());
+      emit(!!o.json, rows, () => table(['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'], rows.map((m) => [m.machine_id, m['24H TOKENS'], `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`, m['24H SESSIONS']])));
+    });
+}
