@@ -142,7 +142,31 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     return (await q.execute()).map(toView);
   }
 
-  return { registerSession, heartbeatSession, endSession, listSessions };
+  /**
+   * U4: settles served facts from a completed served-model hook. A write that fails to reach
+   * Postgres is retried (a failed-open or timed-out relay must not leave the fact unsettled).
+   */
+  async function attestServed(input: { sessionId: string; model: string; window?: number }): Promise<SessionView> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const row = await db.updateTable('sessions')
+          .set({ served_model: input.model, served_window: input.window ?? null, served_attested_at: sql`now()` })
+          .where('session_id', '=', input.sessionId).returning('session_id').executeTakeFirst();
+        if (!row) {
+          throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
+            recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU`, details: { session_id: input.sessionId },
+          });
+        }
+        return sessionView(input.sessionId);
+      } catch (err) {
+        const transient = ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '40001'].includes((err as { code?: string }).code ?? '');
+        if (!transient || attempt >= 3) throw err;
+        await new Promise((r) => setTimeout(r, 200 * attempt));
+      }
+    }
+  }
+
+  return { registerSession, heartbeatSession, endSession, listSessions, attestServed };
 }
 
 function iso(d: Date | null): string | null {

@@ -8,6 +8,7 @@ import { sweepActivities } from '../activities/sweep';
 import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
 import { runStageActivities } from '../activities/runs/stages';
+import { sessionUsageActivities } from '../activities/usage/sessionUsage';
 
 export interface ActivityDeps {
   db: Kysely<Database>;
@@ -44,6 +45,7 @@ export function createActivities(deps: ActivityDeps) {
   const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
   const runs = runStageActivities({ db: deps.db, ssh: deps.ssh });
   return raisingApplicationFailures({
+    foldSessionUsage: sessionUsageActivities({ db: deps.db }).foldSessionUsage,
     loadRunPlan: runs.loadRunPlan,
     beginStage: runs.beginStage,
     qaStageStatus: runs.qaStageStatus,

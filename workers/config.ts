@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { usageError } from '../domain/errors';
 
@@ -64,27 +64,8 @@ export interface YokeConfig {
   createTimeoutMs: number;
 }
 
-export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/yoke';
-export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
-
-/** The repository root: the nearest folder above this file holding package.json. */
-export function projectRoot(from: string = __dirname): string {
-  let dir = resolve(from);
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) return process.cwd();
-    dir = parent;
-  }
-  return dir;
-}
-
-export function yokeHome(env: NodeJS.ProcessEnv = process.env): string {
-  return env.YOKE_HOME ? resolve(env.YOKE_HOME) : join(projectRoot(), '.yoke');
-}
-
-export function servicesFile(home: string): string {
-  return join(home, 'services.json');
-}
+export { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, projectRoot, servicesFile, yokeHome } from './paths';
+import { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, projectRoot, servicesFile } from './paths';
 
 function readRecorded(home: string): z.infer<typeof Recorded> {
   const file = servicesFile(home);

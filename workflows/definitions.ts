@@ -76,3 +76,15 @@ export const PROJECT_KEY = defineSearchAttributeKey('YokeProject', SearchAttribu
 export const RUN_STATUS_KEY = defineSearchAttributeKey('YokeRunStatus', SearchAttributeType.KEYWORD);
 export const TARGET_ORIGIN_KEY = defineSearchAttributeKey('YokeTargetOrigin', SearchAttributeType.KEYWORD);
 export const ITEM_KEY = defineSearchAttributeKey('YokeItem', SearchAttributeType.KEYWORD_LIST);
+
+// session usage fold: session-usage/<sessionId>
+export interface FoldRequest {
+  harness: 'claude' | 'codex' | 'cursor';
+  artifacts: string[];
+}
+/** A fold request; the workflow runs them one at a time, in order (U10). */
+export const foldRequested = defineSignal<[FoldRequest]>('foldRequested');
+
+export function usageWorkflowId(sessionId: string): string {
+  return `session-usage/${sessionId}`;
+}

@@ -3,3 +3,4 @@ export { staleSessionSweep } from './sweep';
 export { testMachineWait } from './testMachineWait';
 export { testMachineCheck } from './testMachineCheck';
 export { deploymentRun } from './deploymentRun';
+export { sessionUsage } from './sessionUsage';

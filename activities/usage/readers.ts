@@ -25,6 +25,8 @@ export interface Checkpoint {
   threads?: Record<string, { usage: Buckets | null; models: string[] }>;
   /** Cursor: print-mode request ids and hook generation ids already counted. */
   seen?: Record<string, { model: string; usage: Buckets }>;
+  /** Codex (U3): the newest served model and context window the main rollout stated. */
+  served?: { model: string | null; window: number | null };
   reasons: string[];
 }
 
@@ -183,6 +185,15 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
       if (replayed || !mark.thread) continue;
       const thread = threads[mark.thread]!;
       if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model)) thread.models.push(payload.model);
+      if (!mark.child) {
+        // U3/U10: only the newest statement attests; the fold reads to the end, so the last one wins.
+        const served = (cp.served ??= { model: null, window: null });
+        if (parsed.type === 'turn_context' && typeof payload.model === 'string') served.model = payload.model;
+        const window = parsed.type === 'turn_context' ? payload.model_context_window
+          : parsed.type === 'event_msg' && payload.type === 'task_started' ? payload.model_context_window
+            : parsed.type === 'event_msg' && payload.type === 'token_count' ? (payload.info as { model_context_window?: unknown } | null)?.model_context_window : undefined;
+        if (typeof window === 'number' && window > 0) served.window = window;
+      }
       if (parsed.type === 'event_msg' && payload.type === 'token_count') {
         const info = payload.info as { total_token_usage?: Record<string, unknown> } | null;
         if (info?.total_token_usage) thread.usage = codexBuckets(info.total_token_usage); // cumulative: the last total is the thread's

@@ -86,6 +86,11 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
         await trx.insertInto('session_usage').values({ session_id: input.sessionId, ...row })
           .onConflict((oc) => oc.column('session_id').doUpdateSet({ ...row, folded_at: sql`clock_timestamp()` })).execute();
       }
+      const served = reading.checkpoint.served;
+      if (input.harness === 'codex' && (served?.model || served?.window)) {
+        await trx.updateTable('sessions').set({ served_model: served.model, served_window: served.window, served_attested_at: sql`now()` })
+          .where('session_id', '=', input.sessionId).execute();
+      }
       const totals = keepOld ? (stored!.totals as unknown as UsageTotals) : reading.totals;
       return {
         session_id: input.sessionId, harness: input.harness, status: keepOld ? stored!.status : status, totals,
@@ -190,3 +195,5 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
 
   return { foldSessionUsage, usageFields, importPricing, listPricing, last24hCohort, machinesUsage };
 }
+
+export type SessionUsageActivities = ReturnType<typeof sessionUsageActivities>;

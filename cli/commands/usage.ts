@@ -15,11 +15,46 @@ export function registerUsage(program: Command): void {
   const hooks = program.command('hooks').description('entry points harness hooks call');
   hooks.command('usage').description('fold a session\'s harness artifact into its measured usage (only new bytes; absolute totals)')
     .requiredOption('--session <id>', 'session').requiredOption('--harness <harness>', 'claude | codex | cursor')
-    .requiredOption('--artifact <path>', 'transcript / rollout / result capture (repeatable)', collect).option('--json', 'print JSON')
+    .requiredOption('--artifact <path>', 'transcript / rollout / result capture (repeatable)', collect)
+    .option('--async', 'hand the fold to the session\'s fold workflow (session-usage/<session>) and return')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ session: nonEmpty, harness: z.enum(['claude', 'codex', 'cursor']), artifact: z.array(nonEmpty).min(1), json: z.boolean().optional() }), raw);
+      const o = parseOptions(z.object({ session: nonEmpty, harness: z.enum(['claude', 'codex', 'cursor']), artifact: z.array(nonEmpty).min(1), async: z.boolean().optional(), json: z.boolean().optional() }), raw);
+      if (o.async) {
+        const queued = await withDb(async (ctx) => {
+          const client = await ctx.temporal.requireWorker();
+          const { foldRequested, usageWorkflowId } = await import('../../workflows/definitions');
+          const { resolve } = await import('node:path');
+          const workflowId = usageWorkflowId(o.session);
+          await client.workflow.signalWithStart('sessionUsage', {
+            workflowId, taskQueue: ctx.config.taskQueue, args: [{ sessionId: o.session }],
+            signal: foldRequested, signalArgs: [{ harness: o.harness, artifacts: o.artifact.map((a) => resolve(a)) }],
+          });
+          return { session_id: o.session, queued: true, workflow_id: workflowId };
+        });
+        emit(!!o.json, queued, () => `fold of ${queued.session_id} queued on ${queued.workflow_id}`);
+        return;
+      }
       const r = await withDb(async (ctx) => (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact }));
       emit(!!o.json, r, () => `${r.session_id}: ${r.usage_tokens} tokens (${r.status})${r.reasons.length ? `; ${r.reasons.join('; ')}` : ''}${r.replaced ? '' : ' (kept the earlier measured reading)'}`);
+    });
+
+  hooks.command('status-line').description('Claude status line: reads its JSON on stdin, attests the served model and window, prints a line (U3)')
+    .action(async () => {
+      const { statusLine } = await import('../statusLine');
+      process.exitCode = await statusLine();
+    });
+
+  hooks.command('served-model').description('settle provider-attested served facts for a session (U2, U4); retried when the write fails')
+    .requiredOption('--session <id>', 'session').requiredOption('--model <model>', 'served model, as the provider stated it')
+    .option('--window <tokens>', 'served context window').option('--effort <effort>', 'served effort (recorded with the model)').option('--json', 'print JSON')
+    .action(async (raw) => {
+      const o = parseOptions(z.object({ session: nonEmpty, model: nonEmpty, window: z.coerce.number().int().positive().optional(), effort: nonEmpty.optional(), json: z.boolean().optional() }), raw);
+      const r = await withDb(async ({ db }) => {
+        const { sessionActivities } = await import('../../activities/sessions');
+        return sessionActivities({ db }).attestServed({ sessionId: o.session, model: o.model, window: o.window });
+      });
+      emit(!!o.json, r, () => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`);
     });
 
   const pricing = program.command('pricing').description('the pricing catalog: immutable revisions with effective dates');

@@ -149,6 +149,15 @@ describe('Codex rollouts', () => {
     expect((await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] })).usage_tokens).toBe(r.usage_tokens);
   });
 
+  test('U3 Codex attests its served model and context window from the rollout; a request never attests', async () => {
+    const path = join(dir, 'rollout-w.jsonl');
+    writeLines(path, [codexMeta('dddddddd-0000-0000-0000-000000000004', '2026-11-29T10:00:00Z'), codexTurn('gpt-5.1-codex'),
+      codexTokens('2026-11-29T10:00:03Z', { input: 10, cached: 0, output: 1, reasoning: 0 })]);
+    await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
+    const row = await t.db.selectFrom('sessions').select(['served_model', 'served_window', 'requested_model']).where('session_id', '=', 'x1').executeTakeFirstOrThrow();
+    expect(row).toEqual({ served_model: 'gpt-5.1-codex', served_window: 272000, requested_model: null });
+  });
+
   test('U8 a thread served by several models gets a cost_caveat, separate from token completeness', async () => {
     const path = join(dir, 'rollout-x.jsonl');
     writeLines(path, [codexMeta('cccccccc-0000-0000-0000-000000000003', '2026-11-29T10:00:00Z'), codexTurn('gpt-5-codex'), codexTurn('gpt-5.2-codex'),

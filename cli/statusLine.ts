@@ -1,0 +1,81 @@
+import { Client } from 'pg';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
+import { DEFAULT_DATABASE_URL, yokeHome } from '../workers/paths';
+
+/**
+ * `yoke hooks status-line` (U3): Claude runs it on every prompt with its status-line JSON on
+ * stdin. It attests the served model and `context_window.context_window_size` for the
+ * session and prints one line. It is loaded without commander, kysely or Temporal (bin/yoke
+ * routes here first), so it costs little more than starting node.
+ */
+interface StatusInput {
+  session_id?: string;
+  model?: { id?: string; display_name?: string };
+  context_window?: { context_window_size?: number; total_input_tokens?: number; total_output_tokens?: number } | null;
+}
+
+function readStdin(): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    if (process.stdin.isTTY) return resolve('');
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', (d) => (text += d));
+    process.stdin.on('end', () => resolve(text));
+  });
+}
+
+function compact(n: number): string {
+  return n >= 1_000_000 ? `${(n / 1_000_000).toFixed(n % 1_000_000 ? 1 : 0)}M` : n >= 1000 ? `${Math.round(n / 1000)}k` : String(n);
+}
+
+/** DATABASE_URL, else what `npm start` recorded, else the default; without loading zod. */
+function databaseUrl(): string {
+  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+  const file = join(yokeHome(), 'services.json');
+  try {
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { databaseUrl?: string }).databaseUrl ?? DEFAULT_DATABASE_URL;
+  } catch {
+    // fall through to the default
+  }
+  return DEFAULT_DATABASE_URL;
+}
+
+export async function statusLine(): Promise<number> {
+  let input: StatusInput = {};
+  try {
+    input = JSON.parse((await readStdin()) || '{}');
+  } catch {
+    process.stdout.write('yoke: unreadable status-line input\n');
+    return 0; // a status line never breaks the prompt
+  }
+  const sessionId = input.session_id ?? process.env.YOKE_SESSION_ID;
+  const window = input.context_window?.context_window_size;
+  const model = input.model?.id;
+  let tokens: number | null = null;
+  if (sessionId) {
+    const client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 1500 });
+    try {
+      await client.connect();
+      // Served facts come only from the provider's own statement, never from a request (U2, U3).
+      await client.query(
+        `UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
+          WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)`,
+        [sessionId, model ?? null, Number.isInteger(window) ? window : null],
+      );
+      const { rows } = await client.query<{ totals: UsageTotals }>('SELECT totals FROM session_usage WHERE session_id = $1 AND status <> $2', [sessionId, 'unavailable']);
+      if (rows[0]) tokens = Object.values(rows[0].totals).reduce((sum, m) => sum + billableTokens(m.all), 0);
+    } catch {
+      // The prompt must not wait on yoke: show what stdin said.
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+  const parts = [input.model?.display_name ?? model ?? 'model ?'];
+  if (window) parts.push(`${compact(window)} ctx`);
+  const shown = tokens ?? ((input.context_window?.total_input_tokens ?? 0) + (input.context_window?.total_output_tokens ?? 0) || null);
+  if (shown !== null) parts.push(`${compact(shown)} tokens`);
+  process.stdout.write(`${parts.join(' · ')}\n`);
+  return 0;
+}
