@@ -10,6 +10,7 @@ import { scanLines } from './lineStream';
  */
 export const READER_VERSION = 1;
 export const MAX_LINE_BYTES = 8 * 1024 * 1024;
+const USAGE_KEY = Buffer.from('"usage"');
 
 export interface FileMark {
   offset: number;
@@ -99,12 +100,14 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
         if (/"type"\s*:\s*"assistant"/.test(row.prefix)) note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
         continue;
       }
-      if (!row.text.includes('"usage"')) continue;
+      // Only rows that carry a usage block can matter; the rest are never decoded.
+      if (row.bytes.indexOf(USAGE_KEY) < 0) continue;
+      const text = row.bytes.toString('utf8');
       let parsed: Record<string, unknown>;
       try {
-        parsed = JSON.parse(row.text);
+        parsed = JSON.parse(text);
       } catch {
-        if (row.text.includes('"assistant"')) note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
+        if (text.includes('"assistant"')) note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
         continue;
       }
       // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
@@ -163,11 +166,12 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
     for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
       offset = row.end;
       if (row.kind === 'oversized') continue;
+      const text = row.bytes.toString('utf8');
       let parsed: { timestamp?: string; type?: string; payload?: Record<string, unknown> };
       try {
-        parsed = JSON.parse(row.text);
+        parsed = JSON.parse(text);
       } catch {
-        if (row.text.includes('token_count')) note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
+        if (text.includes('token_count')) note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
         continue;
       }
       const payload = parsed.payload ?? {};
@@ -255,7 +259,7 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<C
       if (row.kind === 'oversized') continue;
       let hook: Record<string, unknown>;
       try {
-        hook = JSON.parse(row.text);
+        hook = JSON.parse(row.bytes.toString('utf8'));
       } catch {
         continue;
       }

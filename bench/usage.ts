@@ -1,0 +1,133 @@
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { projectRoot } from '../workers/config';
+
+/**
+ * Usage readers against ccusage on one synthetic Claude corpus (default 512 MB across many
+ * sessions, with subagents, streaming duplicates and large irrelevant rows), in one run:
+ * full-fold throughput, peak RSS, and the cost of an incremental fold after appending 1%,
+ * which ccusage can only answer by reading everything again. Prints one JSON object.
+ */
+const TARGET_MB = Number(process.env.BENCH_USAGE_MB ?? 512);
+const SESSIONS = Number(process.env.BENCH_USAGE_SESSIONS ?? 200);
+const root = projectRoot();
+
+let seed = 42;
+const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const models = ['claude-sonnet-4-5-20250929', 'claude-opus-4-6', 'claude-sonnet-4-20250514'];
+
+/** One API call's row; its streaming snapshots share every count but output (as Claude writes them). */
+function assistant(id: string, output: number, session: string, counts = { input: Math.floor(rand() * 5000), cached: Math.floor(rand() * 50000), model: models[Math.floor(rand() * models.length)]! }): string {
+  return JSON.stringify({
+    type: 'assistant', requestId: `req_${id}`, isSidechain: false, timestamp: '2026-11-28T12:00:00.000Z', sessionId: session, uuid: id,
+    message: {
+      id, model: counts.model, role: 'assistant', content: [{ type: 'text', text: 'ok '.repeat(40) }],
+      usage: { input_tokens: counts.input, cache_read_input_tokens: counts.cached, cache_creation_input_tokens: 1200,
+        cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 200 }, output_tokens: output },
+    },
+  });
+}
+
+function user(session: string): string {
+  return JSON.stringify({ type: 'user', sessionId: session, timestamp: '2026-11-28T12:00:00.000Z', message: { role: 'user', content: 'lorem ipsum '.repeat(150) } });
+}
+
+/** Writes one session (main transcript + a subagent) of about `bytes`; returns its id. */
+function writeSession(dir: string, index: number, bytes: number): void {
+  const session = `session-${index}`;
+  const mainFd = openSync(join(dir, `${session}.jsonl`), 'w');
+  const sub = join(dir, session, 'subagents');
+  mkdirSync(sub, { recursive: true });
+  const subFd = openSync(join(sub, 'agent-1.jsonl'), 'w');
+  let written = 0;
+  let call = 0;
+  let buffer: string[] = [];
+  const flush = (fd: number) => {
+    const text = buffer.join('\n') + '\n';
+    writeSync(fd, text);
+    written += Buffer.byteLength(text);
+    buffer = [];
+  };
+  while (written < bytes) {
+    const id = `msg_${index}_${call++}`;
+    const fd = rand() < 0.15 ? subFd : mainFd;
+    const counts = { input: Math.floor(rand() * 5000), cached: Math.floor(rand() * 50000), model: models[Math.floor(rand() * models.length)]! };
+    for (const output of [1, 1, 200 + Math.floor(rand() * 2000)]) buffer.push(assistant(id, output, session, counts)); // streaming snapshots
+    buffer.push(user(session));
+    if (rand() < 0.01) buffer.push(JSON.stringify({ type: 'file-history-snapshot', snapshot: { files: 'x'.repeat(200_000) } }));
+    if (buffer.length > 200) flush(fd);
+  }
+  flush(mainFd);
+  closeSync(mainFd);
+  closeSync(subFd);
+}
+
+function timed(command: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
+  const rssFile = join(tmpdir(), `yoke-rss-${process.pid}-${Math.random().toString(36).slice(2)}`);
+  const started = process.hrtime.bigint();
+  const stdout = execFileSync('/usr/bin/time', ['-o', rssFile, '-f', '%M', command, ...args], { env, encoding: 'utf8', maxBuffer: 1 << 28 });
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const rssKb = Number(execFileSync('cat', [rssFile], { encoding: 'utf8' }).trim().split('\n').pop());
+  rmSync(rssFile, { force: true });
+  return { stdout, seconds: Math.round(seconds * 1000) / 1000, peak_rss_mb: Math.round(rssKb / 1024) };
+}
+
+function main(): void {
+  const config = mkdtempSync(join(tmpdir(), 'yoke-bench-usage-'));
+  try {
+    const projects = join(config, 'projects');
+    const perSession = (TARGET_MB * 1024 * 1024) / SESSIONS;
+    for (let i = 0; i < SESSIONS; i++) {
+      const dir = join(projects, `project-${i % 10}`);
+      mkdirSync(dir, { recursive: true });
+      writeSession(dir, i, perSession);
+    }
+    const checkpoints = join(config, 'checkpoints');
+    const node = process.execPath;
+    const fold = join(root, 'dist', 'bench', 'usageFold.js');
+    const ccusage = join(root, 'node_modules', '.bin', 'ccusage');
+    const env = { ...process.env, CLAUDE_CONFIG_DIR: config };
+
+    const yokeFull = timed(node, [fold, config, checkpoints, 'full']);
+    const yokeFullResult = JSON.parse(yokeFull.stdout.trim());
+    const ccFull = timed(ccusage, ['session', '--offline', '--json'], env);
+    const ccFullTokens = (JSON.parse(ccFull.stdout) as { totals: { totalTokens: number } }).totals.totalTokens;
+
+    // append 1% of the corpus as new calls at the end of the main transcripts
+    const appendBytes = Math.floor((yokeFullResult.corpus_bytes * 0.01) / SESSIONS);
+    for (let i = 0; i < SESSIONS; i++) {
+      let text = '';
+      let call = 0;
+      while (text.length < appendBytes) text += `${assistant(`late_${i}_${call++}`, 500, `session-${i}`)}\n`;
+      appendFileSync(join(projects, `project-${i % 10}`, `session-${i}.jsonl`), text);
+    }
+    const yokeIncremental = timed(node, [fold, config, checkpoints, 'incremental']);
+    const yokeIncrementalResult = JSON.parse(yokeIncremental.stdout.trim());
+    const ccAgain = timed(ccusage, ['session', '--offline', '--json'], env);
+
+    const mb = yokeFullResult.corpus_bytes / (1024 * 1024);
+    console.log(JSON.stringify({
+      benchmark: 'usage',
+      corpus: { mb: Math.round(mb), sessions: SESSIONS, files: SESSIONS * 2, with_subagents: true },
+      yoke: {
+        full_fold: { seconds: yokeFull.seconds, mb_per_s: Math.round(mb / yokeFull.seconds), peak_rss_mb: yokeFull.peak_rss_mb, tokens: yokeFullResult.tokens },
+        incremental_after_1pct: { seconds: yokeIncremental.seconds, bytes_read: yokeIncrementalResult.bytes_read, peak_rss_mb: yokeIncremental.peak_rss_mb },
+      },
+      ccusage_20_0_24: {
+        full: { seconds: ccFull.seconds, mb_per_s: Math.round(mb / ccFull.seconds), peak_rss_mb: ccFull.peak_rss_mb, tokens: ccFullTokens },
+        after_1pct_append: { seconds: ccAgain.seconds, peak_rss_mb: ccAgain.peak_rss_mb },
+      },
+      speedup: {
+        full: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
+        incremental_vs_ccusage_rescan: Math.round((ccAgain.seconds / yokeIncremental.seconds) * 100) / 100,
+      },
+      note: 'token totals differ where the tools count differently: yoke keeps one row per message id (the largest streaming snapshot) across main and subagent files',
+    }, null, 2));
+  } finally {
+    rmSync(config, { recursive: true, force: true });
+  }
+}
+
+main();

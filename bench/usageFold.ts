@@ -1,0 +1,50 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { totalTokens } from '../domain/usage/buckets';
+import { fold, type Checkpoint } from '../activities/usage/readers';
+
+/**
+ * One fold pass of bench/usage over a Claude config dir (projects/<project>/<session>.jsonl
+ * with subagents), run as its own process so its peak RSS is measured alone.
+ * Each session's checkpoint is its own file, as each is its own row in Postgres: a fold loads
+ * only its session's accumulators, so memory follows one session, not the corpus.
+ * Usage: node usageFold.js <claude-config-dir> <checkpoint-dir> full|incremental
+ */
+async function main(): Promise<void> {
+  const [root, checkpointDir, mode] = process.argv.slice(2);
+  if (!root || !checkpointDir || !mode) throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental');
+  mkdirSync(checkpointDir, { recursive: true });
+  let files = 0;
+  const started = process.hrtime.bigint();
+  let tokens = 0;
+  let bytesRead = 0;
+  const projects = join(root, 'projects');
+  for (const project of readdirSync(projects)) {
+    for (const file of readdirSync(join(projects, project)).filter((f) => f.endsWith('.jsonl'))) {
+      const main = join(projects, project, file);
+      const checkpointFile = join(checkpointDir, `${project}-${file}.json`);
+      const before: Checkpoint | undefined = mode === 'incremental' && existsSync(checkpointFile) ? JSON.parse(readFileSync(checkpointFile, 'utf8')) : undefined;
+      const reading = await fold('claude', before, [main]);
+      for (const [path, mark] of Object.entries(reading.checkpoint.files)) bytesRead += mark.offset - (before?.files[path]?.offset ?? 0);
+      tokens += totalTokens(reading.totals);
+      writeFileSync(checkpointFile, JSON.stringify(reading.checkpoint));
+      files++;
+    }
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  process.stdout.write(`${JSON.stringify({ seconds, tokens, bytes_read: bytesRead, files, corpus_bytes: corpusBytes(projects) })}\n`);
+}
+
+function corpusBytes(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    total += entry.isDirectory() ? corpusBytes(path) : statSync(path).size;
+  }
+  return total;
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
