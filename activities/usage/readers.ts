@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
@@ -8,7 +9,7 @@ import { scanLines } from './lineStream';
  * into a checkpoint of accumulators (never the artifact), and derives absolute totals from
  * it, so a fold repeated on the same bytes cannot inflate anything.
  */
-export const READER_VERSION = 1;
+export const READER_VERSION = 2;
 export const MAX_LINE_BYTES = 8 * 1024 * 1024;
 const USAGE_KEY = Buffer.from('"usage"');
 
@@ -20,8 +21,13 @@ export interface FileMark {
 export interface Checkpoint {
   reader_version: number;
   files: Record<string, FileMark & { thread?: string; child?: boolean; child_start?: string }>;
-  /** Claude: one entry per API call (message id), the largest/last row seen. */
-  calls?: Record<string, { model: string; usage: Buckets; sidechain: boolean }>;
+  /**
+   * Claude: running per-model totals, the calls still open (the last few per file: their
+   * streaming snapshots may still grow, so their counted usage is kept to be replaced), and
+   * a compact digest of every closed call id, so a replay or copy of it is never counted
+   * again. Memory follows the number of calls, never the size of the files.
+   */
+  claude?: { totals: UsageTotals; open: Record<string, { file: string; model: string; usage: Buckets }>; closed: string[] };
   /** Codex: each thread's own cumulative total and the models it was served by. */
   threads?: Record<string, { usage: Buckets | null; models: string[] }>;
   /** Cursor: print-mode request ids and hook generation ids already counted. */
@@ -88,8 +94,17 @@ export function claudeArtifacts(main: string): string[] {
   return [main, ...subagents];
 }
 
+/** Streaming snapshots of one call are adjacent; a few open calls per file leave slack for interleaving. */
+const OPEN_PER_FILE = 4;
+
+function digest(id: string): string {
+  return createHash('sha1').update(id).digest('base64').slice(0, 12);
+}
+
 export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoint> {
-  const calls = (cp.calls ??= {});
+  const state = (cp.claude ??= { totals: {}, open: {}, closed: [] });
+  const closed = new Set(state.closed);
+  const count = (model: string, usage: Buckets, sign: 1 | -1) => addCall(state.totals, model, usage, sign);
   for (const path of claudeArtifacts(main)) {
     if (!existsSync(path)) continue;
     let offset = resumeAt(cp, path);
@@ -117,19 +132,32 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
       const key = message.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
       if (!key) continue;
       const usage = claudeBuckets(message.usage);
-      const seen = calls[key];
-      // Streaming writes snapshots of one call whose output grows: keep the largest, last row.
-      if (!seen || usage.output >= seen.usage.output) calls[key] = { model: message.model ?? 'unknown', usage, sidechain: parsed.isSidechain === true };
+      if (closed.has(digest(key))) continue; // a replay or copy of a call already counted in full
+      const open = state.open[key];
+      // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
+      if (open) {
+        if (usage.output < open.usage.output) continue;
+        count(open.model, open.usage, -1);
+      }
+      const model = message.model ?? 'unknown';
+      count(model, usage, 1);
+      state.open[key] = { file: path, model, usage };
+      if (!open) {
+        const mine = Object.keys(state.open).filter((k) => state.open[k]!.file === path);
+        for (const old of mine.slice(0, Math.max(0, mine.length - OPEN_PER_FILE))) {
+          closed.add(digest(old));
+          delete state.open[old];
+        }
+      }
     }
     cp.files[path] = { offset, size: statSync(path).size };
   }
+  state.closed = [...closed];
   return cp;
 }
 
 function claudeTotals(cp: Checkpoint): UsageTotals {
-  const totals: UsageTotals = {};
-  for (const call of Object.values(cp.calls ?? {})) addCall(totals, call.model, call.usage);
-  return totals;
+  return structuredClone(cp.claude?.totals ?? {});
 }
 
 // ---------------------------------------------------------------- Codex
@@ -290,6 +318,6 @@ export async function fold(harness: Harness, previous: Checkpoint | undefined, a
   else if (harness === 'codex') await foldCodex(cp, artifacts[0]!);
   else await foldCursor(cp, artifacts);
   const { totals, caveat } = harness === 'codex' ? codexTotals(cp) : { totals: harness === 'claude' ? claudeTotals(cp) : cursorTotals(cp), caveat: null };
-  const measured = harness === 'claude' ? Object.keys(cp.calls ?? {}).length > 0 : harness === 'codex' ? Object.values(cp.threads ?? {}).some((t) => t.usage) : Object.keys(cp.seen ?? {}).length > 0;
+  const measured = harness === 'claude' ? Object.keys(cp.claude?.open ?? {}).length + (cp.claude?.closed.length ?? 0) > 0 : harness === 'codex' ? Object.values(cp.threads ?? {}).some((t) => t.usage) : Object.keys(cp.seen ?? {}).length > 0;
   return { totals, measured, reasons: [...cp.reasons], cost_caveat: caveat, checkpoint: cp };
 }

@@ -49,11 +49,21 @@ export function requestInput(b: Buckets): number {
   return b.input + b.cached_input + b.cache_write + b.cache_write_long;
 }
 
-/** Adds one call's buckets to a model's totals, tiering the call by its own input size. */
-export function addCall(totals: UsageTotals, model: string, call: Buckets): void {
+function scaled(b: Buckets, by: number): Buckets {
+  return {
+    input: b.input * by, cached_input: b.cached_input * by, cache_write: b.cache_write * by,
+    cache_write_long: b.cache_write_long * by, output: b.output * by, reasoning: b.reasoning * by,
+  };
+}
+
+/**
+ * Adds one call's buckets to a model's totals, tiering the call by its own input size;
+ * `sign = -1` takes back a call counted earlier (a streaming snapshot that grew).
+ */
+export function addCall(totals: UsageTotals, model: string, call: Buckets, sign: 1 | -1 = 1): void {
   const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
-  entry.all = addBuckets(entry.all, call);
-  if (requestInput(call) > LONG_CONTEXT_THRESHOLD) entry.above_200k = addBuckets(entry.above_200k, call);
+  entry.all = addBuckets(entry.all, scaled(call, sign));
+  if (requestInput(call) > LONG_CONTEXT_THRESHOLD) entry.above_200k = addBuckets(entry.above_200k, scaled(call, sign));
 }
 
 export function totalTokens(totals: UsageTotals): number {

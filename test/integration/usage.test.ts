@@ -44,14 +44,15 @@ describe('Claude transcripts', () => {
   test('U6 subagent files count, with one message-id dedup set across files; progress copies, tool results and synthetic rows do not', async () => {
     const main = join(dir, 's1.jsonl');
     const streamed = [1, 1, 1130].map((output) => claudeAssistant('m1', { input: 10, output }));
+    const later = Array.from({ length: 6 }, (_, i) => claudeAssistant(`z${i}`, { input: 1, output: 1 })); // closes m1 before its replay appears
     writeLines(main, [...streamed, claudeProgress(claudeAssistant('sub1', { input: 5, output: 7 }).message), claudeUser({ input_tokens: 999, output_tokens: 999 }),
-      claudeAssistant('syn', { input: 999, output: 999 }, { model: '<synthetic>' })]);
+      claudeAssistant('syn', { input: 999, output: 999 }, { model: '<synthetic>' }), ...later]);
     writeLines(join(dir, 's1', 'subagents', 'agent-a1.jsonl'), [claudeAssistant('sub1', { input: 5, output: 7 }), claudeAssistant('m1', { input: 10, output: 1130 }, { sidechain: true })]);
     writeLines(join(dir, 's1', 'subagents', 'agent-a2.jsonl'), [claudeAssistant('sub2', { input: 3, output: 4 }, { model: 'claude-opus-4-5' })]);
     const r = await foldClaude(main);
-    expect(r.totals[model]!.all).toMatchObject({ input: 15, output: 1137 });
+    expect(r.totals[model]!.all).toMatchObject({ input: 21, output: 1143 });
     expect(r.totals['claude-opus-4-5']!.all).toMatchObject({ input: 3, output: 4 });
-    expect(r.usage_tokens).toBe(15 + 1137 + 7);
+    expect(r.usage_tokens).toBe(21 + 1143 + 7);
   });
 
   test('U9 folds read only new bytes: an append between folds adds, a repeated fold of the same bytes cannot inflate', async () => {
@@ -202,6 +203,7 @@ describe('cost and views', () => {
   test('U12 cost is derived from the revision effective at offered_at, per bucket, with the long-context tier; revisions are immutable', async () => {
     const main = join(dir, 's1.jsonl');
     writeLines(main, [
+      claudeAssistant('m1', { input: 1_000_000, output: 1 }, { model: 'claude-sonnet-4-20250514' }), // a streaming snapshot, replaced below
       claudeAssistant('m1', { input: 1_000_000, output: 1_000_000 }, { model: 'claude-sonnet-4-20250514' }),
       claudeAssistant('m2', { input: 100_000, output: 0 }, { model: 'claude-sonnet-4-20250514' }),
     ]);
