@@ -105,6 +105,7 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
   const state = (cp.claude ??= { totals: {}, open: {}, closed: [] });
   const closed = new Set(state.closed);
   const count = (model: string, usage: Buckets, sign: 1 | -1) => addCall(state.totals, model, usage, sign);
+  const openInFile: Record<string, string[]> = {}; // insertion order: oldest first
   for (const path of claudeArtifacts(main)) {
     if (!existsSync(path)) continue;
     let offset = resumeAt(cp, path);
@@ -131,9 +132,9 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
       if (!message?.usage || message.model === '<synthetic>') continue;
       const key = message.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
       if (!key) continue;
-      const usage = claudeBuckets(message.usage);
-      if (closed.has(digest(key))) continue; // a replay or copy of a call already counted in full
       const open = state.open[key];
+      if (!open && closed.has(digest(key))) continue; // a replay or copy of a call already counted in full
+      const usage = claudeBuckets(message.usage);
       // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
       if (open) {
         if (usage.output < open.usage.output) continue;
@@ -143,8 +144,10 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
       count(model, usage, 1);
       state.open[key] = { file: path, model, usage };
       if (!open) {
-        const mine = Object.keys(state.open).filter((k) => state.open[k]!.file === path);
-        for (const old of mine.slice(0, Math.max(0, mine.length - OPEN_PER_FILE))) {
+        const mine = (openInFile[path] ??= Object.keys(state.open).filter((k) => state.open[k]!.file === path && k !== key));
+        mine.push(key);
+        while (mine.length > OPEN_PER_FILE) {
+          const old = mine.shift()!;
           closed.add(digest(old));
           delete state.open[old];
         }
