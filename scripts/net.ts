@@ -33,3 +33,13 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** True while a process with this pid exists (signal 0 checks without touching it). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
 import { loadConfig, servicesFile, yokeHome } from '../workers/config';
-import { portAnswers } from './net';
+import { portAnswers, processAlive } from './net';
 import { choosePostgres, ensureDatabase } from './postgres';
 import { findTemporalCli } from './temporalCli';
 import { registerSearchAttributes, startDevServer } from './temporalServer';
@@ -38,20 +38,12 @@ function writeState(home: string, state: ServicesState): void {
   writeFileSync(servicesFile(home), `${JSON.stringify(state, null, 2)}\n`);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function up(owner: string): Promise<void> {
   const home = yokeHome();
   mkdirSync(home, { recursive: true });
   const state = readState(home);
-  state.processes = state.processes.filter((p) => alive(p.pid));
+  state.processes = state.processes.filter((p) => processAlive(p.pid));
 
   const pg = await choosePostgres(home, log);
   if (pg.startedPid) state.processes.push({ name: 'embedded-postgres', pid: pg.startedPid, owner });
@@ -94,7 +86,7 @@ function down(owner: string | undefined): void {
       keep.push(p);
       continue;
     }
-    if (alive(p.pid)) {
+    if (processAlive(p.pid)) {
       log(`stopping ${p.name} (pid ${p.pid})`);
       try {
         process.kill(-p.pid, 'SIGTERM'); // detached: its own process group
@@ -109,7 +101,7 @@ function down(owner: string | undefined): void {
 function status(): void {
   const config = loadConfig();
   const state = readState(config.home);
-  console.log(JSON.stringify({ ...state, processes: state.processes.map((p) => ({ ...p, alive: alive(p.pid) })) }, null, 2));
+  console.log(JSON.stringify({ ...state, processes: state.processes.map((p) => ({ ...p, alive: processAlive(p.pid) })) }, null, 2));
 }
 
 async function main(): Promise<void> {

@@ -4,7 +4,7 @@ import { Client } from 'pg';
 import { createDb } from '../../db/pool';
 import { migrateToLatest } from '../../db/migrate';
 import { projectRoot } from '../../workers/config';
-import { freePort } from '../../scripts/net';
+import { freePort, processAlive } from '../../scripts/net';
 import { choosePostgres, withDatabase } from '../../scripts/postgres';
 import { findTemporalCli } from '../../scripts/temporalCli';
 import { startDevServer } from '../../scripts/temporalServer';
@@ -47,14 +47,5 @@ export default async function globalSetup(): Promise<void> {
     const pid = await startDevServer({ cli: findTemporalCli(log), port, logFile: join(home, 'test-temporal.log') });
     process.env.YOKE_TEST_TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
     process.env.YOKE_TEST_TEMPORAL_PID = String(pid);
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
