@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../workers/config';
@@ -74,6 +74,22 @@ function timed(command: string, args: string[], env: NodeJS.ProcessEnv = process
   return { stdout, seconds: Math.round(seconds * 1000) / 1000, peak_rss_mb: Math.round(rssKb / 1024) };
 }
 
+/**
+ * ccusage is installed on demand, not as a devDependency: 20.0.24's optionalDependencies name
+ * platform packages that were never published, so no lock file holding it satisfies `npm ci`.
+ * (20.0.24 is the newest build with a linux-x64 native package; see DESIGN.md's pitfalls.)
+ */
+function ccusageBinary(): string {
+  const dir = join(root, '.yoke', 'bench-tools');
+  const bin = join(dir, 'node_modules', '.bin', 'ccusage');
+  if (!existsSync(bin)) {
+    mkdirSync(dir, { recursive: true });
+    process.stderr.write('installing ccusage@20.0.24 for the comparison (once)\n');
+    execFileSync('npm', ['install', '--prefix', dir, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', 'ccusage@20.0.24', '@ccusage/ccusage-linux-x64@20.0.24'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  return bin;
+}
+
 function main(): void {
   const config = mkdtempSync(join(tmpdir(), 'yoke-bench-usage-'));
   try {
@@ -87,7 +103,7 @@ function main(): void {
     const checkpoints = join(config, 'checkpoints');
     const node = process.execPath;
     const fold = join(root, 'dist', 'bench', 'usageFold.js');
-    const ccusage = join(root, 'node_modules', '.bin', 'ccusage');
+    const ccusage = ccusageBinary();
     const env = { ...process.env, CLAUDE_CONFIG_DIR: config };
 
     const yokeFull = timed(node, [fold, config, checkpoints, 'full']);
