@@ -42,8 +42,8 @@ export class LazyTemporal {
     };
   }
 
-  /** Refuses early when no worker polls the task queue, instead of waiting forever. */
-  async requireWorker(): Promise<Client> {
+  /** True when at least one worker polls the task queue for workflow tasks. */
+  async hasWorker(): Promise<boolean> {
     const client = await this.get();
     const { temporal } = await import('@temporalio/proto');
     const described = await client.workflowService.describeTaskQueue({
@@ -51,7 +51,13 @@ export class LazyTemporal {
       taskQueue: { name: this.config.taskQueue },
       taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     });
-    if (!described.pollers?.length) {
+    return (described.pollers?.length ?? 0) > 0;
+  }
+
+  /** Refuses early when no worker polls the task queue, for commands that wait on one. */
+  async requireWorker(): Promise<Client> {
+    const client = await this.get();
+    if (!(await this.hasWorker())) {
       throw unreachable('no_worker', `no yoke worker polls task queue "${this.config.taskQueue}" on ${this.config.temporal.address}`, {
         recovery: 'start one with `npm start` (or `node dist/workers/main.js` with the same TEMPORAL_* and YOKE_TASK_QUEUE settings)',
         details: { task_queue: this.config.taskQueue },

@@ -56,7 +56,7 @@ function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): 
 }
 
 async function startWorkflow(ctx: CommandContext, runId: string, started: { occupancy_units: string[] }): Promise<void> {
-  const client = await ctx.temporal.requireWorker();
+  const client = await ctx.temporal.get();
   const { WorkflowExecutionAlreadyStartedError } = await import('@temporalio/client');
   const { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } = await import('../../workflows/definitions');
   const view = await (await runs(ctx)).getRun({ runId, fields: ['project', 'member_items'] });
@@ -185,7 +185,8 @@ export function registerDeploymentRuns(program: Command): void {
       const o = parseOptions(Json, raw);
       const sessionId = actingSession(o);
       const r = await withDb(async (ctx) => {
-        await ctx.temporal.requireWorker(); // refuse before occupying anything when nobody would walk the run
+        // Temporal must answer before anything is occupied; a missing worker only delays the walk.
+        if (!(await ctx.temporal.hasWorker())) warn(!!o.json, `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`);
         const result = await (await runs(ctx)).executeRun({ sessionId, runId });
         await startWorkflow(ctx, runId, result);
         return result;
@@ -220,7 +221,7 @@ export function registerDeploymentRuns(program: Command): void {
       const o = parseOptions(Json, raw);
       const sessionId = actingSession(o);
       const r = await withDb(async (ctx) => {
-        await ctx.temporal.requireWorker();
+        if (!(await ctx.temporal.hasWorker())) warn(!!o.json, `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`);
         const result = await (await runs(ctx)).retryRun({ sessionId, runId });
         await startWorkflow(ctx, runId, result);
         return result;

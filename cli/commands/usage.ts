@@ -22,7 +22,7 @@ export function registerUsage(program: Command): void {
       const o = parseOptions(z.object({ session: nonEmpty, harness: z.enum(['claude', 'codex', 'cursor']), artifact: z.array(nonEmpty).min(1), async: z.boolean().optional(), json: z.boolean().optional() }), raw);
       if (o.async) {
         const queued = await withDb(async (ctx) => {
-          const client = await ctx.temporal.requireWorker();
+          const client = await ctx.temporal.get(); // a fold request waits in the queue for a worker
           const { foldRequested, usageWorkflowId } = await import('../../workflows/definitions');
           const { resolve } = await import('node:path');
           const workflowId = usageWorkflowId(o.session);

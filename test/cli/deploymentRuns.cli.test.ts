@@ -136,6 +136,20 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   expect(unknown.code).toBe(2);
 }, 60_000);
 
+test('O2 execute without a worker still occupies and refuses the next start; the run waits for a worker', async () => {
+  const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
+  const args = (key: string) => ['deployment-runs', 'create', '--project', 'web', '--flow', 'preview-a', '--target', 'preview-a', '--candidate', 'abcdef1234', '--idempotency-key', key, '--json'];
+  const first = json(await run(args('pa-1'), noWorker));
+  const second = json(await run(args('pa-2'), noWorker));
+  const started = await run(['deployment-runs', 'execute', first.run_id], noWorker);
+  expect(started.code).toBe(0);
+  expect(started.stderr).toContain('no yoke worker polls task queue "nobody-polls-this"');
+  const refused = await run(['deployment-runs', 'execute', second.run_id, '--json'], noWorker);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'target_occupied', details: { origin: 'preview:web/pr-a', holder: { run_id: first.run_id } } });
+  expect((await run(['deployment-runs', 'terminalize', first.run_id, '--disposition', 'cancelled', '--reason', 'test over'], noWorker)).code).toBe(0);
+});
+
 async function until(ok: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 150; i++) {
     if (await ok()) return;
