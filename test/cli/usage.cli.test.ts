@@ -106,3 +106,12 @@ test('U3 the status line attests the served model and window and prints model, w
   const garbage = await withStdin(['hooks', 'status-line'], 'not json');
   expect(garbage.code).toBe(0);
 });
+
+test('U4 the served-model hook settles served facts; an unregistered session is refused', async () => {
+  const settled = await run(['hooks', 'served-model', '--session', 'c2', '--model', 'claude-sonnet-4-5-20250929', '--window', '200000', '--json']);
+  expect(settled.code).toBe(0);
+  expect(json(settled)).toMatchObject({ session_id: 'c2', served: { model: 'claude-sonnet-4-5-20250929', window: 200000, attested_at: expect.any(String) }, requested: { model: null } });
+  const unknown = await run(['hooks', 'served-model', '--session', 'ghost', '--model', 'm', '--json']);
+  expect(unknown.code).toBe(1);
+  expect(jsonError(unknown).code).toBe('session_not_registered');
+});

@@ -67,6 +67,8 @@ export async function startSshHost(name: string): Promise<SshHost> {
       await host.start();
     },
   };
+  // A test run that dies before its teardown must not leave sshd listening.
+  process.once('exit', () => child?.kill());
   await host.start();
   return host;
 }
