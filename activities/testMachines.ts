@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import type { CheckKind, Database, TestMachineRow } from '../db/database';
+import type { CheckKind, CheckRow, Database, TestMachineRow } from '../db/database';
 import { lockLine, waitViews, type WaitView } from '../db/waits';
 import { refusal, usageError, YokeError } from '../domain/errors';
 import { fingerprint, formatHostKey, parseHostKeyText, parseStoredHostKey } from '../domain/hostKeys';
@@ -25,18 +25,11 @@ export interface AddTestMachineInput {
   captureCommand?: string;
 }
 
-export interface CheckRecord {
-  check_id: number;
-  test_machine: string;
-  kind: CheckKind;
-  passed: boolean;
-  reason: string;
-  exit_code: number | null;
-  output_digest: string | null;
-  session_id: string | null;
+/** A recorded check as readers see it: the row without its store-only fields, instants as ISO strings. */
+export type CheckRecord = Omit<CheckRow, 'request_id' | 'output_excerpt' | 'qa_plan_execution_id' | 'started_at' | 'finished_at'> & {
   started_at: string;
   finished_at: string;
-}
+};
 
 export interface TestMachineView {
   name: string;
@@ -71,7 +64,7 @@ export interface CheckOutcome {
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$/;
 const EXCERPT_CHARS = 4000;
 
-function checkRecord(r: { check_id: number; test_machine: string; kind: CheckKind; passed: boolean; reason: string; exit_code: number | null; output_digest: string | null; session_id: string | null; started_at: Date; finished_at: Date }): CheckRecord {
+function checkRecord(r: CheckRow): CheckRecord {
   return {
     check_id: r.check_id, test_machine: r.test_machine, kind: r.kind, passed: r.passed, reason: r.reason, exit_code: r.exit_code,
     output_digest: r.output_digest, session_id: r.session_id, started_at: r.started_at.toISOString(), finished_at: r.finished_at.toISOString(),

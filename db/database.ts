@@ -71,13 +71,17 @@ export interface WorkClaimsTable {
   reserved_until: NullableTimestamp;
 }
 
-export interface TestMachinesTable {
-  name: string;
+/** Where and as whom a host is reached over SSH, with its pinned host key ("type base64"). */
+interface SshAddressColumns {
   host: string;
   port: number;
   ssh_user: string;
   identity_file: string;
   host_key: string;
+}
+
+export interface TestMachinesTable extends SshAddressColumns {
+  name: string;
   host_key_fingerprint: string;
   host_key_source: 'host_key_file' | 'trust_on_first_use';
   verify_command: string;
@@ -141,14 +145,9 @@ export interface EnvironmentsTable {
   occupancy_unit: string;
 }
 
-export interface DeployHostsTable {
+export interface DeployHostsTable extends SshAddressColumns {
   project_id: number;
   name: string;
-  host: string;
-  port: number;
-  ssh_user: string;
-  identity_file: string;
-  host_key: string;
 }
 
 export interface FlowsTable {
@@ -304,6 +303,7 @@ export type ClaimRow = Selectable<WorkClaimsTable>;
 export type NewClaim = Insertable<WorkClaimsTable>;
 export type TestMachineRow = Selectable<TestMachinesTable>;
 export type WaitRow = Selectable<QaTestMachineWaitsTable>;
+export type CheckRow = Selectable<TestMachineChecksTable>;
 export type RunRow = Selectable<DeploymentRunsTable>;
 export type FlowRow = Selectable<FlowsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;

@@ -10,6 +10,7 @@ import { canonicalRequest, differingFields, type CreateRequest } from '../../dom
 import { refusal, unreachable, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { admitMember, materializeFlowDefaults, type ExplicitSelection } from './membership';
+import type { RunIdentity } from './read';
 
 export interface CreateRunInput {
   sessionId?: string;
@@ -25,13 +26,7 @@ export interface CreateRunInput {
   lockTimeoutMs?: number;
 }
 
-export interface CreateReceipt {
-  run_id: string;
-  project: string;
-  flow: string;
-  target: string;
-  candidate_sha: string;
-  status: string;
+export interface CreateReceipt extends RunIdentity {
   replayed: boolean;
   idempotency_key: string | null;
   /** I2: `recorded_key` when the request carried a key, null when unkeyed. */

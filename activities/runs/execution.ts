@@ -8,7 +8,7 @@ import { environmentsOf, flowById, runById, targetedEnvironmentNames } from '../
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { admitMember, freezeComposition, type CarriedWork, type ExplicitSelection } from './membership';
+import { admitMember, freezeComposition, membersOf, type CarriedWork, type ExplicitSelection } from './membership';
 import { openLines } from './occupancy';
 
 export const DEFAULT_DRIVER_FRESH_MS = 600_000;
@@ -47,6 +47,9 @@ function terminalRefusal(run: RunRow, doing: string) {
 
 export interface ExecuteResult {
   run_id: string;
+  project: string;
+  /** Members, for the run workflow's YokeItem search attribute. */
+  member_items: string[];
   status: string;
   /** The run was already executing under this driver; only its workflow needs to be running. */
   resumed: boolean;
@@ -58,6 +61,14 @@ export interface ExecuteResult {
 export function runExecutionActivities(deps: { db: Kysely<Database>; driverFreshMs?: number }) {
   const { db } = deps;
   const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
+
+  /** Every execution and membership call: a live session, the run locked, and R1's driver check. */
+  async function asDriver(trx: Transaction<Database>, input: { sessionId: string; runId: string }) {
+    const session = await requireLiveSession(trx, input.sessionId);
+    const run = await lockRun(trx, input.runId, freshMs);
+    assertDriver(run, session.session_id, freshMs);
+    return { session, run };
+  }
 
   /** The units a run occupies: the origins of its target and every stage target (O1, O3). */
   async function unitsOf(trx: Transaction<Database>, run: RunRow): Promise<string[]> {
@@ -75,13 +86,12 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
    */
   async function executeRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
     return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const run = await lockRun(trx, input.runId, freshMs);
-      assertDriver(run, session.session_id, freshMs);
+      const { session, run } = await asDriver(trx, input);
       const units = await unitsOf(trx, run);
+      const labels = { project: (await trx.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow()).name, member_items: (await membersOf(trx, run.run_id)).map((m) => m.item) };
       if (run.status === 'executing') {
         await trx.updateTable('deployment_runs').set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` }).where('run_id', '=', run.run_id).execute();
-        return { run_id: run.run_id, status: run.status, resumed: true, occupancy_units: units, carried_work: null, driver_session_id: session.session_id };
+        return { run_id: run.run_id, ...labels, status: run.status, resumed: true, occupancy_units: units, carried_work: null, driver_session_id: session.session_id };
       }
       if (run.status !== 'created') throw terminalRefusal(run, 'execute');
       for (const unit of units) await advisoryXactLock(trx, `occupancy:${unit}`);
@@ -108,16 +118,14 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
         driver_session_id: session.session_id, driver_heartbeat_at: sql`now()`,
       }).where('run_id', '=', run.run_id).execute();
       await recordEvent(trx, { event_type: 'DeploymentRunExecuting', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, units } });
-      return { run_id: run.run_id, status: 'executing', resumed: false, occupancy_units: units, carried_work: carried, driver_session_id: session.session_id };
+      return { run_id: run.run_id, ...labels, status: 'executing', resumed: false, occupancy_units: units, carried_work: carried, driver_session_id: session.session_id };
     });
   }
 
   /** `deployment-runs heartbeat`: the driver keeps its attachment; after a lapse, the caller takes it. */
   async function heartbeatRun(input: { sessionId: string; runId: string }) {
     return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const run = await lockRun(trx, input.runId, freshMs);
-      assertDriver(run, session.session_id, freshMs);
+      const { session, run } = await asDriver(trx, input);
       const row = await trx.updateTable('deployment_runs').set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
         .where('run_id', '=', run.run_id).returning(['run_id', 'driver_session_id', 'driver_heartbeat_at']).executeTakeFirstOrThrow();
       return { run_id: row.run_id, driver_session_id: row.driver_session_id, driver_heartbeat_at: row.driver_heartbeat_at!.toISOString(), took_over: run.driver_session_id !== null && run.driver_session_id !== session.session_id };
@@ -168,9 +176,7 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
   /** `add-item` (D5, D6): only while the run has not settled; driver-bound (R1). */
   async function addItem(input: { sessionId: string; runId: string; item: string } & ExplicitSelection): Promise<{ run_id: string; item: string; warnings: UntargetedObligation[] }> {
     return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const run = await lockRun(trx, input.runId, freshMs);
-      assertDriver(run, session.session_id, freshMs);
+      const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
       const item = await ensureItem(trx, parseItemRef(input.item));
       if (item.project_id !== run.project_id) {
@@ -190,9 +196,7 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
   async function removeItem(input: { sessionId: string; runId: string; item: string; reason: string }) {
     if (!input.reason.trim()) throw usageError('reason_required', 'remove-item needs a non-empty --reason', { recovery: 'say why, e.g. --reason "moved to next release"' });
     return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const run = await lockRun(trx, input.runId, freshMs);
-      assertDriver(run, session.session_id, freshMs);
+      const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'remove members');
       const item = await ensureItem(trx, parseItemRef(input.item));
       const removed = await trx.deleteFrom('deployment_run_items').where('run_id', '=', run.run_id).where('item_id', '=', item.item_id).returning('item_id').executeTakeFirst();

@@ -7,13 +7,17 @@ import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
 import { openLines } from './occupancy';
 
-export interface RunView {
+/** What names a run: shared by the creation receipt and every read. */
+export interface RunIdentity {
   run_id: string;
   project: string;
   flow: string;
   target: string;
   candidate_sha: string;
   status: string;
+}
+
+export interface RunView extends RunIdentity {
   current_stage: string | null;
   cursor_ordinal: number;
   idempotency_key: string | null;

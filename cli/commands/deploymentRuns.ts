@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { CreateReceipt } from '../../activities/runs/creation';
+import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
@@ -55,22 +56,29 @@ function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): 
   emit(json, { ...r, warnings }, () => receiptLine(r));
 }
 
-async function startWorkflow(ctx: CommandContext, runId: string, started: { occupancy_units: string[] }): Promise<void> {
+/**
+ * execute / retry: Temporal must answer before anything is occupied (a missing worker only
+ * delays the walk); then the Postgres transition, then the run's workflow, searchable by
+ * project, status, origin and item.
+ */
+async function startWalking(ctx: CommandContext, json: boolean, transition: () => Promise<ExecuteResult>): Promise<ExecuteResult> {
   const client = await ctx.temporal.get();
+  if (!(await ctx.temporal.hasWorker())) warn(json, `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`);
+  const started = await transition();
   const { WorkflowExecutionAlreadyStartedError } = await import('@temporalio/client');
   const { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } = await import('../../workflows/definitions');
-  const view = await (await runs(ctx)).getRun({ runId, fields: ['project', 'member_items'] });
   const typedSearchAttributes = [
-    { key: PROJECT_KEY, value: view.project! },
+    { key: PROJECT_KEY, value: started.project },
     { key: RUN_STATUS_KEY, value: 'executing' },
-    { key: ITEM_KEY, value: view.member_items!.map((m) => m.item) },
+    { key: ITEM_KEY, value: started.member_items },
     ...(started.occupancy_units[0] ? [{ key: TARGET_ORIGIN_KEY, value: started.occupancy_units[0] }] : []),
   ];
   try {
-    await client.workflow.start('deploymentRun', { workflowId: runWorkflowId(runId), taskQueue: ctx.config.taskQueue, args: [{ runId }], typedSearchAttributes });
+    await client.workflow.start('deploymentRun', { workflowId: runWorkflowId(started.run_id), taskQueue: ctx.config.taskQueue, args: [{ runId: started.run_id }], typedSearchAttributes });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // resuming: it is already walking
   }
+  return started;
 }
 
 /** Tells the run's workflow to look at Postgres again; a run with no live workflow needs nothing. */
@@ -184,13 +192,7 @@ export function registerDeploymentRuns(program: Command): void {
     .action(async (runId: string, raw) => {
       const o = parseOptions(Json, raw);
       const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        // Temporal must answer before anything is occupied; a missing worker only delays the walk.
-        if (!(await ctx.temporal.hasWorker())) warn(!!o.json, `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`);
-        const result = await (await runs(ctx)).executeRun({ sessionId, runId });
-        await startWorkflow(ctx, runId, result);
-        return result;
-      });
+      const r = await withDb(async (ctx) => startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId })));
       emit(!!o.json, r, () => `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`);
     });
 
@@ -220,12 +222,7 @@ export function registerDeploymentRuns(program: Command): void {
     .action(async (runId: string, raw) => {
       const o = parseOptions(Json, raw);
       const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        if (!(await ctx.temporal.hasWorker())) warn(!!o.json, `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`);
-        const result = await (await runs(ctx)).retryRun({ sessionId, runId });
-        await startWorkflow(ctx, runId, result);
-        return result;
-      });
+      const r = await withDb(async (ctx) => startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId })));
       emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);
     });
 

@@ -1,22 +1,19 @@
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, jsonError, yoke } from '../helpers/cli';
+import { json, jsonError, setUp, yoke } from '../helpers/cli';
 
 let t: TestDatabase;
 const run = (args: string[], env: Record<string, string> = {}) => yoke(t.url, args, env);
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  for (const args of [
+  await setUp(run, [
     ['projects', 'create', 'web', '--prefix', 'WEB'],
     ['projects', 'grant', 'web', '--actor', 'ops', '--permission', 'claims.release'],
     ['sessions', 'register', '--session', 'op', '--actor', 'ops', '--project', 'web'],
     ['sessions', 'register', '--session', 'w1', '--actor', 'alice', '--project', 'web', '--machine', 'm1', '--harness', 'claude'],
     ['sessions', 'register', '--session', 'w2', '--actor', 'bob', '--project', 'web'],
     ['claims', 'steering', 'take', '--project', 'web', '--session', 'op'],
-  ]) {
-    const r = await run([...args, '--json']);
-    if (r.code !== 0) throw new Error(`${args.join(' ')} failed: ${r.stderr}`);
-  }
+  ]);
 });
 afterAll(async () => {
   await t.drop();

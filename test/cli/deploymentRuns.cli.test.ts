@@ -1,7 +1,7 @@
 
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, jsonError, yoke } from '../helpers/cli';
+import { json, jsonError, yoke, setUp } from '../helpers/cli';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 
@@ -19,10 +19,7 @@ beforeAll(async () => {
   [stage, prod] = await Promise.all([startHttpTarget(), startHttpTarget()]);
   env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue, YOKE_SESSION_ID: 'd1' };
   file = writeDefinition(releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url }));
-  for (const args of [['apply', '-f', file], ['sessions', 'register', '--session', 'd1', '--actor', 'driver'], ['sessions', 'register', '--session', 'd2', '--actor', 'other']]) {
-    const r = await run(args);
-    if (r.code !== 0) throw new Error(`${args.join(' ')}: ${r.stderr}`);
-  }
+  await setUp(run, [['apply', '-f', file], ['sessions', 'register', '--session', 'd1', '--actor', 'driver'], ['sessions', 'register', '--session', 'd2', '--actor', 'other']]);
 }, 60_000);
 
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, jsonError, yoke, yokeBin, type CliResult } from '../helpers/cli';
+import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
 import { startSshHost, type SshHost } from '../helpers/sshd';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 
@@ -18,17 +18,14 @@ beforeAll(async () => {
   host = await startSshHost('cli');
   writeFileSync(join(host.dir, 'healthy'), '');
   env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue };
-  for (const args of [
+  await setUp(run, [
     ['projects', 'create', 'web'],
     ['projects', 'grant', 'web', '--actor', 'ops', '--permission', 'claims.release'],
     ['sessions', 'register', '--session', 'op', '--actor', 'ops', '--project', 'web'],
     ['sessions', 'register', '--session', 'w1', '--actor', 'alice', '--project', 'web'],
     ['sessions', 'register', '--session', 'q1', '--actor', 'bob', '--project', 'web'],
     ['sessions', 'register', '--session', 'q2', '--actor', 'carol', '--project', 'web'],
-  ]) {
-    const r = await run(args);
-    if (r.code !== 0) throw new Error(`${args.join(' ')}: ${r.stderr}`);
-  }
+  ]);
 }, 60_000);
 
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, jsonError, yoke, yokeBin, type CliResult } from '../helpers/cli';
+import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
 
@@ -17,13 +17,10 @@ beforeAll(async () => {
   w = await startTestWorker(t.db);
   env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue };
   dir = fixtureDir();
-  for (const args of [
+  await setUp(run, [
     ['sessions', 'register', '--session', 'c1', '--actor', 'alice', '--harness', 'claude', '--machine', 'mac-1', '--model', 'claude-opus-4-6'],
     ['sessions', 'register', '--session', 'c2', '--actor', 'bob', '--harness', 'claude', '--machine', 'mac-1'],
-  ]) {
-    const r = await run(args);
-    if (r.code !== 0) throw new Error(`${args.join(' ')}: ${r.stderr}`);
-  }
+  ]);
 }, 60_000);
 
 afterAll(async () => {

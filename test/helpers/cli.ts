@@ -33,3 +33,11 @@ export function json<T = any>(r: CliResult): T {
 export function jsonError(r: CliResult): { code: string; message: string; recovery: string; details: Record<string, unknown> } {
   return JSON.parse(r.stderr.trim().split('\n').pop()!).error;
 }
+
+/** Runs setup commands in order; the first failure stops the test file with its stderr. */
+export async function setUp(run: (args: string[]) => Promise<CliResult>, commands: string[][]): Promise<void> {
+  for (const args of commands) {
+    const r = await run(args);
+    if (r.code !== 0) throw new Error(`setup failed: yoke ${args.join(' ')}: ${r.stderr}`);
+  }
+}
