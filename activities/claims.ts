@@ -1,8 +1,15 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, ClaimRow } from '../db/database';
 import {
-  claimView, claimViews, heartbeatClaim, insertClaimRow, insertClaimView, liveHolder,
-  type ClaimView, type NewClaimInput, type ReleaseMark,
+  claimView,
+  claimViews,
+  heartbeatClaim,
+  insertClaimRow,
+  insertClaimView,
+  liveHolder,
+  type ClaimView,
+  type NewClaimInput,
+  type ReleaseMark,
 } from '../db/claims';
 import { recordEvent } from '../db/events';
 import { ensureItem, hasPermission, requireProject } from '../db/projects';
@@ -14,8 +21,18 @@ import { refusal, usageError, type YokeError } from '../domain/errors';
 import { parseItemRef } from '../domain/itemRef';
 import { parseOperatorKey } from '../domain/operatorKeys';
 import {
-  DEFAULT_RESERVATION_LIFETIME_MS, consumeReservation, expireReservations, grantOwnWait, inLineTransaction, joinLine,
-  lockClaimForRelease, releaseServingLine, serveLine, type LineEffects, type LineOptions, type Reservation,
+  DEFAULT_RESERVATION_LIFETIME_MS,
+  consumeReservation,
+  expireReservations,
+  grantOwnWait,
+  inLineTransaction,
+  joinLine,
+  lockClaimForRelease,
+  releaseServingLine,
+  serveLine,
+  type LineEffects,
+  type LineOptions,
+  type Reservation,
 } from './waitingLine';
 
 export const CLAIMS_RELEASE = 'claims.release';
@@ -94,7 +111,11 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
    * transaction, between re-entry and a refusal naming the holder. The unique partial index
    * is the judge (C3); the holder read only explains a loss.
    */
-  async function take(wanted: Wanted, claim: NewClaimInput, mayReenter: (h: ClaimRow) => boolean): Promise<AcquireResult> {
+  async function take(
+    wanted: Wanted,
+    claim: NewClaimInput,
+    mayReenter: (h: ClaimRow) => boolean,
+  ): Promise<AcquireResult> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const fresh = await insertClaimView(db, claim);
       if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
@@ -104,7 +125,12 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
         if (!holder) return undefined; // released since our insert: try it again
         if (mayReenter(holder)) {
           await heartbeatClaim(trx, holder.claim_id);
-          return { claim: await claimView(trx, holder.claim_id), reentered: true, consumed_reservation: false, warnings: [] };
+          return {
+            claim: await claimView(trx, holder.claim_id),
+            reentered: true,
+            consumed_reservation: false,
+            warnings: [],
+          };
         }
         throw heldRefusal(wanted, await claimView(trx, holder.claim_id));
       });
@@ -121,10 +147,14 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
   }
 
   function unhealthyRefusal(machine: string): YokeError {
-    return refusal('test_machine_unhealthy', `test machine ${machine} is unhealthy: its newest check is a failed verification`, {
-      recovery: `wait in line for a successful verification, or verify it: yoke test-machine verify ${machine}`,
-      details: { test_machine: machine },
-    });
+    return refusal(
+      'test_machine_unhealthy',
+      `test machine ${machine} is unhealthy: its newest check is a failed verification`,
+      {
+        recovery: `wait in line for a successful verification, or verify it: yoke test-machine verify ${machine}`,
+        details: { test_machine: machine },
+      },
+    );
   }
 
   /**
@@ -133,7 +163,11 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
    * reserved turn is consumed; a free machine goes to the oldest live waiter first; and a
    * refusal joins the line in the same transaction, so no release can slip between them.
    */
-  async function takeTestMachine(wanted: Wanted, claim: NewClaimInput, opts: { join?: JoinRequest; bypassLine?: boolean }): Promise<AcquireResult> {
+  async function takeTestMachine(
+    wanted: Wanted,
+    claim: NewClaimInput,
+    opts: { join?: JoinRequest; bypassLine?: boolean },
+  ): Promise<AcquireResult> {
     const machine = String(claim.scope.test_machine);
     const fresh = await insertClaimView(db, claim, { lineGuard: !opts.bypassLine });
     if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
@@ -157,14 +191,24 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
         else if (!opts.bypassLine && (await serveLine(trx, machine, lifetimeMs, effects))) continue; // now reserved: look again
         if (why) {
           if (!opts.join) return { refused: why };
-          const joined = await joinLine(trx, {
-            test_machine: machine, session_id: session.session_id, actor_id: session.actor_id,
-            resume_command: opts.join.resumeCommand, rationale: `${why.code}: ${why.message}`,
-            qa_plan_execution_id: opts.join.qaPlanExecutionId ?? null,
-          }, effects);
+          const joined = await joinLine(
+            trx,
+            {
+              test_machine: machine,
+              session_id: session.session_id,
+              actor_id: session.actor_id,
+              resume_command: opts.join.resumeCommand,
+              rationale: `${why.code}: ${why.message}`,
+              qa_plan_execution_id: opts.join.qaPlanExecutionId ?? null,
+            },
+            effects,
+          );
           why.details.wait = {
-            wait_id: joined.wait.wait_id, position: joined.position, queued_at: joined.wait.queued_at.toISOString(),
-            joined_now: joined.joined, resume_command: joined.wait.resume_command,
+            wait_id: joined.wait.wait_id,
+            position: joined.position,
+            queued_at: joined.wait.queued_at.toISOString(),
+            joined_now: joined.joined,
+            resume_command: joined.wait.resume_command,
           };
           why.message += `; ${joined.joined ? 'joined' : 'still in'} the waiting line at position ${joined.position}`;
           return { refused: why };
@@ -191,8 +235,12 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
         // is recorded only to find the holder's project for an operator release (C8).
         const project = input.project ? await requireProject(db, input.project) : undefined;
         const claim: NewClaimInput = {
-          target_kind: 'qa_admission', scope: { test_machine: key.testMachine }, key: key.key,
-          project_id: project?.project_id ?? null, item_id: null, session_id: input.sessionId,
+          target_kind: 'qa_admission',
+          scope: { test_machine: key.testMachine },
+          key: key.key,
+          project_id: project?.project_id ?? null,
+          item_id: null,
+          session_id: input.sessionId,
         };
         return takeTestMachine(wanted, claim, { join: input.join, bypassLine: input.bypassLine });
       }
@@ -214,7 +262,10 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
         const claim: NewClaimInput = {
           target_kind: 'migration_serialization',
           scope: { project_id: project.project_id, model: key.model, item_id: item.item_id },
-          key: key.key, project_id: project.project_id, item_id: item.item_id, session_id: input.sessionId,
+          key: key.key,
+          project_id: project.project_id,
+          item_id: item.item_id,
+          session_id: input.sessionId,
         };
         // C4: the owning item re-enters and heartbeats its hold; any other item is refused.
         return take(wanted, claim, (h) => h.item_id === item.item_id);
@@ -228,8 +279,12 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
         }
         const project = await requireProject(db, input.project);
         const claim: NewClaimInput = {
-          target_kind: 'route_qualification', scope: { project_id: project.project_id, grant_key: key.grantKey },
-          key: key.key, project_id: project.project_id, item_id: null, session_id: input.sessionId,
+          target_kind: 'route_qualification',
+          scope: { project_id: project.project_id, grant_key: key.grantKey },
+          key: key.key,
+          project_id: project.project_id,
+          item_id: null,
+          session_id: input.sessionId,
         };
         return take(wanted, claim, sameSession);
       }
@@ -239,10 +294,19 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
   async function takeSteeringSeat(input: { sessionId: string; project: string }): Promise<AcquireResult> {
     const project = await requireProject(db, input.project);
     const claim: NewClaimInput = {
-      target_kind: 'steering', scope: { project_id: project.project_id }, key: null,
-      project_id: project.project_id, item_id: null, session_id: input.sessionId,
+      target_kind: 'steering',
+      scope: { project_id: project.project_id },
+      key: null,
+      project_id: project.project_id,
+      item_id: null,
+      session_id: input.sessionId,
     };
-    const wanted: Wanted = { kind: 'steering', label: `the steering seat of ${project.name}`, key: null, project: project.name };
+    const wanted: Wanted = {
+      kind: 'steering',
+      label: `the steering seat of ${project.name}`,
+      key: null,
+      project: project.name,
+    };
     return take(wanted, claim, (h) => h.session_id === input.sessionId);
   }
 
@@ -250,8 +314,12 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
     const ref = parseItemRef(input.item);
     const item = await ensureItem(db, ref);
     const claim: NewClaimInput = {
-      target_kind: 'item', scope: { item_id: item.item_id }, key: null,
-      project_id: item.project_id, item_id: item.item_id, session_id: input.sessionId,
+      target_kind: 'item',
+      scope: { item_id: item.item_id },
+      key: null,
+      project_id: item.project_id,
+      item_id: item.item_id,
+      session_id: input.sessionId,
     };
     const wanted: Wanted = { kind: 'item', label: `item ${item.item}`, key: null, project: null };
     return take(wanted, claim, (h) => h.session_id === input.sessionId);
@@ -262,7 +330,12 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
     releaseServingLine(trx, claim, mark, lifetimeMs, effects);
 
   /** Releases the acting session's own live claim found by `find`; refuses when there is none. */
-  async function releaseOwn(sessionId: string, what: string, reason: string, find: (trx: Transaction<Database>) => Promise<number | undefined>): Promise<ClaimView> {
+  async function releaseOwn(
+    sessionId: string,
+    what: string,
+    reason: string,
+    find: (trx: Transaction<Database>) => Promise<number | undefined>,
+  ): Promise<ClaimView> {
     const { value } = await withLine(async (trx, effects) => {
       const session = await requireLiveSession(trx, sessionId);
       const claimId = await find(trx);
@@ -273,29 +346,53 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
           details: { session_id: sessionId, target: what },
         });
       }
-      await releaseServing(trx, claim, { reason, bySessionId: session.session_id, byActorId: session.actor_id }, effects);
+      await releaseServing(
+        trx,
+        claim,
+        { reason, bySessionId: session.session_id, byActorId: session.actor_id },
+        effects,
+      );
       return claimView(trx, claim.claim_id);
     });
     return value;
   }
 
-  async function releaseSteeringSeat(input: { sessionId: string; project: string; reason?: string }): Promise<ClaimView> {
-    return releaseOwn(input.sessionId, `the steering seat of ${input.project}`, input.reason ?? 'steering seat released', async (trx) => {
-      const project = await requireProject(trx, input.project);
-      const row = await trx.selectFrom('work_claims').select('claim_id')
-        .where('target_kind', '=', 'steering').where('project_id', '=', project.project_id)
-        .where('session_id', '=', input.sessionId).where('released_at', 'is', null).executeTakeFirst();
-      return row?.claim_id;
-    });
+  async function releaseSteeringSeat(input: {
+    sessionId: string;
+    project: string;
+    reason?: string;
+  }): Promise<ClaimView> {
+    return releaseOwn(
+      input.sessionId,
+      `the steering seat of ${input.project}`,
+      input.reason ?? 'steering seat released',
+      async (trx) => {
+        const project = await requireProject(trx, input.project);
+        const row = await trx
+          .selectFrom('work_claims')
+          .select('claim_id')
+          .where('target_kind', '=', 'steering')
+          .where('project_id', '=', project.project_id)
+          .where('session_id', '=', input.sessionId)
+          .where('released_at', 'is', null)
+          .executeTakeFirst();
+        return row?.claim_id;
+      },
+    );
   }
 
   async function releaseItem(input: { sessionId: string; item: string; reason?: string }): Promise<ClaimView> {
     const ref = parseItemRef(input.item);
     return releaseOwn(input.sessionId, `item ${input.item}`, input.reason ?? 'item released', async (trx) => {
       const item = await ensureItem(trx, ref);
-      const row = await trx.selectFrom('work_claims').select('claim_id')
-        .where('target_kind', '=', 'item').where('item_id', '=', item.item_id)
-        .where('session_id', '=', input.sessionId).where('released_at', 'is', null).executeTakeFirst();
+      const row = await trx
+        .selectFrom('work_claims')
+        .select('claim_id')
+        .where('target_kind', '=', 'item')
+        .where('item_id', '=', item.item_id)
+        .where('session_id', '=', input.sessionId)
+        .where('released_at', 'is', null)
+        .executeTakeFirst();
       return row?.claim_id;
     });
   }
@@ -306,7 +403,13 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
    * WARNOperatorLeaseRelease event is written before the release, and the operator's reason
    * stays on the claim row for good.
    */
-  async function authorizeOperator(trx: Transaction<Database>, actingSessionId: string, holderProjectId: number, hookContext: boolean, what: string) {
+  async function authorizeOperator(
+    trx: Transaction<Database>,
+    actingSessionId: string,
+    holderProjectId: number,
+    hookContext: boolean,
+    what: string,
+  ) {
     if (hookContext) {
       throw refusal('hook_context_refused', `an operator release of ${what} cannot run from a hook context`, {
         recovery: 'run the release yourself from a terminal, outside any agent hook (unset YOKE_HOOK_CONTEXT)',
@@ -314,15 +417,28 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
       });
     }
     const operator = await requireLiveSession(trx, actingSessionId);
-    const project = await trx.selectFrom('projects').selectAll().where('project_id', '=', holderProjectId).executeTakeFirstOrThrow();
-    const seat = await trx.selectFrom('work_claims').select('claim_id')
-      .where('target_kind', '=', 'steering').where('project_id', '=', holderProjectId)
-      .where('session_id', '=', operator.session_id).where('released_at', 'is', null).executeTakeFirst();
+    const project = await trx
+      .selectFrom('projects')
+      .selectAll()
+      .where('project_id', '=', holderProjectId)
+      .executeTakeFirstOrThrow();
+    const seat = await trx
+      .selectFrom('work_claims')
+      .select('claim_id')
+      .where('target_kind', '=', 'steering')
+      .where('project_id', '=', holderProjectId)
+      .where('session_id', '=', operator.session_id)
+      .where('released_at', 'is', null)
+      .executeTakeFirst();
     if (!seat) {
-      throw refusal('steering_seat_required', `session ${operator.session_id} holds no live steering seat on ${project.name}, the holder's project`, {
-        recovery: `take the seat first: yoke claims steering take --project ${project.name} --session ${operator.session_id}`,
-        details: { session_id: operator.session_id, project: project.name },
-      });
+      throw refusal(
+        'steering_seat_required',
+        `session ${operator.session_id} holds no live steering seat on ${project.name}, the holder's project`,
+        {
+          recovery: `take the seat first: yoke claims steering take --project ${project.name} --session ${operator.session_id}`,
+          details: { session_id: operator.session_id, project: project.name },
+        },
+      );
     }
     if (!(await hasPermission(trx, holderProjectId, operator.actor_id, CLAIMS_RELEASE))) {
       throw refusal('permission_denied', `actor ${operator.actor_id} lacks ${CLAIMS_RELEASE} on ${project.name}`, {
@@ -333,27 +449,51 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
     return { operator, project };
   }
 
-  async function writeOperatorRelease(trx: Transaction<Database>, claim: ClaimRow, operator: { session_id: string; actor_id: string }, projectId: number, reason: string, effects: LineEffects) {
+  async function writeOperatorRelease(
+    trx: Transaction<Database>,
+    claim: ClaimRow,
+    operator: { session_id: string; actor_id: string },
+    projectId: number,
+    reason: string,
+    effects: LineEffects,
+  ) {
     const eventId = await recordEvent(trx, {
       event_type: OPERATOR_RELEASE_EVENT,
       project_id: projectId,
       session_id: operator.session_id,
       claim_id: claim.claim_id,
       payload: {
-        key: claim.key, target_kind: claim.target_kind, sticky: isSticky(claim.target_kind),
-        holder_session_id: claim.session_id, operator_session_id: operator.session_id,
-        operator_actor_id: operator.actor_id, reason,
+        key: claim.key,
+        target_kind: claim.target_kind,
+        sticky: isSticky(claim.target_kind),
+        holder_session_id: claim.session_id,
+        operator_session_id: operator.session_id,
+        operator_actor_id: operator.actor_id,
+        reason,
       },
     });
-    await releaseServing(trx, claim, { reason, bySessionId: operator.session_id, byActorId: operator.actor_id }, effects);
+    await releaseServing(
+      trx,
+      claim,
+      { reason, bySessionId: operator.session_id, byActorId: operator.actor_id },
+      effects,
+    );
     return { claim: await claimView(trx, claim.claim_id), operator_event_id: eventId };
   }
 
   function alreadyReleased(claim: ClaimRow) {
-    return refusal('claim_already_released', `claim ${claim.claim_id} was released at ${claim.released_at!.toISOString()} (${claim.release_reason})`, {
-      recovery: 'nothing to do; list live holds with: yoke coordination-claim list --active-only',
-      details: { claim_id: claim.claim_id, released_at: claim.released_at!.toISOString(), release_reason: claim.release_reason },
-    });
+    return refusal(
+      'claim_already_released',
+      `claim ${claim.claim_id} was released at ${claim.released_at!.toISOString()} (${claim.release_reason})`,
+      {
+        recovery: 'nothing to do; list live holds with: yoke coordination-claim list --active-only',
+        details: {
+          claim_id: claim.claim_id,
+          released_at: claim.released_at!.toISOString(),
+          release_reason: claim.release_reason,
+        },
+      },
+    );
   }
 
   function claimNotFound(claimId: number) {
@@ -365,10 +505,16 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
 
   /** A retried release finds its own earlier effect and answers the same (DESIGN.md principle 3). */
   function isOwnEarlierRelease(claim: ClaimRow, actingSessionId: string, reason: string): boolean {
-    return claim.released_at !== null && claim.released_by_session_id === actingSessionId && claim.release_reason === reason;
+    return (
+      claim.released_at !== null && claim.released_by_session_id === actingSessionId && claim.release_reason === reason
+    );
   }
 
-  function releaseResult(value: { claim: ClaimView; operator_event_id: string | null }, effects: LineEffects | undefined, warnings: string[]): ReleaseResult {
+  function releaseResult(
+    value: { claim: ClaimView; operator_event_id: string | null },
+    effects: LineEffects | undefined,
+    warnings: string[],
+  ): ReleaseResult {
     return { ...value, reservations: effects?.reservations ?? [], warnings };
   }
 
@@ -389,38 +535,61 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
       const claim = await lockForRelease(trx, input.claimId);
       if (!claim) throw claimNotFound(input.claimId);
       if (claim.key !== key.key) {
-        throw refusal('claim_key_mismatch', `claim ${claim.claim_id} is ${claim.key ?? claim.target_kind}, not ${key.key}`, {
-          recovery: `check the claim id with: yoke coordination-claim list --key ${key.key} --active-only`,
-          details: { claim_id: claim.claim_id, key: claim.key, requested_key: key.key },
-        });
+        throw refusal(
+          'claim_key_mismatch',
+          `claim ${claim.claim_id} is ${claim.key ?? claim.target_kind}, not ${key.key}`,
+          {
+            recovery: `check the claim id with: yoke coordination-claim list --key ${key.key} --active-only`,
+            details: { claim_id: claim.claim_id, key: claim.key, requested_key: key.key },
+          },
+        );
       }
       if (claim.session_id !== input.holderSessionId) {
-        throw refusal('holder_session_mismatch', `claim ${claim.claim_id} is held by session ${claim.session_id}, not ${input.holderSessionId}`, {
-          recovery: 'review the row again and pass its holder with --holder-session-id',
-          details: { claim_id: claim.claim_id, holder_session_id: claim.session_id, given: input.holderSessionId },
-        });
+        throw refusal(
+          'holder_session_mismatch',
+          `claim ${claim.claim_id} is held by session ${claim.session_id}, not ${input.holderSessionId}`,
+          {
+            recovery: 'review the row again and pass its holder with --holder-session-id',
+            details: { claim_id: claim.claim_id, holder_session_id: claim.session_id, given: input.holderSessionId },
+          },
+        );
       }
       if (claim.released_at) {
-        if (isOwnEarlierRelease(claim, input.actingSessionId, reason)) return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
+        if (isOwnEarlierRelease(claim, input.actingSessionId, reason))
+          return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
         throw alreadyReleased(claim);
       }
       if (key.kind !== 'qa_admission') {
         const project = await requireProject(trx, input.project!);
         if (claim.project_id !== project.project_id) {
-          throw refusal('claim_project_mismatch', `claim ${claim.claim_id} belongs to another project than ${project.name}`, {
-            recovery: `name the holder's project with --project (see yoke coordination-claim list --key ${key.key})`,
-            details: { claim_id: claim.claim_id, project: project.name },
-          });
+          throw refusal(
+            'claim_project_mismatch',
+            `claim ${claim.claim_id} belongs to another project than ${project.name}`,
+            {
+              recovery: `name the holder's project with --project (see yoke coordination-claim list --key ${key.key})`,
+              details: { claim_id: claim.claim_id, project: project.name },
+            },
+          );
         }
       }
       const holderProjectId = claim.project_id ?? (await sessionById(trx, claim.session_id))?.project_id ?? null;
       if (holderProjectId === null) {
-        throw refusal('holder_project_unknown', `claim ${claim.claim_id} and its session ${claim.session_id} name no project, so no steering seat can release it`, {
-          recovery: `the holder releases it: yoke claims work release --claim-id ${claim.claim_id} --reason R`,
-          details: { claim_id: claim.claim_id },
-        });
+        throw refusal(
+          'holder_project_unknown',
+          `claim ${claim.claim_id} and its session ${claim.session_id} name no project, so no steering seat can release it`,
+          {
+            recovery: `the holder releases it: yoke claims work release --claim-id ${claim.claim_id} --reason R`,
+            details: { claim_id: claim.claim_id },
+          },
+        );
       }
-      const { operator } = await authorizeOperator(trx, input.actingSessionId, holderProjectId, input.hookContext ?? false, key.key);
+      const { operator } = await authorizeOperator(
+        trx,
+        input.actingSessionId,
+        holderProjectId,
+        input.hookContext ?? false,
+        key.key,
+      );
       return writeOperatorRelease(trx, claim, operator, holderProjectId, reason, effects);
     });
     return releaseResult(value, lineEffects, warnings);
@@ -438,44 +607,76 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
       const claim = await lockForRelease(trx, input.claimId);
       if (!claim) throw claimNotFound(input.claimId);
       if (claim.released_at) {
-        if (isOwnEarlierRelease(claim, input.actingSessionId, reason)) return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
+        if (isOwnEarlierRelease(claim, input.actingSessionId, reason))
+          return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
         throw alreadyReleased(claim);
       }
       if (claim.session_id === input.actingSessionId) {
         const holder = await requireLiveSession(trx, input.actingSessionId);
-        await releaseServing(trx, claim, { reason, bySessionId: holder.session_id, byActorId: holder.actor_id }, effects);
+        await releaseServing(
+          trx,
+          claim,
+          { reason, bySessionId: holder.session_id, byActorId: holder.actor_id },
+          effects,
+        );
         return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
       }
       const holderProjectId = claim.project_id ?? (await sessionById(trx, claim.session_id))?.project_id ?? null;
       if (holderProjectId === null) {
-        throw refusal('not_claim_holder', `claim ${claim.claim_id} is held by session ${claim.session_id}, not ${input.actingSessionId}`, {
-          recovery: `act as the holder (--session ${claim.session_id})`,
-          details: { claim_id: claim.claim_id, holder_session_id: claim.session_id },
-        });
+        throw refusal(
+          'not_claim_holder',
+          `claim ${claim.claim_id} is held by session ${claim.session_id}, not ${input.actingSessionId}`,
+          {
+            recovery: `act as the holder (--session ${claim.session_id})`,
+            details: { claim_id: claim.claim_id, holder_session_id: claim.session_id },
+          },
+        );
       }
       const what = claim.key ?? `claim ${claim.claim_id}`;
-      const { operator } = await authorizeOperator(trx, input.actingSessionId, holderProjectId, input.hookContext ?? false, what);
+      const { operator } = await authorizeOperator(
+        trx,
+        input.actingSessionId,
+        holderProjectId,
+        input.hookContext ?? false,
+        what,
+      );
       return writeOperatorRelease(trx, claim, operator, holderProjectId, reason, effects);
     });
     return releaseResult(value, lineEffects, warnings);
   }
 
   /** C7: QA_HOST keys are machine-scoped, so a project filter is ignored for them. */
-  async function listCoordinationClaims(input: { key?: string; project?: string; activeOnly?: boolean }): Promise<ClaimView[]> {
+  async function listCoordinationClaims(input: {
+    key?: string;
+    project?: string;
+    activeOnly?: boolean;
+  }): Promise<ClaimView[]> {
     const key = input.key ? parseOperatorKey(input.key) : undefined;
     const ignoreProject = key?.kind === 'qa_admission';
-    const projectId = input.project && !ignoreProject ? (await requireProject(db, input.project)).project_id : undefined;
+    const projectId =
+      input.project && !ignoreProject ? (await requireProject(db, input.project)).project_id : undefined;
     return claimViews(db, { key: key?.key, projectId, kinds: OPERATOR_KEYED_KINDS, activeOnly: input.activeOnly });
   }
 
-  async function listClaims(input: { sessionId?: string; project?: string; activeOnly?: boolean }): Promise<ClaimView[]> {
+  async function listClaims(input: {
+    sessionId?: string;
+    project?: string;
+    activeOnly?: boolean;
+  }): Promise<ClaimView[]> {
     const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
     return claimViews(db, { sessionId: input.sessionId, projectId, activeOnly: input.activeOnly });
   }
 
   return {
-    acquireCoordinationClaim, takeSteeringSeat, releaseSteeringSeat, takeItem, releaseItem,
-    operatorRelease, releaseWorkClaim, listCoordinationClaims, listClaims,
+    acquireCoordinationClaim,
+    takeSteeringSeat,
+    releaseSteeringSeat,
+    takeItem,
+    releaseItem,
+    operatorRelease,
+    releaseWorkClaim,
+    listCoordinationClaims,
+    listClaims,
   };
 }
 

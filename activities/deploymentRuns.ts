@@ -7,7 +7,11 @@ import { runReadActivities } from './runs/read';
 import { runStageActivities } from './runs/stages';
 
 /** Deployment runs: creation (I1, D3-D6), execution and occupancy (O1-O5), drivers (R1), reads (D1, D2). */
-export function deploymentRunActivities(deps: { db: Kysely<Database>; driverFreshMs?: number; ssh?: Partial<SshTimeouts> }) {
+export function deploymentRunActivities(deps: {
+  db: Kysely<Database>;
+  driverFreshMs?: number;
+  ssh?: Partial<SshTimeouts>;
+}) {
   return {
     ...runCreationActivities(deps),
     ...runExecutionActivities(deps),

@@ -34,7 +34,9 @@ export function temporalLineNotifier(client: Client, taskQueue: string): LineNot
     },
     async cancelled(c) {
       try {
-        await client.workflow.getHandle(waitWorkflowId(c.test_machine, c.session_id)).signal(cancelWait, { reason: c.reason });
+        await client.workflow
+          .getHandle(waitWorkflowId(c.test_machine, c.session_id))
+          .signal(cancelWait, { reason: c.reason });
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError)) throw err; // already finished: nothing to stop
       }

@@ -39,7 +39,8 @@ export function readProjectDefinition(file: string): { definition: ProjectDefini
     text = readFileSync(file, 'utf8');
   } catch (err) {
     throw usageError('project_definition_unreadable', `cannot read ${file}: ${(err as Error).message}`, {
-      recovery: 'pass the path of a project definition, e.g. yoke apply -f examples/project.yaml', details: { file },
+      recovery: 'pass the path of a project definition, e.g. yoke apply -f examples/project.yaml',
+      details: { file },
     });
   }
   const lines = new LineCounter();
@@ -59,7 +60,11 @@ export function readProjectDefinition(file: string): { definition: ProjectDefini
       }
       return null;
     };
-    const problems = validated.issues.map((issue) => ({ path: formatPath(issue.path), line: lineAt(issue.path as (string | number)[]), message: issue.message }));
+    const problems = validated.issues.map((issue) => ({
+      path: formatPath(issue.path),
+      line: lineAt(issue.path as (string | number)[]),
+      message: issue.message,
+    }));
     throw invalid(file, problems);
   }
   return { definition: validated.definition, baseDir: dirname(resolve(file)) };
@@ -68,7 +73,8 @@ export function readProjectDefinition(file: string): { definition: ProjectDefini
 function invalid(file: string, problems: Problem[]) {
   const listed = problems.map((p) => `${file}${p.line ? `:${p.line}` : ''} ${p.path}: ${p.message}`).join('; ');
   return usageError('invalid_project_definition', `${problems.length} problem(s) in ${file}: ${listed}`, {
-    recovery: 'fix each named path and apply again', details: { file, problems },
+    recovery: 'fix each named path and apply again',
+    details: { file, problems },
   });
 }
 
@@ -84,11 +90,20 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
       try {
         text = readFileSync(keyFile, 'utf8');
       } catch (err) {
-        throw usageError('invalid_host_key_file', `host ${h.name}: cannot read host_key_file ${keyFile}: ${(err as Error).message}`, {
-          recovery: 'point host_key_file at the host\'s public key (relative to the definition file)', details: { host: h.name, file: keyFile },
-        });
+        throw usageError(
+          'invalid_host_key_file',
+          `host ${h.name}: cannot read host_key_file ${keyFile}: ${(err as Error).message}`,
+          {
+            recovery: "point host_key_file at the host's public key (relative to the definition file)",
+            details: { host: h.name, file: keyFile },
+          },
+        );
       }
-      return { ...h, identity_file: resolve(baseDir, h.identity_file), host_key: formatHostKey(parseHostKeyText(text, keyFile)) };
+      return {
+        ...h,
+        identity_file: resolve(baseDir, h.identity_file),
+        host_key: formatHostKey(parseHostKeyText(text, keyFile)),
+      };
     });
     const changes: Change[] = [];
     const run = async (trx: Transaction<Database>) => {
@@ -99,69 +114,163 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
       let project = await trx.selectFrom('projects').selectAll().where('name', '=', d.project).executeTakeFirst();
       note('project', d.project, project, project?.item_prefix === prefix);
       if (project && project.item_prefix !== prefix) {
-        throw usageError('item_prefix_mismatch', `project ${d.project} already uses item prefix ${project.item_prefix}, the file says ${prefix}`, {
-          recovery: `set item_prefix: ${project.item_prefix} in the file`, details: { project: d.project },
-        });
+        throw usageError(
+          'item_prefix_mismatch',
+          `project ${d.project} already uses item prefix ${project.item_prefix}, the file says ${prefix}`,
+          {
+            recovery: `set item_prefix: ${project.item_prefix} in the file`,
+            details: { project: d.project },
+          },
+        );
       }
-      project ??= input.dryRun ? undefined : await trx.insertInto('projects').values({ name: d.project, item_prefix: prefix }).returningAll().executeTakeFirstOrThrow();
+      project ??= input.dryRun
+        ? undefined
+        : await trx
+            .insertInto('projects')
+            .values({ name: d.project, item_prefix: prefix })
+            .returningAll()
+            .executeTakeFirstOrThrow();
       const projectId = project?.project_id ?? -1;
 
       for (const e of d.environments) {
-        const row = { url: e.url ?? null, preview_slug: e.preview_slug ?? null, tier: e.tier, occupancy_unit: occupancyUnit({ url: e.url ?? null, preview_slug: e.preview_slug ?? null, project: d.project, name: e.name }) };
-        const existing = await trx.selectFrom('environments').selectAll().where('project_id', '=', projectId).where('name', '=', e.name).executeTakeFirst();
-        const same = !!existing && existing.url === row.url && existing.preview_slug === row.preview_slug && existing.tier === row.tier;
+        const row = {
+          url: e.url ?? null,
+          preview_slug: e.preview_slug ?? null,
+          tier: e.tier,
+          occupancy_unit: occupancyUnit({
+            url: e.url ?? null,
+            preview_slug: e.preview_slug ?? null,
+            project: d.project,
+            name: e.name,
+          }),
+        };
+        const existing = await trx
+          .selectFrom('environments')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('name', '=', e.name)
+          .executeTakeFirst();
+        const same =
+          !!existing &&
+          existing.url === row.url &&
+          existing.preview_slug === row.preview_slug &&
+          existing.tier === row.tier;
         note('environment', e.name, existing, same);
         if (input.dryRun || same) continue;
-        await trx.insertInto('environments').values({ project_id: projectId, name: e.name, ...row })
-          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row)).execute();
+        await trx
+          .insertInto('environments')
+          .values({ project_id: projectId, name: e.name, ...row })
+          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row))
+          .execute();
       }
 
       for (const h of hosts) {
-        const row = { host: h.host, port: h.port, ssh_user: h.user, identity_file: h.identity_file, host_key: h.host_key };
-        const existing = await trx.selectFrom('deploy_hosts').selectAll().where('project_id', '=', projectId).where('name', '=', h.name).executeTakeFirst();
+        const row = {
+          host: h.host,
+          port: h.port,
+          ssh_user: h.user,
+          identity_file: h.identity_file,
+          host_key: h.host_key,
+        };
+        const existing = await trx
+          .selectFrom('deploy_hosts')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('name', '=', h.name)
+          .executeTakeFirst();
         const same = !!existing && (Object.keys(row) as (keyof typeof row)[]).every((k) => existing[k] === row[k]);
         note('host', h.name, existing, same);
         if (input.dryRun || same) continue;
-        await trx.insertInto('deploy_hosts').values({ project_id: projectId, name: h.name, ...row })
-          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row)).execute();
+        await trx
+          .insertInto('deploy_hosts')
+          .values({ project_id: projectId, name: h.name, ...row })
+          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row))
+          .execute();
       }
 
       // The completion flow moves in one step: clear it first so the unique index holds.
       if (!input.dryRun && d.flows.some((f) => f.completion_flow)) {
         const next = d.flows.find((f) => f.completion_flow)!.name;
-        await trx.updateTable('flows').set({ completion_flow: false }).where('project_id', '=', projectId).where('name', '!=', next).execute();
+        await trx
+          .updateTable('flows')
+          .set({ completion_flow: false })
+          .where('project_id', '=', projectId)
+          .where('name', '!=', next)
+          .execute();
       }
       for (const f of d.flows) {
-        const row = { delivery_custody: f.delivery_custody, completion_flow: f.completion_flow, stages: JSON.stringify(f.stages) };
-        const existing = await trx.selectFrom('flows').selectAll().where('project_id', '=', projectId).where('name', '=', f.name).executeTakeFirst();
-        const same = !!existing && existing.delivery_custody === f.delivery_custody && existing.completion_flow === f.completion_flow
-          && stableJson(existing.stages) === stableJson(f.stages);
+        const row = {
+          delivery_custody: f.delivery_custody,
+          completion_flow: f.completion_flow,
+          stages: JSON.stringify(f.stages),
+        };
+        const existing = await trx
+          .selectFrom('flows')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('name', '=', f.name)
+          .executeTakeFirst();
+        const same =
+          !!existing &&
+          existing.delivery_custody === f.delivery_custody &&
+          existing.completion_flow === f.completion_flow &&
+          stableJson(existing.stages) === stableJson(f.stages);
         note('flow', f.name, existing, same);
         if (input.dryRun || same) continue;
-        await trx.insertInto('flows').values({ project_id: projectId, name: f.name, ...row })
-          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row)).execute();
+        await trx
+          .insertInto('flows')
+          .values({ project_id: projectId, name: f.name, ...row })
+          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row))
+          .execute();
       }
 
       for (const item of d.items) {
         const number = Number(item.id.split('-')[1]);
-        const existing = await trx.selectFrom('backlog_items').selectAll().where('project_id', '=', projectId).where('number', '=', number).executeTakeFirst();
+        const existing = await trx
+          .selectFrom('backlog_items')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('number', '=', number)
+          .executeTakeFirst();
         const same = !!existing && existing.title === (item.title ?? null) && existing.defined_in_project;
         note('item', item.id, existing, same);
         if (input.dryRun) {
-          for (const o of item.obligations) changes.push({ kind: 'obligation', name: `${item.id}/${o.case}`, action: existing ? 'update' : 'create' });
+          for (const o of item.obligations)
+            changes.push({ kind: 'obligation', name: `${item.id}/${o.case}`, action: existing ? 'update' : 'create' });
           continue;
         }
-        const row = await trx.insertInto('backlog_items').values({ project_id: projectId, number, title: item.title ?? null, defined_in_project: true })
-          .onConflict((oc) => oc.columns(['project_id', 'number']).doUpdateSet({ title: item.title ?? null, defined_in_project: true }))
-          .returning('item_id').executeTakeFirstOrThrow();
+        const row = await trx
+          .insertInto('backlog_items')
+          .values({ project_id: projectId, number, title: item.title ?? null, defined_in_project: true })
+          .onConflict((oc) =>
+            oc.columns(['project_id', 'number']).doUpdateSet({ title: item.title ?? null, defined_in_project: true }),
+          )
+          .returning('item_id')
+          .executeTakeFirstOrThrow();
         for (const o of item.obligations) {
-          const values = { qa_phase: o.qa_phase, target_env: o.target_env, plan_id: o.plan_id, blocking: o.blocking, waived: o.waived, superseded: o.superseded };
-          const current = await trx.selectFrom('item_qa_cases').selectAll().where('item_id', '=', row.item_id).where('case_key', '=', o.case).executeTakeFirst();
-          const unchanged = !!current && (Object.keys(values) as (keyof typeof values)[]).every((k) => current[k] === values[k]);
+          const values = {
+            qa_phase: o.qa_phase,
+            target_env: o.target_env,
+            plan_id: o.plan_id,
+            blocking: o.blocking,
+            waived: o.waived,
+            superseded: o.superseded,
+          };
+          const current = await trx
+            .selectFrom('item_qa_cases')
+            .selectAll()
+            .where('item_id', '=', row.item_id)
+            .where('case_key', '=', o.case)
+            .executeTakeFirst();
+          const unchanged =
+            !!current && (Object.keys(values) as (keyof typeof values)[]).every((k) => current[k] === values[k]);
           note('obligation', `${item.id}/${o.case}`, current, unchanged);
           if (unchanged) continue;
-          await trx.insertInto('item_qa_cases').values({ item_id: row.item_id, case_key: o.case, ...values })
-            .onConflict((oc) => oc.columns(['item_id', 'case_key']).doUpdateSet(values)).execute();
+          await trx
+            .insertInto('item_qa_cases')
+            .values({ item_id: row.item_id, case_key: o.case, ...values })
+            .onConflict((oc) => oc.columns(['item_id', 'case_key']).doUpdateSet(values))
+            .execute();
         }
       }
     };

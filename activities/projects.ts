@@ -22,32 +22,55 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
   const { db } = deps;
 
   /** Idempotent: creating an existing project with the same prefix returns it (`created: false`). */
-  async function createProject(input: { name: string; itemPrefix?: string }): Promise<{ project: ProjectView; created: boolean }> {
+  async function createProject(input: {
+    name: string;
+    itemPrefix?: string;
+  }): Promise<{ project: ProjectView; created: boolean }> {
     const prefix = (input.itemPrefix ?? defaultItemPrefix(input.name)).toUpperCase();
     if (!/^[A-Z][A-Z0-9]{0,15}$/.test(prefix)) {
-      throw usageError('invalid_item_prefix', `item prefix "${prefix}" must be a letter followed by up to 15 letters or digits`, {
-        recovery: 'pass --prefix, for example --prefix YOKE', details: { prefix },
-      });
+      throw usageError(
+        'invalid_item_prefix',
+        `item prefix "${prefix}" must be a letter followed by up to 15 letters or digits`,
+        {
+          recovery: 'pass --prefix, for example --prefix YOKE',
+          details: { prefix },
+        },
+      );
     }
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(input.name)) {
       throw usageError('invalid_project_name', `project name "${input.name}" must be 1-64 letters, digits, . _ or -`, {
-        recovery: 'choose a name like web-shop', details: { project: input.name },
+        recovery: 'choose a name like web-shop',
+        details: { project: input.name },
       });
     }
     return db.transaction().execute(async (trx) => {
-      const inserted = await trx.insertInto('projects').values({ name: input.name, item_prefix: prefix })
-        .onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
+      const inserted = await trx
+        .insertInto('projects')
+        .values({ name: input.name, item_prefix: prefix })
+        .onConflict((oc) => oc.doNothing())
+        .returningAll()
+        .executeTakeFirst();
       if (inserted) return { project: view(inserted), created: true };
       const existing = await trx.selectFrom('projects').selectAll().where('name', '=', input.name).executeTakeFirst();
       if (existing && existing.item_prefix === prefix) return { project: view(existing), created: false };
       if (existing) {
-        throw refusal('project_exists', `project ${input.name} exists with item prefix ${existing.item_prefix}, not ${prefix}`, {
-          recovery: `use the existing project, or choose another name`, details: { project: input.name, item_prefix: existing.item_prefix },
-        });
+        throw refusal(
+          'project_exists',
+          `project ${input.name} exists with item prefix ${existing.item_prefix}, not ${prefix}`,
+          {
+            recovery: `use the existing project, or choose another name`,
+            details: { project: input.name, item_prefix: existing.item_prefix },
+          },
+        );
       }
-      const owner = await trx.selectFrom('projects').select('name').where('item_prefix', '=', prefix).executeTakeFirstOrThrow();
+      const owner = await trx
+        .selectFrom('projects')
+        .select('name')
+        .where('item_prefix', '=', prefix)
+        .executeTakeFirstOrThrow();
       throw refusal('item_prefix_taken', `item prefix ${prefix} already belongs to project ${owner.name}`, {
-        recovery: `choose another prefix: yoke projects create ${input.name} --prefix OTHER`, details: { prefix, project: owner.name },
+        recovery: `choose another prefix: yoke projects create ${input.name} --prefix OTHER`,
+        details: { prefix, project: owner.name },
       });
     });
   }
@@ -55,13 +78,22 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
   async function grantPermission(input: { project: string; actor: string; permission: string }) {
     if (!(PERMISSIONS as readonly string[]).includes(input.permission)) {
       throw usageError('invalid_permission', `unknown permission "${input.permission}"`, {
-        recovery: `use one of: ${PERMISSIONS.join(', ')}`, details: { permission: input.permission },
+        recovery: `use one of: ${PERMISSIONS.join(', ')}`,
+        details: { permission: input.permission },
       });
     }
     const project = await requireProject(db, input.project);
-    await db.insertInto('project_grants').values({ project_id: project.project_id, actor_id: input.actor, permission: input.permission })
-      .onConflict((oc) => oc.doNothing()).execute();
-    return { project: project.name, project_id: project.project_id, actor_id: input.actor, permission: input.permission };
+    await db
+      .insertInto('project_grants')
+      .values({ project_id: project.project_id, actor_id: input.actor, permission: input.permission })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+    return {
+      project: project.name,
+      project_id: project.project_id,
+      actor_id: input.actor,
+      permission: input.permission,
+    };
   }
 
   async function listProjects(): Promise<ProjectView[]> {

@@ -6,7 +6,13 @@ import { requireProject } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { STICKY_KINDS } from '../domain/claimKinds';
 import { refusal } from '../domain/errors';
-import { DEFAULT_RESERVATION_LIFETIME_MS, cancelWaitsOfSession, noEffects, notifyLine, type LineOptions } from './waitingLine';
+import {
+  DEFAULT_RESERVATION_LIFETIME_MS,
+  cancelWaitsOfSession,
+  noEffects,
+  notifyLine,
+  type LineOptions,
+} from './waitingLine';
 
 export interface SessionView {
   session_id: string;
@@ -56,35 +62,57 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
 
   async function sessionView(sessionId: string, executor: Kysely<Database> = db): Promise<SessionView> {
-    const row = await executor.selectFrom('sessions as s').leftJoin('projects as p', 'p.project_id', 's.project_id')
-      .selectAll('s').select('p.name as project').where('s.session_id', '=', sessionId).executeTakeFirstOrThrow();
+    const row = await executor
+      .selectFrom('sessions as s')
+      .leftJoin('projects as p', 'p.project_id', 's.project_id')
+      .selectAll('s')
+      .select('p.name as project')
+      .where('s.session_id', '=', sessionId)
+      .executeTakeFirstOrThrow();
     return toView(row);
   }
 
   async function registerSession(input: RegisterInput): Promise<{ session: SessionView; registered: boolean }> {
     const project = input.project ? await requireProject(db, input.project) : undefined;
-    const inserted = await db.insertInto('sessions')
+    const inserted = await db
+      .insertInto('sessions')
       .values({
-        session_id: input.sessionId, actor_id: input.actorId, project_id: project?.project_id ?? null,
-        machine_id: input.machine ?? null, harness: input.harness ?? 'other', probe: input.probe ?? false,
-        requested_model: input.requestedModel ?? null, requested_effort: input.requestedEffort ?? null, requested_window: input.requestedWindow ?? null,
+        session_id: input.sessionId,
+        actor_id: input.actorId,
+        project_id: project?.project_id ?? null,
+        machine_id: input.machine ?? null,
+        harness: input.harness ?? 'other',
+        probe: input.probe ?? false,
+        requested_model: input.requestedModel ?? null,
+        requested_effort: input.requestedEffort ?? null,
+        requested_window: input.requestedWindow ?? null,
       })
       .onConflict((oc) => oc.column('session_id').doNothing())
-      .returning('session_id').executeTakeFirst();
+      .returning('session_id')
+      .executeTakeFirst();
     if (inserted) return { session: await sessionView(input.sessionId), registered: true };
     // Registering again is a heartbeat with the same identity; a different actor is a conflict.
     const existing = await requireLiveSession(db, input.sessionId);
     if (existing.actor_id !== input.actorId) {
-      throw refusal('session_actor_conflict', `session ${input.sessionId} is registered to actor ${existing.actor_id}, not ${input.actorId}`, {
-        recovery: 'use a new session id for the other actor', details: { session_id: input.sessionId, actor_id: existing.actor_id },
-      });
+      throw refusal(
+        'session_actor_conflict',
+        `session ${input.sessionId} is registered to actor ${existing.actor_id}, not ${input.actorId}`,
+        {
+          recovery: 'use a new session id for the other actor',
+          details: { session_id: input.sessionId, actor_id: existing.actor_id },
+        },
+      );
     }
-    await db.updateTable('sessions').set({
-      heartbeat_at: sql`now()`,
-      project_id: project?.project_id ?? existing.project_id,
-      machine_id: input.machine ?? existing.machine_id,
-      harness: input.harness ?? existing.harness,
-    }).where('session_id', '=', input.sessionId).execute();
+    await db
+      .updateTable('sessions')
+      .set({
+        heartbeat_at: sql`now()`,
+        project_id: project?.project_id ?? existing.project_id,
+        machine_id: input.machine ?? existing.machine_id,
+        harness: input.harness ?? existing.harness,
+      })
+      .where('session_id', '=', input.sessionId)
+      .execute();
     return { session: await sessionView(input.sessionId), registered: false };
   }
 
@@ -92,9 +120,17 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   async function heartbeatSession(input: { sessionId: string }): Promise<SessionView> {
     await db.transaction().execute(async (trx) => {
       await requireLiveSession(trx, input.sessionId);
-      await trx.updateTable('sessions').set({ heartbeat_at: sql`now()` }).where('session_id', '=', input.sessionId).execute();
-      await trx.updateTable('work_claims').set({ heartbeat_at: sql`now()` })
-        .where('session_id', '=', input.sessionId).where('released_at', 'is', null).execute();
+      await trx
+        .updateTable('sessions')
+        .set({ heartbeat_at: sql`now()` })
+        .where('session_id', '=', input.sessionId)
+        .execute();
+      await trx
+        .updateTable('work_claims')
+        .set({ heartbeat_at: sql`now()` })
+        .where('session_id', '=', input.sessionId)
+        .where('released_at', 'is', null)
+        .execute();
     });
     return sessionView(input.sessionId);
   }
@@ -108,35 +144,69 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   async function endSession(input: { sessionId: string; ifClaimFree?: boolean; reason?: string }): Promise<EndResult> {
     const effects = noEffects();
     const result = await db.transaction().execute(async (trx): Promise<EndResult> => {
-      const session = await trx.selectFrom('sessions').selectAll().where('session_id', '=', input.sessionId).forUpdate().executeTakeFirst();
+      const session = await trx
+        .selectFrom('sessions')
+        .selectAll()
+        .where('session_id', '=', input.sessionId)
+        .forUpdate()
+        .executeTakeFirst();
       if (!session) {
         throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
-          recovery: 'check the id with: yoke sessions list', details: { session_id: input.sessionId },
+          recovery: 'check the id with: yoke sessions list',
+          details: { session_id: input.sessionId },
         });
       }
       const live = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
       const sticky = live.filter((c) => STICKY_KINDS.includes(c.target_kind));
       const nonSticky = live.filter((c) => !STICKY_KINDS.includes(c.target_kind));
       if (session.ended_at || session.terminated_at) {
-        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: [], warnings: [] };
+        return {
+          session: await sessionView(input.sessionId, trx),
+          ended: false,
+          released_claims: [],
+          retained_sticky_claims: sticky,
+          blocking_claims: [],
+          warnings: [],
+        };
       }
       if (input.ifClaimFree && nonSticky.length > 0) {
-        return { session: await sessionView(input.sessionId, trx), ended: false, released_claims: [], retained_sticky_claims: sticky, blocking_claims: nonSticky, warnings: [] };
+        return {
+          session: await sessionView(input.sessionId, trx),
+          ended: false,
+          released_claims: [],
+          retained_sticky_claims: sticky,
+          blocking_claims: nonSticky,
+          warnings: [],
+        };
       }
-      await trx.updateTable('sessions').set({ ended_at: sql`now()`, end_reason: input.reason ?? 'session_end' })
-        .where('session_id', '=', input.sessionId).execute();
+      await trx
+        .updateTable('sessions')
+        .set({ ended_at: sql`now()`, end_reason: input.reason ?? 'session_end' })
+        .where('session_id', '=', input.sessionId)
+        .execute();
       const releasedIds = await releaseNonStickyClaimsOfEndedSessions(trx, 'session_end', [input.sessionId]);
       const released = await claimViews(trx, { claimIds: releasedIds });
       await cancelWaitsOfSession(trx, input.sessionId, 'session_ended', lifetimeMs, effects);
       const retained = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
-      return { session: await sessionView(input.sessionId, trx), ended: true, released_claims: released, retained_sticky_claims: retained, blocking_claims: [], warnings: [] };
+      return {
+        session: await sessionView(input.sessionId, trx),
+        ended: true,
+        released_claims: released,
+        retained_sticky_claims: retained,
+        blocking_claims: [],
+        warnings: [],
+      };
     });
     return { ...result, warnings: await notifyLine(deps.line?.notifier, effects) };
   }
 
   async function listSessions(input: { project?: string; activeOnly?: boolean }): Promise<SessionView[]> {
-    let q = db.selectFrom('sessions as s').leftJoin('projects as p', 'p.project_id', 's.project_id')
-      .selectAll('s').select('p.name as project').orderBy('s.offered_at');
+    let q = db
+      .selectFrom('sessions as s')
+      .leftJoin('projects as p', 'p.project_id', 's.project_id')
+      .selectAll('s')
+      .select('p.name as project')
+      .orderBy('s.offered_at');
     if (input.project) q = q.where('s.project_id', '=', (await requireProject(db, input.project)).project_id);
     if (input.activeOnly) q = q.where('s.ended_at', 'is', null).where('s.terminated_at', 'is', null);
     return (await q.execute()).map(toView);
@@ -149,17 +219,23 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   async function attestServed(input: { sessionId: string; model: string; window?: number }): Promise<SessionView> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const row = await db.updateTable('sessions')
+        const row = await db
+          .updateTable('sessions')
           .set({ served_model: input.model, served_window: input.window ?? null, served_attested_at: sql`now()` })
-          .where('session_id', '=', input.sessionId).returning('session_id').executeTakeFirst();
+          .where('session_id', '=', input.sessionId)
+          .returning('session_id')
+          .executeTakeFirst();
         if (!row) {
           throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
-            recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU`, details: { session_id: input.sessionId },
+            recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU`,
+            details: { session_id: input.sessionId },
           });
         }
         return sessionView(input.sessionId);
       } catch (err) {
-        const transient = ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '40001'].includes((err as { code?: string }).code ?? '');
+        const transient = ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '40001'].includes(
+          (err as { code?: string }).code ?? '',
+        );
         if (!transient || attempt >= 3) throw err;
         await new Promise((r) => setTimeout(r, 200 * attempt));
       }
@@ -175,9 +251,16 @@ function iso(d: Date | null): string | null {
 
 function toView(r: SessionRow & { project: string | null }): SessionView {
   return {
-    session_id: r.session_id, actor_id: r.actor_id, project: r.project, project_id: r.project_id,
-    machine_id: r.machine_id, harness: r.harness, offered_at: r.offered_at.toISOString(),
-    heartbeat_at: r.heartbeat_at.toISOString(), ended_at: iso(r.ended_at), terminated_at: iso(r.terminated_at),
+    session_id: r.session_id,
+    actor_id: r.actor_id,
+    project: r.project,
+    project_id: r.project_id,
+    machine_id: r.machine_id,
+    harness: r.harness,
+    offered_at: r.offered_at.toISOString(),
+    heartbeat_at: r.heartbeat_at.toISOString(),
+    ended_at: iso(r.ended_at),
+    terminated_at: iso(r.terminated_at),
     end_reason: r.end_reason,
     probe: r.probe,
     requested: { model: r.requested_model, effort: r.requested_effort, window: r.requested_window },

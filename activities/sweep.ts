@@ -2,7 +2,14 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../db/database';
 import { releaseNonStickyClaimsOfEndedSessions } from '../db/claims';
-import { DEFAULT_RESERVATION_LIFETIME_MS, cancelWaitsOfEndedSessions, expireReservations, noEffects, notifyLine, type LineOptions } from './waitingLine';
+import {
+  DEFAULT_RESERVATION_LIFETIME_MS,
+  cancelWaitsOfEndedSessions,
+  expireReservations,
+  noEffects,
+  notifyLine,
+  type LineOptions,
+} from './waitingLine';
 
 export interface SweepResult {
   terminated_sessions: string[];
@@ -26,15 +33,22 @@ export function sweepActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
   async function sweepStaleSessions(input: { staleAfterMs: number }): Promise<SweepResult> {
     const effects = noEffects();
     const result = await db.transaction().execute(async (trx) => {
-      const stale = await trx.updateTable('sessions')
+      const stale = await trx
+        .updateTable('sessions')
         .set({ terminated_at: sql`now()`, end_reason: 'stale_session_sweep' })
-        .where('ended_at', 'is', null).where('terminated_at', 'is', null)
+        .where('ended_at', 'is', null)
+        .where('terminated_at', 'is', null)
         .where('heartbeat_at', '<', sql<Date>`now() - make_interval(secs => ${input.staleAfterMs / 1000})`)
-        .returning('session_id').execute();
+        .returning('session_id')
+        .execute();
       const released = await releaseNonStickyClaimsOfEndedSessions(trx, 'stale_session_sweep');
       await cancelWaitsOfEndedSessions(trx, lifetimeMs, effects);
       const expired = await expireReservations(trx, lifetimeMs, effects);
-      return { terminated_sessions: stale.map((s) => s.session_id).sort(), released_claim_ids: released, expired_reservation_claim_ids: expired };
+      return {
+        terminated_sessions: stale.map((s) => s.session_id).sort(),
+        released_claim_ids: released,
+        expired_reservation_claim_ids: expired,
+      };
     });
     await notifyLine(deps.line?.notifier, effects);
     return result;

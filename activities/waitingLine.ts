@@ -4,8 +4,16 @@ import { lockClaim, releaseClaim, type ReleaseMark } from '../db/claims';
 import type { Executor } from '../db/pool';
 import type { YokeError } from '../domain/errors';
 import {
-  insertReservation, insertWait, lockLine, lockLineOfClaim, oldestLiveWaiter, positionOf, probeLine,
-  settleWaits, waitsOfEndedSessions, type NewWait,
+  insertReservation,
+  insertWait,
+  lockLine,
+  lockLineOfClaim,
+  oldestLiveWaiter,
+  positionOf,
+  probeLine,
+  settleWaits,
+  waitsOfEndedSessions,
+  type NewWait,
 } from '../db/waits';
 
 /**
@@ -64,7 +72,12 @@ export const DEFAULT_RESERVATION_LIFETIME_MS = 300_000;
  * W7/W8: when the machine is free and healthy, reserve it for the oldest waiting session
  * whose session has not ended. Waits of ended sessions met on the way are cancelled (W9).
  */
-export async function serveLine(trx: Executor, testMachine: string, lifetimeMs: number, effects: LineEffects): Promise<Reservation | undefined> {
+export async function serveLine(
+  trx: Executor,
+  testMachine: string,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<Reservation | undefined> {
   await lockLine(trx, testMachine);
   const line = await probeLine(trx, testMachine);
   if (line.held || line.unhealthy) return undefined; // W8: an unhealthy machine waits for a successful verify
@@ -76,8 +89,11 @@ export async function serveLine(trx: Executor, testMachine: string, lifetimeMs: 
   if (!claim) return undefined; // taken meanwhile by an acquirer outside the line lock
   await settleWaits(trx, { waitIds: [waiter.wait_id] }, { state: 'reserved', claimId: claim.claim_id });
   const reservation: Reservation = {
-    wait_id: waiter.wait_id, test_machine: testMachine, session_id: waiter.session_id,
-    claim_id: claim.claim_id, reserved_until: claim.reserved_until!.toISOString(),
+    wait_id: waiter.wait_id,
+    test_machine: testMachine,
+    session_id: waiter.session_id,
+    claim_id: claim.claim_id,
+    reserved_until: claim.reserved_until!.toISOString(),
   };
   effects.reservations.push(reservation);
   return reservation;
@@ -87,60 +103,127 @@ export async function serveLine(trx: Executor, testMachine: string, lifetimeMs: 
  * Cancels open waits; a cancelled reserved turn releases its reservation claim and passes
  * the machine to the next live waiter (W9).
  */
-async function cancelWaitRows(trx: Executor, waits: WaitRow[], reason: string, lifetimeMs: number, effects: LineEffects): Promise<void> {
+async function cancelWaitRows(
+  trx: Executor,
+  waits: WaitRow[],
+  reason: string,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<void> {
   const machines = [...new Set(waits.map((w) => w.test_machine))].sort();
   for (const machine of machines) {
     await lockLine(trx, machine);
     const ids = waits.filter((w) => w.test_machine === machine).map((w) => w.wait_id);
     // Re-read under the lock: only waits still open are cancelled.
-    const open = await trx.selectFrom('qa_test_machine_waits').select('wait_id').where('wait_id', 'in', ids).where('state', 'in', ['waiting', 'reserved']).execute();
+    const open = await trx
+      .selectFrom('qa_test_machine_waits')
+      .select('wait_id')
+      .where('wait_id', 'in', ids)
+      .where('state', 'in', ['waiting', 'reserved'])
+      .execute();
     const cancelled = await settleWaits(trx, { waitIds: open.map((w) => w.wait_id) }, { state: 'cancelled', reason });
-    for (const w of cancelled) effects.cancelled.push({ wait_id: w.wait_id, test_machine: w.test_machine, session_id: w.session_id, reason });
+    for (const w of cancelled)
+      effects.cancelled.push({ wait_id: w.wait_id, test_machine: w.test_machine, session_id: w.session_id, reason });
     const reservationClaims = cancelled.filter((w) => w.claim_id !== null).map((w) => w.claim_id!);
     if (reservationClaims.length) {
-      await trx.updateTable('work_claims')
-        .set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${reason}`, reserved_until: null })
-        .where('claim_id', 'in', reservationClaims).where('released_at', 'is', null).where('reserved_until', 'is not', null)
+      await trx
+        .updateTable('work_claims')
+        .set({
+          released_at: sql`clock_timestamp()`,
+          release_reason: `reservation cancelled: ${reason}`,
+          reserved_until: null,
+        })
+        .where('claim_id', 'in', reservationClaims)
+        .where('released_at', 'is', null)
+        .where('reserved_until', 'is not', null)
         .execute();
     }
     await serveLine(trx, machine, lifetimeMs, effects);
   }
 }
 
-async function cancelEndedSessionWaits(trx: Executor, lifetimeMs: number, effects: LineEffects, testMachine?: string): Promise<void> {
+async function cancelEndedSessionWaits(
+  trx: Executor,
+  lifetimeMs: number,
+  effects: LineEffects,
+  testMachine?: string,
+): Promise<void> {
   const ended = await waitsOfEndedSessions(trx, testMachine);
   if (ended.length === 0) return;
   const ids = ended.map((w) => w.wait_id);
   const cancelled = await settleWaits(trx, { waitIds: ids }, { state: 'cancelled', reason: 'session_ended' });
-  for (const w of cancelled) effects.cancelled.push({ wait_id: w.wait_id, test_machine: w.test_machine, session_id: w.session_id, reason: 'session_ended' });
+  for (const w of cancelled)
+    effects.cancelled.push({
+      wait_id: w.wait_id,
+      test_machine: w.test_machine,
+      session_id: w.session_id,
+      reason: 'session_ended',
+    });
   const reservationClaims = cancelled.filter((w) => w.claim_id !== null).map((w) => w.claim_id!);
   if (reservationClaims.length) {
-    await trx.updateTable('work_claims')
-      .set({ released_at: sql`clock_timestamp()`, release_reason: 'reservation cancelled: session_ended', reserved_until: null })
-      .where('claim_id', 'in', reservationClaims).where('released_at', 'is', null).execute();
+    await trx
+      .updateTable('work_claims')
+      .set({
+        released_at: sql`clock_timestamp()`,
+        release_reason: 'reservation cancelled: session_ended',
+        reserved_until: null,
+      })
+      .where('claim_id', 'in', reservationClaims)
+      .where('released_at', 'is', null)
+      .execute();
   }
 }
 
 /** A removed machine's line closes: open waits are cancelled and reserved turns released, unserved. */
-export async function closeLine(trx: Executor, testMachine: string, reason: string, effects: LineEffects): Promise<void> {
+export async function closeLine(
+  trx: Executor,
+  testMachine: string,
+  reason: string,
+  effects: LineEffects,
+): Promise<void> {
   await lockLine(trx, testMachine);
-  const open = await trx.selectFrom('qa_test_machine_waits').select('wait_id')
-    .where('test_machine', '=', testMachine).where('state', 'in', ['waiting', 'reserved']).execute();
+  const open = await trx
+    .selectFrom('qa_test_machine_waits')
+    .select('wait_id')
+    .where('test_machine', '=', testMachine)
+    .where('state', 'in', ['waiting', 'reserved'])
+    .execute();
   const cancelled = await settleWaits(trx, { waitIds: open.map((w) => w.wait_id) }, { state: 'cancelled', reason });
-  for (const w of cancelled) effects.cancelled.push({ wait_id: w.wait_id, test_machine: testMachine, session_id: w.session_id, reason });
-  await trx.updateTable('work_claims').set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${reason}` })
-    .where('target_kind', '=', 'qa_admission').where(sql<string>`scope->>'test_machine'`, '=', testMachine)
-    .where('released_at', 'is', null).where('reserved_until', 'is not', null).execute();
+  for (const w of cancelled)
+    effects.cancelled.push({ wait_id: w.wait_id, test_machine: testMachine, session_id: w.session_id, reason });
+  await trx
+    .updateTable('work_claims')
+    .set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${reason}` })
+    .where('target_kind', '=', 'qa_admission')
+    .where(sql<string>`scope->>'test_machine'`, '=', testMachine)
+    .where('released_at', 'is', null)
+    .where('reserved_until', 'is not', null)
+    .execute();
 }
 
 /** W9: session end cancels every wait of the session, passing any reserved turn on. */
-export async function cancelWaitsOfSession(trx: Executor, sessionId: string, reason: string, lifetimeMs: number, effects: LineEffects): Promise<void> {
-  const open = await trx.selectFrom('qa_test_machine_waits').selectAll().where('session_id', '=', sessionId).where('state', 'in', ['waiting', 'reserved']).execute();
+export async function cancelWaitsOfSession(
+  trx: Executor,
+  sessionId: string,
+  reason: string,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<void> {
+  const open = await trx
+    .selectFrom('qa_test_machine_waits')
+    .selectAll()
+    .where('session_id', '=', sessionId)
+    .where('state', 'in', ['waiting', 'reserved'])
+    .execute();
   await cancelWaitRows(trx, open, reason, lifetimeMs, effects);
 }
 
 /** Cancels the waits of sessions that ended (the sweep's share of W9), machine by machine. */
-export async function cancelWaitsOfEndedSessions(trx: Executor, lifetimeMs: number, effects: LineEffects): Promise<void> {
+export async function cancelWaitsOfEndedSessions(
+  trx: Executor,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<void> {
   await cancelWaitRows(trx, await waitsOfEndedSessions(trx), 'session_ended', lifetimeMs, effects);
 }
 
@@ -148,10 +231,18 @@ export async function cancelWaitsOfEndedSessions(trx: Executor, lifetimeMs: numb
  * A reservation never consumed must not hold the machine forever: past its reserved_until it
  * is released, its wait cancelled, and the machine passes to the next live waiter.
  */
-export async function expireReservations(trx: Executor, lifetimeMs: number, effects: LineEffects, testMachine?: string): Promise<number[]> {
-  const expired = await trx.selectFrom('qa_test_machine_waits as w').innerJoin('work_claims as c', 'c.claim_id', 'w.claim_id')
+export async function expireReservations(
+  trx: Executor,
+  lifetimeMs: number,
+  effects: LineEffects,
+  testMachine?: string,
+): Promise<number[]> {
+  const expired = await trx
+    .selectFrom('qa_test_machine_waits as w')
+    .innerJoin('work_claims as c', 'c.claim_id', 'w.claim_id')
     .selectAll('w')
-    .where('w.state', '=', 'reserved').where('c.released_at', 'is', null)
+    .where('w.state', '=', 'reserved')
+    .where('c.released_at', 'is', null)
     .where('c.reserved_until', '<', sql<Date>`clock_timestamp()`)
     .$if(testMachine !== undefined, (b) => b.where('w.test_machine', '=', testMachine!))
     .execute();
@@ -163,20 +254,43 @@ export async function expireReservations(trx: Executor, lifetimeMs: number, effe
  * Everything a release of a qa_admission claim owes the line (W7, W9): a released
  * unconsumed reservation cancels its wait; then the freed machine is served.
  */
-export async function afterTestMachineRelease(trx: Executor, released: ClaimRow, lifetimeMs: number, effects: LineEffects): Promise<void> {
+export async function afterTestMachineRelease(
+  trx: Executor,
+  released: ClaimRow,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<void> {
   const testMachine = String(released.scope.test_machine);
   if (released.reserved_until) {
-    const [wait] = await trx.selectFrom('qa_test_machine_waits').selectAll().where('claim_id', '=', released.claim_id).where('state', '=', 'reserved').execute();
+    const [wait] = await trx
+      .selectFrom('qa_test_machine_waits')
+      .selectAll()
+      .where('claim_id', '=', released.claim_id)
+      .where('state', '=', 'reserved')
+      .execute();
     if (wait) {
-      const [c] = await settleWaits(trx, { waitIds: [wait.wait_id] }, { state: 'cancelled', reason: 'reservation_released' });
-      effects.cancelled.push({ wait_id: c!.wait_id, test_machine: testMachine, session_id: c!.session_id, reason: 'reservation_released' });
+      const [c] = await settleWaits(
+        trx,
+        { waitIds: [wait.wait_id] },
+        { state: 'cancelled', reason: 'reservation_released' },
+      );
+      effects.cancelled.push({
+        wait_id: c!.wait_id,
+        test_machine: testMachine,
+        session_id: c!.session_id,
+        reason: 'reservation_released',
+      });
     }
   }
   await serveLine(trx, testMachine, lifetimeMs, effects);
 }
 
 /** W4/W5: joins the line (or finds the session already in it) and reports its place. */
-export async function joinLine(trx: Executor, wait: NewWait, effects: LineEffects): Promise<{ wait: WaitRow; position: number; joined: boolean }> {
+export async function joinLine(
+  trx: Executor,
+  wait: NewWait,
+  effects: LineEffects,
+): Promise<{ wait: WaitRow; position: number; joined: boolean }> {
   await lockLine(trx, wait.test_machine);
   const { row, joined } = await insertWait(trx, wait);
   if (joined) effects.joined.push({ wait_id: row.wait_id, test_machine: row.test_machine, session_id: row.session_id });
@@ -185,15 +299,34 @@ export async function joinLine(trx: Executor, wait: NewWait, effects: LineEffect
 
 /** The reserved session's acquire consumes its turn (W7). */
 export async function consumeReservation(trx: Executor, claim: ClaimRow): Promise<void> {
-  await trx.updateTable('work_claims').set({ reserved_until: null, heartbeat_at: sql`now()` }).where('claim_id', '=', claim.claim_id).execute();
-  const waits = await trx.selectFrom('qa_test_machine_waits').select('wait_id').where('claim_id', '=', claim.claim_id).where('state', '=', 'reserved').execute();
+  await trx
+    .updateTable('work_claims')
+    .set({ reserved_until: null, heartbeat_at: sql`now()` })
+    .where('claim_id', '=', claim.claim_id)
+    .execute();
+  const waits = await trx
+    .selectFrom('qa_test_machine_waits')
+    .select('wait_id')
+    .where('claim_id', '=', claim.claim_id)
+    .where('state', '=', 'reserved')
+    .execute();
   await settleWaits(trx, { waitIds: waits.map((w) => w.wait_id) }, { state: 'granted' });
 }
 
 /** A session that takes a free machine while in its line settles its own wait as granted. */
-export async function grantOwnWait(trx: Executor, testMachine: string, sessionId: string, claimId: number): Promise<void> {
-  const waits = await trx.selectFrom('qa_test_machine_waits').select('wait_id')
-    .where('test_machine', '=', testMachine).where('session_id', '=', sessionId).where('state', '=', 'waiting').execute();
+export async function grantOwnWait(
+  trx: Executor,
+  testMachine: string,
+  sessionId: string,
+  claimId: number,
+): Promise<void> {
+  const waits = await trx
+    .selectFrom('qa_test_machine_waits')
+    .select('wait_id')
+    .where('test_machine', '=', testMachine)
+    .where('session_id', '=', sessionId)
+    .where('state', '=', 'waiting')
+    .execute();
   await settleWaits(trx, { waitIds: waits.map((w) => w.wait_id) }, { state: 'granted', claimId });
 }
 
@@ -212,9 +345,12 @@ export async function notifyLine(notifier: LineNotifier | undefined, effects: Li
       warnings.push(`could not signal ${what}: ${(err as Error).message}`);
     }
   };
-  for (const j of effects.joined) await attempt(`the wait of ${j.session_id} on ${j.test_machine}`, () => notifier.joined(j));
-  for (const c of effects.cancelled) await attempt(`the cancelled wait of ${c.session_id} on ${c.test_machine}`, () => notifier.cancelled(c));
-  for (const r of effects.reservations) await attempt(`the reservation of ${r.test_machine} for ${r.session_id}`, () => notifier.reserved(r));
+  for (const j of effects.joined)
+    await attempt(`the wait of ${j.session_id} on ${j.test_machine}`, () => notifier.joined(j));
+  for (const c of effects.cancelled)
+    await attempt(`the cancelled wait of ${c.session_id} on ${c.test_machine}`, () => notifier.cancelled(c));
+  for (const r of effects.reservations)
+    await attempt(`the reservation of ${r.test_machine} for ${r.session_id}`, () => notifier.reserved(r));
   return warnings;
 }
 
@@ -245,7 +381,13 @@ export async function lockClaimForRelease(trx: Executor, claimId: number): Promi
 }
 
 /** W7: every release of a test machine serves its line in the same transaction. */
-export async function releaseServingLine(trx: Executor, claim: ClaimRow, mark: ReleaseMark, lifetimeMs: number, effects: LineEffects): Promise<void> {
+export async function releaseServingLine(
+  trx: Executor,
+  claim: ClaimRow,
+  mark: ReleaseMark,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<void> {
   await releaseClaim(trx, claim.claim_id, mark);
   if (claim.target_kind === 'qa_admission') await afterTestMachineRelease(trx, claim, lifetimeMs, effects);
 }

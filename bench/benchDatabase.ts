@@ -8,7 +8,11 @@ import { projectRoot } from '../workers/config';
 import { choosePostgres, withDatabase } from '../scripts/postgres';
 
 /** A migrated throwaway database for one benchmark run, dropped afterwards whatever happens. */
-export async function withBenchDatabase<T>(label: string, fn: (bench: { db: Kysely<Database>; postgres: string }) => Promise<T>, poolSize = 2): Promise<T> {
+export async function withBenchDatabase<T>(
+  label: string,
+  fn: (bench: { db: Kysely<Database>; postgres: string }) => Promise<T>,
+  poolSize = 2,
+): Promise<T> {
   const pg = await choosePostgres(join(projectRoot(), '.yoke'), (l) => process.stderr.write(`${l}\n`));
   const name = `yoke_bench_${label}_${process.pid}`;
   const admin = new Client({ connectionString: pg.serverUrl });

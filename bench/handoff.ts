@@ -27,7 +27,13 @@ const KEY = `QA_HOST:${MACHINE}`;
 function stats(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);
   const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 100) / 100;
-  return { n: sorted.length, p50: at(0.5), p95: at(0.95), p99: at(0.99), mean: Math.round((sorted.reduce((a, b) => a + b, 0) / sorted.length) * 100) / 100 };
+  return {
+    n: sorted.length,
+    p50: at(0.5),
+    p95: at(0.95),
+    p99: at(0.99),
+    mean: Math.round((sorted.reduce((a, b) => a + b, 0) / sorted.length) * 100) / 100,
+  };
 }
 
 const ms = (from: bigint) => Number(process.hrtime.bigint() - from) / 1e6;
@@ -35,88 +41,117 @@ const ms = (from: bigint) => Number(process.hrtime.bigint() - from) / 1e6;
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const home = join(projectRoot(), '.yoke');
-  await withBenchDatabase('handoff', async ({ db, postgres }) => {
-    let serverPid: number | undefined;
-    let address = process.env.TEMPORAL_ADDRESS;
-    if (!address) {
-      const port = await freePort();
-      serverPid = await startDevServer({ cli: findTemporalCli(), port, logFile: join(home, 'bench-temporal.log') });
-      address = `127.0.0.1:${port}`;
-    }
-    const connection = await Connection.connect({ address });
-    const nativeConnection = await NativeConnection.connect({ address });
-    try {
-      const client = new Client({ connection });
-      const taskQueue = `bench-handoff-${process.pid}`;
-      const notifier = temporalLineNotifier(client, taskQueue);
-      const worker = await Worker.create({
-        connection: nativeConnection, taskQueue,
-        workflowBundle: await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') }),
-        activities: createActivities({ db, temporal: { client, taskQueue } }),
-      });
-      const running = worker.run();
-
-      await projectActivities({ db }).createProject({ name: 'bench' });
-      const sessions = sessionActivities({ db });
-      const claims = claimActivities({ db, line: { notifier } });
-      for (let i = 0; i <= HANDOFFS; i++) await sessions.registerSession({ sessionId: `s${i}`, actorId: `a${i}`, project: 'bench' });
-
-      // Hand-offs: the next waiter is in line with its awaitTurn update pending when the holder releases.
-      let holder = await claims.acquireCoordinationClaim({ sessionId: 's0', key: KEY });
-      const handoff: number[] = [];
-      for (let i = 1; i <= HANDOFFS; i++) {
-        const sessionId = `s${i}`;
-        try {
-          await claims.acquireCoordinationClaim({ sessionId, key: KEY, join: { resumeCommand: `yoke coordination-claim acquire --key ${KEY}` } });
-          throw new Error('the waiter was not refused');
-        } catch (err) {
-          if (!(err instanceof YokeError)) throw err;
-        }
-        const wait = client.workflow.getHandle(waitWorkflowId(MACHINE, sessionId));
-        const woken = wait.executeUpdate(awaitTurn);
-        const started = process.hrtime.bigint();
-        await claims.releaseWorkClaim({ actingSessionId: holder.claim.session_id, claimId: holder.claim.claim_id, reason: 'bench' });
-        const turn = await woken;
-        if (turn.state !== 'reserved') throw new Error(`waiter ${sessionId} woke as ${turn.state}`);
-        holder = await claims.acquireCoordinationClaim({ sessionId, key: KEY });
-        handoff.push(ms(started));
-        await wait.signal(turnConsumed);
+  await withBenchDatabase(
+    'handoff',
+    async ({ db, postgres }) => {
+      let serverPid: number | undefined;
+      let address = process.env.TEMPORAL_ADDRESS;
+      if (!address) {
+        const port = await freePort();
+        serverPid = await startDevServer({ cli: findTemporalCli(), port, logFile: join(home, 'bench-temporal.log') });
+        address = `127.0.0.1:${port}`;
       }
-
-      // Baseline: the same workflow and update, woken by a bare signal with no Postgres work.
-      const signal: number[] = [];
-      const future = new Date(Date.now() + 3_600_000).toISOString();
-      for (let i = 1; i <= HANDOFFS; i++) {
-        const handle = await client.workflow.start('testMachineWait', {
-          workflowId: waitWorkflowId('bench-baseline', `b${i}`), taskQueue, args: [{ testMachine: 'bench-baseline', sessionId: `b${i}` }],
+      const connection = await Connection.connect({ address });
+      const nativeConnection = await NativeConnection.connect({ address });
+      try {
+        const client = new Client({ connection });
+        const taskQueue = `bench-handoff-${process.pid}`;
+        const notifier = temporalLineNotifier(client, taskQueue);
+        const worker = await Worker.create({
+          connection: nativeConnection,
+          taskQueue,
+          workflowBundle: await bundleWorkflowCode({
+            workflowsPath: require.resolve('../workflows'),
+            logger: new DefaultLogger('WARN'),
+          }),
+          activities: createActivities({ db, temporal: { client, taskQueue } }),
         });
-        const woken = handle.executeUpdate(awaitTurn);
-        const started = process.hrtime.bigint();
-        await handle.signal(hostReserved, { claimId: i, reservedUntil: future });
-        await woken;
-        signal.push(ms(started));
-        await handle.signal(cancelWait, { reason: 'bench done' });
-      }
+        const running = worker.run();
 
-      worker.shutdown();
-      await running;
-      const h = stats(handoff);
-      const b = stats(signal);
-      console.log(JSON.stringify({
-        benchmark: 'handoff',
-        handoffs: HANDOFFS,
-        temporal: serverPid ? 'dev server started by the bench' : address,
-        postgres,
-        release_to_next_holder_ms: h,
-        bare_signal_round_trip_ms: b,
-        ratio: { p50: Math.round((h.p50 / b.p50) * 100) / 100, p95: Math.round((h.p95 / b.p95) * 100) / 100, p99: Math.round((h.p99 / b.p99) * 100) / 100 },
-      }, null, 2));
-    } finally {
-      await connection.close();
-      await nativeConnection.close();
-      if (serverPid) process.kill(-serverPid, 'SIGTERM');
-    }
-  }, 4);
+        await projectActivities({ db }).createProject({ name: 'bench' });
+        const sessions = sessionActivities({ db });
+        const claims = claimActivities({ db, line: { notifier } });
+        for (let i = 0; i <= HANDOFFS; i++)
+          await sessions.registerSession({ sessionId: `s${i}`, actorId: `a${i}`, project: 'bench' });
+
+        // Hand-offs: the next waiter is in line with its awaitTurn update pending when the holder releases.
+        let holder = await claims.acquireCoordinationClaim({ sessionId: 's0', key: KEY });
+        const handoff: number[] = [];
+        for (let i = 1; i <= HANDOFFS; i++) {
+          const sessionId = `s${i}`;
+          try {
+            await claims.acquireCoordinationClaim({
+              sessionId,
+              key: KEY,
+              join: { resumeCommand: `yoke coordination-claim acquire --key ${KEY}` },
+            });
+            throw new Error('the waiter was not refused');
+          } catch (err) {
+            if (!(err instanceof YokeError)) throw err;
+          }
+          const wait = client.workflow.getHandle(waitWorkflowId(MACHINE, sessionId));
+          const woken = wait.executeUpdate(awaitTurn);
+          const started = process.hrtime.bigint();
+          await claims.releaseWorkClaim({
+            actingSessionId: holder.claim.session_id,
+            claimId: holder.claim.claim_id,
+            reason: 'bench',
+          });
+          const turn = await woken;
+          if (turn.state !== 'reserved') throw new Error(`waiter ${sessionId} woke as ${turn.state}`);
+          holder = await claims.acquireCoordinationClaim({ sessionId, key: KEY });
+          handoff.push(ms(started));
+          await wait.signal(turnConsumed);
+        }
+
+        // Baseline: the same workflow and update, woken by a bare signal with no Postgres work.
+        const signal: number[] = [];
+        const future = new Date(Date.now() + 3_600_000).toISOString();
+        for (let i = 1; i <= HANDOFFS; i++) {
+          const handle = await client.workflow.start('testMachineWait', {
+            workflowId: waitWorkflowId('bench-baseline', `b${i}`),
+            taskQueue,
+            args: [{ testMachine: 'bench-baseline', sessionId: `b${i}` }],
+          });
+          const woken = handle.executeUpdate(awaitTurn);
+          const started = process.hrtime.bigint();
+          await handle.signal(hostReserved, { claimId: i, reservedUntil: future });
+          await woken;
+          signal.push(ms(started));
+          await handle.signal(cancelWait, { reason: 'bench done' });
+        }
+
+        worker.shutdown();
+        await running;
+        const h = stats(handoff);
+        const b = stats(signal);
+        console.log(
+          JSON.stringify(
+            {
+              benchmark: 'handoff',
+              handoffs: HANDOFFS,
+              temporal: serverPid ? 'dev server started by the bench' : address,
+              postgres,
+              release_to_next_holder_ms: h,
+              bare_signal_round_trip_ms: b,
+              ratio: {
+                p50: Math.round((h.p50 / b.p50) * 100) / 100,
+                p95: Math.round((h.p95 / b.p95) * 100) / 100,
+                p99: Math.round((h.p99 / b.p99) * 100) / 100,
+              },
+            },
+            null,
+            2,
+          ),
+        );
+      } finally {
+        await connection.close();
+        await nativeConnection.close();
+        if (serverPid) process.kill(-serverPid, 'SIGTERM');
+      }
+    },
+    4,
+  );
 }
 
 main().catch((err) => {

@@ -20,7 +20,8 @@ const OCCUPIED = [1, 10, 100];
 
 function stats(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  const at = (q: number) =>
+    Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
   return { n: sorted.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99) };
 }
 
@@ -31,7 +32,8 @@ async function main(): Promise<void> {
     const max = Math.max(...OCCUPIED);
     const envs = [...Array.from({ length: max }, (_, i) => `held-${i}`), 'free'];
     const definition = {
-      project: 'bench', item_prefix: 'B',
+      project: 'bench',
+      item_prefix: 'B',
       environments: envs.map((e) => ({ name: e, url: `http://${e}.bench.test`, tier: 'stage' })),
       flows: envs.map((e) => ({ name: e, stages: [{ name: 'go', kind: 'auto', target: e }] })),
       items: [{ id: 'B-1', obligations: [{ case: 'smoke', qa_phase: 'post_deploy', target_env: 'free' }] }],
@@ -42,7 +44,15 @@ async function main(): Promise<void> {
     await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
     const runs = deploymentRunActivities({ db });
     const create = (flow: string, key: string, items: string[] = []) =>
-      runs.createRun({ sessionId: 'bench', project: 'bench', flow, target: flow, candidate: 'abcdef1234', idempotencyKey: key, items });
+      runs.createRun({
+        sessionId: 'bench',
+        project: 'bench',
+        flow,
+        target: flow,
+        candidate: 'abcdef1234',
+        idempotencyKey: key,
+        items,
+      });
 
     // creates per second, with and without a member
     let started = process.hrtime.bigint();
@@ -56,7 +66,8 @@ async function main(): Promise<void> {
     const execute: Record<string, ReturnType<typeof stats>> = {};
     let held = 0;
     for (const n of OCCUPIED) {
-      for (; held < n; held++) await runs.executeRun({ sessionId: 'bench', runId: (await create(`held-${held}`, `h-${held}`)).run_id });
+      for (; held < n; held++)
+        await runs.executeRun({ sessionId: 'bench', runId: (await create(`held-${held}`, `h-${held}`)).run_id });
       const samples: number[] = [];
       for (let i = 0; i < EXECUTES; i++) {
         const run = await create('free', `x-${n}-${i}`, ['B-1']);
@@ -81,14 +92,22 @@ async function main(): Promise<void> {
       bare.push(since(t));
     }
     const baseline = stats(bare);
-    console.log(JSON.stringify({
-      benchmark: 'runs',
-      postgres,
-      creates_per_s: { without_members: createsEmpty, with_one_member: createsMember },
-      execute_latency: execute,
-      bare_advisory_lock_transaction: baseline,
-      execute_p50_over_bare_p50: Object.fromEntries(Object.entries(execute).map(([k, v]) => [k, Math.round((v.p50_ms / baseline.p50_ms) * 10) / 10])),
-    }, null, 2));
+    console.log(
+      JSON.stringify(
+        {
+          benchmark: 'runs',
+          postgres,
+          creates_per_s: { without_members: createsEmpty, with_one_member: createsMember },
+          execute_latency: execute,
+          bare_advisory_lock_transaction: baseline,
+          execute_p50_over_bare_p50: Object.fromEntries(
+            Object.entries(execute).map(([k, v]) => [k, Math.round((v.p50_ms / baseline.p50_ms) * 10) / 10]),
+          ),
+        },
+        null,
+        2,
+      ),
+    );
   });
 }
 

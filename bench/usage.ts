@@ -15,23 +15,50 @@ const SESSIONS = Number(process.env.BENCH_USAGE_SESSIONS ?? 200);
 const root = projectRoot();
 
 let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 const models = ['claude-sonnet-4-5-20250929', 'claude-opus-4-6', 'claude-sonnet-4-20250514'];
 
 /** One API call's row; its streaming snapshots share every count but output (as Claude writes them). */
-function assistant(id: string, output: number, session: string, counts = { input: Math.floor(rand() * 5000), cached: Math.floor(rand() * 50000), model: models[Math.floor(rand() * models.length)]! }): string {
+function assistant(
+  id: string,
+  output: number,
+  session: string,
+  counts = {
+    input: Math.floor(rand() * 5000),
+    cached: Math.floor(rand() * 50000),
+    model: models[Math.floor(rand() * models.length)]!,
+  },
+): string {
   return JSON.stringify({
-    type: 'assistant', requestId: `req_${id}`, isSidechain: false, timestamp: '2026-11-28T12:00:00.000Z', sessionId: session, uuid: id,
+    type: 'assistant',
+    requestId: `req_${id}`,
+    isSidechain: false,
+    timestamp: '2026-11-28T12:00:00.000Z',
+    sessionId: session,
+    uuid: id,
     message: {
-      id, model: counts.model, role: 'assistant', content: [{ type: 'text', text: 'ok '.repeat(40) }],
-      usage: { input_tokens: counts.input, cache_read_input_tokens: counts.cached, cache_creation_input_tokens: 1200,
-        cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 200 }, output_tokens: output },
+      id,
+      model: counts.model,
+      role: 'assistant',
+      content: [{ type: 'text', text: 'ok '.repeat(40) }],
+      usage: {
+        input_tokens: counts.input,
+        cache_read_input_tokens: counts.cached,
+        cache_creation_input_tokens: 1200,
+        cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 200 },
+        output_tokens: output,
+      },
     },
   });
 }
 
 function user(session: string): string {
-  return JSON.stringify({ type: 'user', sessionId: session, timestamp: '2026-11-28T12:00:00.000Z', message: { role: 'user', content: 'lorem ipsum '.repeat(150) } });
+  return JSON.stringify({
+    type: 'user',
+    sessionId: session,
+    timestamp: '2026-11-28T12:00:00.000Z',
+    message: { role: 'user', content: 'lorem ipsum '.repeat(150) },
+  });
 }
 
 /** Writes one session (main transcript + a subagent) of about `bytes`; returns its id. */
@@ -53,10 +80,15 @@ function writeSession(dir: string, index: number, bytes: number): void {
   while (written < bytes) {
     const id = `msg_${index}_${call++}`;
     const fd = rand() < 0.15 ? subFd : mainFd;
-    const counts = { input: Math.floor(rand() * 5000), cached: Math.floor(rand() * 50000), model: models[Math.floor(rand() * models.length)]! };
+    const counts = {
+      input: Math.floor(rand() * 5000),
+      cached: Math.floor(rand() * 50000),
+      model: models[Math.floor(rand() * models.length)]!,
+    };
     for (const output of [1, 1, 200 + Math.floor(rand() * 2000)]) buffer.push(assistant(id, output, session, counts)); // streaming snapshots
     buffer.push(user(session));
-    if (rand() < 0.01) buffer.push(JSON.stringify({ type: 'file-history-snapshot', snapshot: { files: 'x'.repeat(200_000) } }));
+    if (rand() < 0.01)
+      buffer.push(JSON.stringify({ type: 'file-history-snapshot', snapshot: { files: 'x'.repeat(200_000) } }));
     if (buffer.length > 200) flush(fd);
   }
   flush(mainFd);
@@ -67,7 +99,11 @@ function writeSession(dir: string, index: number, bytes: number): void {
 function timed(command: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
   const rssFile = join(tmpdir(), `yoke-rss-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const started = process.hrtime.bigint();
-  const stdout = execFileSync('/usr/bin/time', ['-o', rssFile, '-f', '%M', command, ...args], { env, encoding: 'utf8', maxBuffer: 1 << 28 });
+  const stdout = execFileSync('/usr/bin/time', ['-o', rssFile, '-f', '%M', command, ...args], {
+    env,
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+  });
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const rssKb = Number(execFileSync('cat', [rssFile], { encoding: 'utf8' }).trim().split('\n').pop());
   rmSync(rssFile, { force: true });
@@ -85,7 +121,21 @@ function ccusageBinary(): string {
   if (!existsSync(bin)) {
     mkdirSync(dir, { recursive: true });
     process.stderr.write('installing ccusage@20.0.24 for the comparison (once)\n');
-    execFileSync('npm', ['install', '--prefix', dir, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', 'ccusage@20.0.24', '@ccusage/ccusage-linux-x64@20.0.24'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync(
+      'npm',
+      [
+        'install',
+        '--prefix',
+        dir,
+        '--no-save',
+        '--no-package-lock',
+        '--no-audit',
+        '--no-fund',
+        'ccusage@20.0.24',
+        '@ccusage/ccusage-linux-x64@20.0.24',
+      ],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
   }
   return bin;
 }
@@ -124,23 +174,43 @@ function main(): void {
     const ccAgain = timed(ccusage, ['session', '--offline', '--json'], env);
 
     const mb = yokeFullResult.corpus_bytes / (1024 * 1024);
-    console.log(JSON.stringify({
-      benchmark: 'usage',
-      corpus: { mb: Math.round(mb), sessions: SESSIONS, files: SESSIONS * 2, with_subagents: true },
-      yoke: {
-        full_fold: { seconds: yokeFull.seconds, mb_per_s: Math.round(mb / yokeFull.seconds), peak_rss_mb: yokeFull.peak_rss_mb, tokens: yokeFullResult.tokens },
-        incremental_after_1pct: { seconds: yokeIncremental.seconds, bytes_read: yokeIncrementalResult.bytes_read, peak_rss_mb: yokeIncremental.peak_rss_mb },
-      },
-      ccusage_20_0_24: {
-        full: { seconds: ccFull.seconds, mb_per_s: Math.round(mb / ccFull.seconds), peak_rss_mb: ccFull.peak_rss_mb, tokens: ccFullTokens },
-        after_1pct_append: { seconds: ccAgain.seconds, peak_rss_mb: ccAgain.peak_rss_mb },
-      },
-      speedup: {
-        full: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
-        incremental_vs_ccusage_rescan: Math.round((ccAgain.seconds / yokeIncremental.seconds) * 100) / 100,
-      },
-      note: 'token totals differ where the tools count differently: yoke keeps one row per message id (the largest streaming snapshot) across main and subagent files',
-    }, null, 2));
+    console.log(
+      JSON.stringify(
+        {
+          benchmark: 'usage',
+          corpus: { mb: Math.round(mb), sessions: SESSIONS, files: SESSIONS * 2, with_subagents: true },
+          yoke: {
+            full_fold: {
+              seconds: yokeFull.seconds,
+              mb_per_s: Math.round(mb / yokeFull.seconds),
+              peak_rss_mb: yokeFull.peak_rss_mb,
+              tokens: yokeFullResult.tokens,
+            },
+            incremental_after_1pct: {
+              seconds: yokeIncremental.seconds,
+              bytes_read: yokeIncrementalResult.bytes_read,
+              peak_rss_mb: yokeIncremental.peak_rss_mb,
+            },
+          },
+          ccusage_20_0_24: {
+            full: {
+              seconds: ccFull.seconds,
+              mb_per_s: Math.round(mb / ccFull.seconds),
+              peak_rss_mb: ccFull.peak_rss_mb,
+              tokens: ccFullTokens,
+            },
+            after_1pct_append: { seconds: ccAgain.seconds, peak_rss_mb: ccAgain.peak_rss_mb },
+          },
+          speedup: {
+            full: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
+            incremental_vs_ccusage_rescan: Math.round((ccAgain.seconds / yokeIncremental.seconds) * 100) / 100,
+          },
+          note: 'token totals differ where the tools count differently: yoke keeps one row per message id (the largest streaming snapshot) across main and subagent files',
+        },
+        null,
+        2,
+      ),
+    );
   } finally {
     rmSync(config, { recursive: true, force: true });
   }

@@ -12,7 +12,8 @@ import { fold, type Checkpoint } from '../activities/usage/readers';
  */
 async function main(): Promise<void> {
   const [root, checkpointDir, mode] = process.argv.slice(2);
-  if (!root || !checkpointDir || !mode) throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental');
+  if (!root || !checkpointDir || !mode)
+    throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental');
   mkdirSync(checkpointDir, { recursive: true });
   let files = 0;
   const started = process.hrtime.bigint();
@@ -23,16 +24,22 @@ async function main(): Promise<void> {
     for (const file of readdirSync(join(projects, project)).filter((f) => f.endsWith('.jsonl'))) {
       const main = join(projects, project, file);
       const checkpointFile = join(checkpointDir, `${project}-${file}.json`);
-      const before: Checkpoint | undefined = mode === 'incremental' && existsSync(checkpointFile) ? JSON.parse(readFileSync(checkpointFile, 'utf8')) : undefined;
+      const before: Checkpoint | undefined =
+        mode === 'incremental' && existsSync(checkpointFile)
+          ? JSON.parse(readFileSync(checkpointFile, 'utf8'))
+          : undefined;
       const reading = await fold('claude', before, [main]);
-      for (const [path, mark] of Object.entries(reading.checkpoint.files)) bytesRead += mark.offset - (before?.files[path]?.offset ?? 0);
+      for (const [path, mark] of Object.entries(reading.checkpoint.files))
+        bytesRead += mark.offset - (before?.files[path]?.offset ?? 0);
       tokens += totalTokens(reading.totals);
       writeFileSync(checkpointFile, JSON.stringify(reading.checkpoint));
       files++;
     }
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  process.stdout.write(`${JSON.stringify({ seconds, tokens, bytes_read: bytesRead, files, corpus_bytes: corpusBytes(projects) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ seconds, tokens, bytes_read: bytesRead, files, corpus_bytes: corpusBytes(projects) })}\n`,
+  );
 }
 
 function corpusBytes(dir: string): number {

@@ -29,7 +29,12 @@ export async function withDb<T>(fn: (ctx: CommandContext) => Promise<T>): Promis
   const db = createDb(config.databaseUrl, { max: 2 });
   const temporal = new LazyTemporal(config);
   try {
-    return await fn({ config, db, temporal, line: { reservationLifetimeMs: config.reservationLifetimeMs, notifier: temporal.lineNotifier() } });
+    return await fn({
+      config,
+      db,
+      temporal,
+      line: { reservationLifetimeMs: config.reservationLifetimeMs, notifier: temporal.lineNotifier() },
+    });
   } catch (err) {
     throw asYokeError(yokeErrorFromFailure(err) ?? err, config.databaseUrl);
   } finally {
@@ -43,7 +48,8 @@ export function actingSession(opts: { session?: string }): string {
   const id = opts.session ?? process.env.YOKE_SESSION_ID;
   if (!id) {
     throw usageError('session_required', 'this command acts as a session, and none was given', {
-      recovery: 'pass --session S or set YOKE_SESSION_ID (register one with: yoke sessions register --session S --actor A)',
+      recovery:
+        'pass --session S or set YOKE_SESSION_ID (register one with: yoke sessions register --session S --actor A)',
     });
   }
   return id;
@@ -60,7 +66,9 @@ export function parseOptions<S extends z.ZodType>(schema: S, value: unknown): z.
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
-  const flag = issue.path.length ? `--${String(issue.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : 'input';
+  const flag = issue.path.length
+    ? `--${String(issue.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+    : 'input';
   throw usageError('invalid_argument', `${flag}: ${issue.message}`, {
     recovery: 'correct the value (see --help for the command)',
     details: { option: flag },

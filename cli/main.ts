@@ -44,9 +44,16 @@ async function main(): Promise<number> {
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help')
+        return 0;
       const message = err.message.replace(/^error: /, '');
-      return report(usageError('usage', message, { recovery: 'see `yoke --help` or `yoke <command> --help`', details: { commander_code: err.code } }), json);
+      return report(
+        usageError('usage', message, {
+          recovery: 'see `yoke --help` or `yoke <command> --help`',
+          details: { commander_code: err.code },
+        }),
+        json,
+      );
     }
     if (process.env.YOKE_DEBUG) console.error(err);
     return report(asYokeError(err, databaseUrlInUse()), json);

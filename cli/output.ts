@@ -18,7 +18,8 @@ function networkCode(err: unknown): string | undefined {
   const e = err as { code?: unknown; errors?: unknown[]; message?: unknown };
   if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return e.code;
   if (Array.isArray(e.errors)) return e.errors.map(networkCode).find((c) => c !== undefined);
-  if (typeof e.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/i.test(e.message)) return 'ETIMEDOUT';
+  if (typeof e.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/i.test(e.message))
+    return 'ETIMEDOUT';
   return undefined;
 }
 
@@ -28,10 +29,14 @@ export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
   const where = databaseUrl ? redact(databaseUrl) : 'the configured database';
   const code = (err as { code?: unknown })?.code;
   if (networkCode(err) || (typeof code === 'string' && UNAVAILABLE_SQLSTATES.has(code))) {
-    return unreachable('postgres_unreachable', `cannot reach Postgres at ${where}: ${(err as Error).message || networkCode(err)}`, {
-      recovery: 'start the local stack with `npm start`, or point DATABASE_URL at a reachable Postgres 14+',
-      details: { database: where },
-    });
+    return unreachable(
+      'postgres_unreachable',
+      `cannot reach Postgres at ${where}: ${(err as Error).message || networkCode(err)}`,
+      {
+        recovery: 'start the local stack with `npm start`, or point DATABASE_URL at a reachable Postgres 14+',
+        details: { database: where },
+      },
+    );
   }
   if (code === '42P01') {
     return unreachable('database_not_migrated', `Postgres at ${where} has no yoke schema (${(err as Error).message})`, {
@@ -41,10 +46,18 @@ export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
   }
   if (err && typeof err === 'object' && 'issues' in err && Array.isArray((err as { issues: unknown }).issues)) {
     const issue = (err as { issues: { path: PropertyKey[]; message: string }[] }).issues[0];
-    return usageError('invalid_argument', `${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, { recovery: 'see --help' });
+    return usageError('invalid_argument', `${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, {
+      recovery: 'see --help',
+    });
   }
   const message = err instanceof Error ? err.message : String(err);
-  return new YokeError('refusal', 'internal_error', message, 'this is a bug in yoke; re-run with YOKE_DEBUG=1 and report the stack trace', {});
+  return new YokeError(
+    'refusal',
+    'internal_error',
+    message,
+    'this is a bug in yoke; re-run with YOKE_DEBUG=1 and report the stack trace',
+    {},
+  );
 }
 
 export function redact(url: string): string {
@@ -72,5 +85,12 @@ export function table(headers: string[], rows: (string | number | null | undefin
   if (rows.length === 0) return '(none)';
   const cells = [headers, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))))];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return cells
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }

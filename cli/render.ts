@@ -12,7 +12,17 @@ export function claimTarget(c: ClaimView): string {
 export function claimsTable(claims: ClaimView[]): string {
   return table(
     ['CLAIM', 'TARGET', 'KIND', 'PROJECT', 'ITEM', 'SESSION', 'CLAIMED', 'RELEASED', 'REASON'],
-    claims.map((c) => [c.claim_id, claimTarget(c), c.target_kind + (c.sticky ? ' (sticky)' : ''), c.project, c.item, c.session_id, c.claimed_at, c.released_at, c.release_reason]),
+    claims.map((c) => [
+      c.claim_id,
+      claimTarget(c),
+      c.target_kind + (c.sticky ? ' (sticky)' : ''),
+      c.project,
+      c.item,
+      c.session_id,
+      c.claimed_at,
+      c.released_at,
+      c.release_reason,
+    ]),
   );
 }
 

@@ -27,7 +27,11 @@ function readStdin(): Promise<string> {
 }
 
 function compact(n: number): string {
-  return n >= 1_000_000 ? `${(n / 1_000_000).toFixed(n % 1_000_000 ? 1 : 0)}M` : n >= 1000 ? `${Math.round(n / 1000)}k` : String(n);
+  return n >= 1_000_000
+    ? `${(n / 1_000_000).toFixed(n % 1_000_000 ? 1 : 0)}M`
+    : n >= 1000
+      ? `${Math.round(n / 1000)}k`
+      : String(n);
 }
 
 /** DATABASE_URL, else what `npm start` recorded, else the default; without loading zod. */
@@ -35,7 +39,8 @@ function databaseUrl(): string {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
   const file = join(yokeHome(), 'services.json');
   try {
-    if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { databaseUrl?: string }).databaseUrl ?? DEFAULT_DATABASE_URL;
+    if (existsSync(file))
+      return (JSON.parse(readFileSync(file, 'utf8')) as { databaseUrl?: string }).databaseUrl ?? DEFAULT_DATABASE_URL;
   } catch {
     // fall through to the default
   }
@@ -64,7 +69,10 @@ export async function statusLine(): Promise<number> {
           WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)`,
         [sessionId, model ?? null, Number.isInteger(window) ? window : null],
       );
-      const { rows } = await client.query<{ totals: UsageTotals }>('SELECT totals FROM session_usage WHERE session_id = $1 AND status <> $2', [sessionId, 'unavailable']);
+      const { rows } = await client.query<{ totals: UsageTotals }>(
+        'SELECT totals FROM session_usage WHERE session_id = $1 AND status <> $2',
+        [sessionId, 'unavailable'],
+      );
       if (rows[0]) tokens = Object.values(rows[0].totals).reduce((sum, m) => sum + billableTokens(m.all), 0);
     } catch {
       // The prompt must not wait on yoke: show what stdin said.
@@ -74,7 +82,9 @@ export async function statusLine(): Promise<number> {
   }
   const parts = [input.model?.display_name ?? model ?? 'model ?'];
   if (window) parts.push(`${compact(window)} ctx`);
-  const shown = tokens ?? ((input.context_window?.total_input_tokens ?? 0) + (input.context_window?.total_output_tokens ?? 0) || null);
+  const shown =
+    tokens ??
+    ((input.context_window?.total_input_tokens ?? 0) + (input.context_window?.total_output_tokens ?? 0) || null);
   if (shown !== null) parts.push(`${compact(shown)} tokens`);
   process.stdout.write(`${parts.join(' · ')}\n`);
   return 0;

@@ -17,13 +17,21 @@ export class LazyTemporal {
     this.client ??= (async () => {
       const { Client, Connection } = await import('@temporalio/client');
       try {
-        const connection = await Connection.connect({ ...temporalConnectOptions(this.config.temporal), connectTimeout: '5 seconds' });
+        const connection = await Connection.connect({
+          ...temporalConnectOptions(this.config.temporal),
+          connectTimeout: '5 seconds',
+        });
         return new Client({ connection, namespace: this.config.temporal.namespace });
       } catch (err) {
-        throw unreachable('temporal_unreachable', `cannot reach Temporal at ${this.config.temporal.address}: ${(err as Error).message}`, {
-          recovery: 'start the local stack with `npm start`, or point TEMPORAL_ADDRESS (and TLS/API key settings) at your cluster',
-          details: { address: this.config.temporal.address, namespace: this.config.temporal.namespace },
-        });
+        throw unreachable(
+          'temporal_unreachable',
+          `cannot reach Temporal at ${this.config.temporal.address}: ${(err as Error).message}`,
+          {
+            recovery:
+              'start the local stack with `npm start`, or point TEMPORAL_ADDRESS (and TLS/API key settings) at your cluster',
+            details: { address: this.config.temporal.address, namespace: this.config.temporal.namespace },
+          },
+        );
       }
     })();
     return this.client;
@@ -58,10 +66,15 @@ export class LazyTemporal {
   async requireWorker(): Promise<Client> {
     const client = await this.get();
     if (!(await this.hasWorker())) {
-      throw unreachable('no_worker', `no yoke worker polls task queue "${this.config.taskQueue}" on ${this.config.temporal.address}`, {
-        recovery: 'start one with `npm start` (or `node dist/workers/main.js` with the same TEMPORAL_* and YOKE_TASK_QUEUE settings)',
-        details: { task_queue: this.config.taskQueue },
-      });
+      throw unreachable(
+        'no_worker',
+        `no yoke worker polls task queue "${this.config.taskQueue}" on ${this.config.temporal.address}`,
+        {
+          recovery:
+            'start one with `npm start` (or `node dist/workers/main.js` with the same TEMPORAL_* and YOKE_TASK_QUEUE settings)',
+          details: { task_queue: this.config.taskQueue },
+        },
+      );
     }
     return client;
   }
@@ -85,7 +98,11 @@ export function yokeErrorFromFailure(err: unknown): YokeError | undefined {
   while (current && typeof current === 'object') {
     const f = current as { type?: unknown; message?: string; details?: unknown[]; cause?: unknown; name?: string };
     if (f.name === 'ApplicationFailure' || (typeof f.type === 'string' && Array.isArray(f.details))) {
-      const extra = (f.details?.[0] ?? {}) as { recovery?: string; details?: Record<string, unknown>; kind?: ErrorKind };
+      const extra = (f.details?.[0] ?? {}) as {
+        recovery?: string;
+        details?: Record<string, unknown>;
+        kind?: ErrorKind;
+      };
       if (typeof f.type === 'string' && extra.recovery) {
         return new YokeError(extra.kind ?? 'refusal', f.type, f.message ?? f.type, extra.recovery, extra.details ?? {});
       }

@@ -46,13 +46,20 @@ class Progress {
  * `awaitTurn` update wakes us the moment the release signals it (W7); Postgres, read every
  * second for the position shown, is the record and the fallback if Temporal is away.
  */
-export async function waitForTurn(ctx: CommandContext, opts: WaitOptions, consume: () => Promise<AcquireResult>): Promise<AcquireResult> {
+export async function waitForTurn(
+  ctx: CommandContext,
+  opts: WaitOptions,
+  consume: () => Promise<AcquireResult>,
+): Promise<AcquireResult> {
   const started = Date.now();
   const progress = new Progress(opts.json);
   let woken: Promise<unknown> = new Promise(() => undefined);
   try {
     const client = await ctx.temporal.get();
-    woken = client.workflow.getHandle(waitWorkflowId(opts.testMachine, opts.sessionId)).executeUpdate(awaitTurn).catch(() => new Promise(() => undefined));
+    woken = client.workflow
+      .getHandle(waitWorkflowId(opts.testMachine, opts.sessionId))
+      .executeUpdate(awaitTurn)
+      .catch(() => new Promise(() => undefined));
   } catch {
     progress.show('Temporal unreachable: watching Postgres for the turn', 'no-temporal');
   }
@@ -61,24 +68,42 @@ export async function waitForTurn(ctx: CommandContext, opts: WaitOptions, consum
       const line = await waitViews(ctx.db, { testMachine: opts.testMachine, openOnly: true });
       const mine: WaitView | undefined = line.find((w) => w.session_id === opts.sessionId);
       if (!mine) {
-        const [last] = (await waitViews(ctx.db, { testMachine: opts.testMachine, sessionId: opts.sessionId })).slice(-1);
+        const [last] = (await waitViews(ctx.db, { testMachine: opts.testMachine, sessionId: opts.sessionId })).slice(
+          -1,
+        );
         if (last?.state === 'granted') break;
-        throw refusal('wait_cancelled', `the wait of session ${opts.sessionId} for ${opts.testMachine} was cancelled (${last?.cancel_reason ?? 'no open wait'})`, {
-          recovery: `join again: ${opts.resumeCommand}`,
-          details: { test_machine: opts.testMachine, session_id: opts.sessionId, cancel_reason: last?.cancel_reason ?? null },
-        });
+        throw refusal(
+          'wait_cancelled',
+          `the wait of session ${opts.sessionId} for ${opts.testMachine} was cancelled (${last?.cancel_reason ?? 'no open wait'})`,
+          {
+            recovery: `join again: ${opts.resumeCommand}`,
+            details: {
+              test_machine: opts.testMachine,
+              session_id: opts.sessionId,
+              cancel_reason: last?.cancel_reason ?? null,
+            },
+          },
+        );
       }
       if (mine.state === 'reserved') break;
       const waiting = line.filter((w) => w.state === 'waiting' && w.position !== null).length;
-      progress.show(`waiting for QA_HOST:${opts.testMachine}: position ${mine.position ?? '?'} of ${waiting}, ${elapsed(Date.now() - started)}`, String(mine.position));
+      progress.show(
+        `waiting for QA_HOST:${opts.testMachine}: position ${mine.position ?? '?'} of ${waiting}, ${elapsed(Date.now() - started)}`,
+        String(mine.position),
+      );
       if (opts.timeoutMs !== undefined && Date.now() - started > opts.timeoutMs) {
-        throw refusal('wait_timeout', `still waiting for ${opts.testMachine} after ${elapsed(Date.now() - started)} (position ${mine.position})`, {
-          recovery: `you keep your place in line; resume with: ${opts.resumeCommand}`,
-          details: { test_machine: opts.testMachine, position: mine.position, queued_at: mine.queued_at },
-        });
+        throw refusal(
+          'wait_timeout',
+          `still waiting for ${opts.testMachine} after ${elapsed(Date.now() - started)} (position ${mine.position})`,
+          {
+            recovery: `you keep your place in line; resume with: ${opts.resumeCommand}`,
+            details: { test_machine: opts.testMachine, position: mine.position, queued_at: mine.queued_at },
+          },
+        );
       }
       const wake = woken.then(() => 'woken' as const);
-      if ((await Promise.race([new Promise((r) => setTimeout(r, POLL_MS)), wake])) === 'woken') woken = new Promise(() => undefined); // read Postgres once more, then poll
+      if ((await Promise.race([new Promise((r) => setTimeout(r, POLL_MS)), wake])) === 'woken')
+        woken = new Promise(() => undefined); // read Postgres once more, then poll
     }
   } finally {
     progress.done();

@@ -13,7 +13,12 @@ function stamp(): string {
  * as it happens: one line per stage transition in a terminal, one JSON object per change
  * with --json. Returns the final status.
  */
-export async function watchRun(_ctx: CommandContext, runs: DeploymentRunActivities, runId: string, opts: { json: boolean; intervalMs: number }): Promise<string> {
+export async function watchRun(
+  _ctx: CommandContext,
+  runs: DeploymentRunActivities,
+  runId: string,
+  opts: { json: boolean; intervalMs: number },
+): Promise<string> {
   const seen = new Map<number, string>();
   let lastStatus = '';
   let lastLines = '';
@@ -24,16 +29,23 @@ export async function watchRun(_ctx: CommandContext, runs: DeploymentRunActiviti
       const key = `${s.status}|${s.detail ?? ''}`;
       if (seen.get(s.ordinal) === key) continue;
       if (!(seen.get(s.ordinal) === undefined && s.status === 'pending')) {
-        changes.push(`${stamp()}  ${String(s.ordinal + 1).padStart(2)}/${view.stages.length} ${s.name.padEnd(20)} ${s.kind.padEnd(8)} ${s.status}${s.detail && s.status !== 'running' ? `  ${s.detail.split('\n')[0]!.slice(0, 100)}` : ''}`);
+        changes.push(
+          `${stamp()}  ${String(s.ordinal + 1).padStart(2)}/${view.stages.length} ${s.name.padEnd(20)} ${s.kind.padEnd(8)} ${s.status}${s.detail && s.status !== 'running' ? `  ${s.detail.split('\n')[0]!.slice(0, 100)}` : ''}`,
+        );
       }
       seen.set(s.ordinal, key);
     }
     const lines = view.occupancy.open_lines.join('; ');
     if (view.status !== lastStatus || changes.length || lines !== lastLines) {
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })) })}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })) })}\n`,
+        );
       } else {
-        const statusLine = view.status !== lastStatus ? `${stamp()}  run ${view.run_id} ${view.status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}\n` : '';
+        const statusLine =
+          view.status !== lastStatus
+            ? `${stamp()}  run ${view.run_id} ${view.status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}\n`
+            : '';
         // The run's start comes before its stages; its end after them.
         if (!TERMINAL.has(view.status)) process.stdout.write(statusLine);
         for (const c of changes) process.stdout.write(`${c}\n`);

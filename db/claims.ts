@@ -79,7 +79,10 @@ export async function claimViews(db: Executor, filter: ClaimFilter): Promise<Cla
   if (filter.sessionId !== undefined) where.push(sql`c.session_id = ${filter.sessionId}`);
   if (filter.kinds) where.push(sql`c.target_kind = ANY(${[...filter.kinds]})`);
   if (filter.activeOnly) where.push(sql`c.released_at IS NULL`);
-  const { rows } = await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id`.execute(db);
+  const { rows } =
+    await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id`.execute(
+      db,
+    );
   return rows.map(toView);
 }
 
@@ -107,7 +110,11 @@ export interface NewClaimInput {
  * `lineGuard` (qa_admission): only a healthy machine with nobody live waiting for it is taken
  * here; anything else goes through the waiting line (W2, W7).
  */
-export async function insertClaimView(db: Executor, claim: NewClaimInput, opts: { lineGuard?: boolean } = {}): Promise<ClaimView | undefined> {
+export async function insertClaimView(
+  db: Executor,
+  claim: NewClaimInput,
+  opts: { lineGuard?: boolean } = {},
+): Promise<ClaimView | undefined> {
   const machine = String(claim.scope.test_machine ?? '');
   const guard = opts.lineGuard
     ? sql`AND NOT test_machine_unhealthy(${machine})
@@ -130,13 +137,21 @@ export async function insertClaimView(db: Executor, claim: NewClaimInput, opts: 
 
 /** A plain insert inside a transaction; undefined when the unit is held. */
 export async function insertClaimRow(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
-  return db.insertInto('work_claims').values({ ...claim, scope: JSON.stringify(claim.scope) })
-    .onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
+  return db
+    .insertInto('work_claims')
+    .values({ ...claim, scope: JSON.stringify(claim.scope) })
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
 }
 
 /** The live holder of the exclusivity unit a refused insert collided with. */
 export async function liveHolder(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
-  let q = db.selectFrom('work_claims').selectAll().where('target_kind', '=', claim.target_kind).where('released_at', 'is', null);
+  let q = db
+    .selectFrom('work_claims')
+    .selectAll()
+    .where('target_kind', '=', claim.target_kind)
+    .where('released_at', 'is', null);
   switch (claim.target_kind) {
     case 'item':
       q = q.where('item_id', '=', claim.item_id);
@@ -168,7 +183,11 @@ export async function lockClaim(db: Executor, claimId: number): Promise<ClaimRow
 }
 
 export async function heartbeatClaim(db: Executor, claimId: number): Promise<void> {
-  await db.updateTable('work_claims').set({ heartbeat_at: sql`now()` }).where('claim_id', '=', claimId).execute();
+  await db
+    .updateTable('work_claims')
+    .set({ heartbeat_at: sql`now()` })
+    .where('claim_id', '=', claimId)
+    .execute();
 }
 
 export interface ReleaseMark {
@@ -206,7 +225,10 @@ export async function releaseNonStickyClaimsOfEndedSessions(
     .where('released_at', 'is', null)
     .where('target_kind', 'not in', STICKY_KINDS)
     .where('session_id', 'in', (s) =>
-      s.selectFrom('sessions').select('session_id').where((w) => w.or([w('ended_at', 'is not', null), w('terminated_at', 'is not', null)])),
+      s
+        .selectFrom('sessions')
+        .select('session_id')
+        .where((w) => w.or([w('ended_at', 'is not', null), w('terminated_at', 'is not', null)])),
     );
   if (sessionIds) q = q.where('session_id', 'in', sessionIds.length ? sessionIds : ['']);
   const rows = await q.returning('claim_id').execute();

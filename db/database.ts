@@ -226,7 +226,11 @@ export interface DeploymentRunQaTable {
   check_name: string;
   source: 'flow-default' | 'item-rollup' | 'operator';
   blocking: boolean;
-  status: ColumnType<'pending' | 'passed' | 'failed' | 'waived', 'pending' | 'passed' | 'failed' | 'waived' | undefined, 'pending' | 'passed' | 'failed' | 'waived'>;
+  status: ColumnType<
+    'pending' | 'passed' | 'failed' | 'waived',
+    'pending' | 'passed' | 'failed' | 'waived' | undefined,
+    'pending' | 'passed' | 'failed' | 'waived'
+  >;
   stage_name: string | null;
   retracted_at: NullableTimestamp;
   retraction: 'automatic' | 'manual' | null;

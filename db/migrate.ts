@@ -20,7 +20,9 @@ class StaticMigrationProvider implements MigrationProvider {
 
 /** Brings the schema to the latest migration. Kysely's migrator serializes concurrent callers. */
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: new StaticMigrationProvider() });
+  // Branches land migrations in any order; a database migrated by an earlier build still takes
+  // a lower-numbered migration that arrived later.
+  const migrator = new Migrator({ db, provider: new StaticMigrationProvider(), allowUnorderedMigrations: true });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);

@@ -18,7 +18,12 @@ export async function requireProject(db: Executor, name: string): Promise<Projec
   return project;
 }
 
-export async function hasPermission(db: Executor, projectId: number, actorId: string, permission: string): Promise<boolean> {
+export async function hasPermission(
+  db: Executor,
+  projectId: number,
+  actorId: string,
+  permission: string,
+): Promise<boolean> {
   const row = await db
     .selectFrom('project_grants')
     .select('actor_id')
@@ -42,10 +47,14 @@ export interface ItemHandle {
 export async function ensureItem(db: Executor, ref: ItemRef): Promise<ItemHandle> {
   const project = await db.selectFrom('projects').selectAll().where('item_prefix', '=', ref.prefix).executeTakeFirst();
   if (!project) {
-    throw refusal('item_prefix_unknown', `no project uses the item prefix "${ref.prefix}" (item ${formatItemRef(ref)})`, {
-      recovery: `create the project with that prefix: yoke projects create NAME --prefix ${ref.prefix}`,
-      details: { item: formatItemRef(ref) },
-    });
+    throw refusal(
+      'item_prefix_unknown',
+      `no project uses the item prefix "${ref.prefix}" (item ${formatItemRef(ref)})`,
+      {
+        recovery: `create the project with that prefix: yoke projects create NAME --prefix ${ref.prefix}`,
+        details: { item: formatItemRef(ref) },
+      },
+    );
   }
   await db
     .insertInto('backlog_items')

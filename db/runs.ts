@@ -9,7 +9,8 @@ import type { Executor } from './pool';
 
 export function runNotFound(runId: string) {
   return refusal('run_not_found', `no deployment run has id ${runId}`, {
-    recovery: 'list runs with: yoke deployment-runs list --project P', details: { run_id: runId },
+    recovery: 'list runs with: yoke deployment-runs list --project P',
+    details: { run_id: runId },
   });
 }
 
@@ -22,10 +23,16 @@ export async function runById(db: Executor, runId: string, opts: { lock?: boolea
 }
 
 export async function flowByName(db: Executor, projectId: number, projectName: string, name: string): Promise<FlowRow> {
-  const flow = await db.selectFrom('flows').selectAll().where('project_id', '=', projectId).where('name', '=', name).executeTakeFirst();
+  const flow = await db
+    .selectFrom('flows')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('name', '=', name)
+    .executeTakeFirst();
   if (!flow) {
     throw refusal('flow_not_found', `project ${projectName} has no flow named ${name}`, {
-      recovery: 'declare it in the project definition and run: yoke apply -f project.yaml', details: { project: projectName, flow: name },
+      recovery: 'declare it in the project definition and run: yoke apply -f project.yaml',
+      details: { project: projectName, flow: name },
     });
   }
   return flow;
@@ -35,11 +42,22 @@ export async function flowById(db: Executor, flowId: number): Promise<FlowRow> {
   return db.selectFrom('flows').selectAll().where('flow_id', '=', flowId).executeTakeFirstOrThrow();
 }
 
-export async function environmentByName(db: Executor, projectId: number, projectName: string, name: string): Promise<EnvironmentRow> {
-  const env = await db.selectFrom('environments').selectAll().where('project_id', '=', projectId).where('name', '=', name).executeTakeFirst();
+export async function environmentByName(
+  db: Executor,
+  projectId: number,
+  projectName: string,
+  name: string,
+): Promise<EnvironmentRow> {
+  const env = await db
+    .selectFrom('environments')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('name', '=', name)
+    .executeTakeFirst();
   if (!env) {
     throw refusal('environment_not_found', `project ${projectName} has no environment named ${name}`, {
-      recovery: 'declare it in the project definition and run: yoke apply -f project.yaml', details: { project: projectName, environment: name },
+      recovery: 'declare it in the project definition and run: yoke apply -f project.yaml',
+      details: { project: projectName, environment: name },
     });
   }
   return env;
@@ -63,8 +81,24 @@ export type ObligationRow = Obligation & { item_id: number };
 
 export async function obligationsOf(db: Executor, itemIds: number[]): Promise<ObligationRow[]> {
   if (itemIds.length === 0) return [];
-  return db.selectFrom('item_qa_cases as c').innerJoin('backlog_items as i', 'i.item_id', 'c.item_id').innerJoin('projects as p', 'p.project_id', 'i.project_id')
-    .select(['c.item_id', 'c.case_key', 'c.qa_phase', 'c.target_env', 'c.plan_id', 'c.blocking', 'c.waived', 'c.superseded', 'c.run_id'])
+  return db
+    .selectFrom('item_qa_cases as c')
+    .innerJoin('backlog_items as i', 'i.item_id', 'c.item_id')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select([
+      'c.item_id',
+      'c.case_key',
+      'c.qa_phase',
+      'c.target_env',
+      'c.plan_id',
+      'c.blocking',
+      'c.waived',
+      'c.superseded',
+      'c.run_id',
+    ])
     .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-    .where('c.item_id', 'in', itemIds).orderBy('c.item_id').orderBy('c.case_key').execute();
+    .where('c.item_id', 'in', itemIds)
+    .orderBy('c.item_id')
+    .orderBy('c.case_key')
+    .execute();
 }

@@ -13,10 +13,14 @@ export async function requireLiveSession(db: Executor, sessionId: string): Promi
   }
   const endedAt = session.ended_at ?? session.terminated_at;
   if (endedAt) {
-    throw refusal('session_ended', `session "${sessionId}" ended at ${endedAt.toISOString()} (${session.end_reason ?? 'ended'})`, {
-      recovery: 'register a new session id and act from it',
-      details: { session_id: sessionId, ended_at: endedAt.toISOString(), end_reason: session.end_reason },
-    });
+    throw refusal(
+      'session_ended',
+      `session "${sessionId}" ended at ${endedAt.toISOString()} (${session.end_reason ?? 'ended'})`,
+      {
+        recovery: 'register a new session id and act from it',
+        details: { session_id: sessionId, ended_at: endedAt.toISOString(), end_reason: session.end_reason },
+      },
+    );
   }
   return session;
 }

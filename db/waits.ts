@@ -15,8 +15,12 @@ export async function lockLine(db: Executor, testMachine: string): Promise<void>
 const LIVE_SESSION = sql`s.ended_at IS NULL AND s.terminated_at IS NULL`;
 
 export async function openWaitOf(db: Executor, testMachine: string, sessionId: string): Promise<WaitRow | undefined> {
-  return db.selectFrom('qa_test_machine_waits').selectAll()
-    .where('test_machine', '=', testMachine).where('session_id', '=', sessionId).where('state', 'in', ['waiting', 'reserved'])
+  return db
+    .selectFrom('qa_test_machine_waits')
+    .selectAll()
+    .where('test_machine', '=', testMachine)
+    .where('session_id', '=', sessionId)
+    .where('state', 'in', ['waiting', 'reserved'])
     .executeTakeFirst();
 }
 
@@ -33,7 +37,12 @@ export interface NewWait {
 
 /** W5: a session already in line keeps its row and so its first queued_at. */
 export async function insertWait(db: Executor, wait: NewWait): Promise<{ row: WaitRow; joined: boolean }> {
-  const inserted = await db.insertInto('qa_test_machine_waits').values(wait).onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
+  const inserted = await db
+    .insertInto('qa_test_machine_waits')
+    .values(wait)
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
   if (inserted) return { row: inserted, joined: true };
   return { row: (await openWaitOf(db, wait.test_machine, wait.session_id))!, joined: false };
 }
@@ -50,7 +59,10 @@ export async function positionOf(db: Executor, wait: WaitRow): Promise<number> {
 }
 
 /** W7: the oldest waiting session whose session has not ended. */
-export async function oldestLiveWaiter(db: Executor, testMachine: string): Promise<(WaitRow & { project_id: number | null }) | undefined> {
+export async function oldestLiveWaiter(
+  db: Executor,
+  testMachine: string,
+): Promise<(WaitRow & { project_id: number | null }) | undefined> {
   const { rows } = await sql<WaitRow & { project_id: number | null }>`
     SELECT w.*, s.project_id
       FROM qa_test_machine_waits w JOIN sessions s ON s.session_id = w.session_id
@@ -60,19 +72,32 @@ export async function oldestLiveWaiter(db: Executor, testMachine: string): Promi
   return rows[0];
 }
 
-
 export async function isUnhealthy(db: Executor, testMachine: string): Promise<boolean> {
-  const { rows } = await sql<{ unhealthy: boolean }>`SELECT test_machine_unhealthy(${testMachine}) AS unhealthy`.execute(db);
+  const { rows } = await sql<{
+    unhealthy: boolean;
+  }>`SELECT test_machine_unhealthy(${testMachine}) AS unhealthy`.execute(db);
   return rows[0]!.unhealthy;
 }
 
 /** Inserts the reserved turn as a live qa_admission claim of the waiter (W7). */
-export async function insertReservation(db: Executor, waiter: WaitRow & { project_id: number | null }, lifetimeMs: number): Promise<ClaimRow | undefined> {
-  return db.insertInto('work_claims').values({
-    target_kind: 'qa_admission', scope: JSON.stringify({ test_machine: waiter.test_machine }), key: `QA_HOST:${waiter.test_machine}`,
-    project_id: waiter.project_id, session_id: waiter.session_id,
-    reserved_until: sql`clock_timestamp() + make_interval(secs => ${lifetimeMs / 1000})`,
-  }).onConflict((oc) => oc.doNothing()).returningAll().executeTakeFirst();
+export async function insertReservation(
+  db: Executor,
+  waiter: WaitRow & { project_id: number | null },
+  lifetimeMs: number,
+): Promise<ClaimRow | undefined> {
+  return db
+    .insertInto('work_claims')
+    .values({
+      target_kind: 'qa_admission',
+      scope: JSON.stringify({ test_machine: waiter.test_machine }),
+      key: `QA_HOST:${waiter.test_machine}`,
+      project_id: waiter.project_id,
+      session_id: waiter.session_id,
+      reserved_until: sql`clock_timestamp() + make_interval(secs => ${lifetimeMs / 1000})`,
+    })
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
 }
 
 export async function settleWaits(
@@ -81,7 +106,8 @@ export async function settleWaits(
   to: { state: 'reserved' | 'granted' | 'cancelled'; claimId?: number; reason?: string },
 ): Promise<WaitRow[]> {
   if (where.waitIds.length === 0) return [];
-  return db.updateTable('qa_test_machine_waits')
+  return db
+    .updateTable('qa_test_machine_waits')
     .set({
       state: to.state,
       ...(to.claimId !== undefined ? { claim_id: to.claimId } : {}),
@@ -89,13 +115,17 @@ export async function settleWaits(
       cancel_reason: to.reason ?? null,
     })
     .where('wait_id', 'in', where.waitIds)
-    .returningAll().execute();
+    .returningAll()
+    .execute();
 }
 
 /** Open waits whose session has ended or been terminated (W9), on one machine or all. */
 export async function waitsOfEndedSessions(db: Executor, testMachine?: string): Promise<WaitRow[]> {
-  let q = db.selectFrom('qa_test_machine_waits as w').innerJoin('sessions as s', 's.session_id', 'w.session_id')
-    .selectAll('w').where('w.state', 'in', ['waiting', 'reserved'])
+  let q = db
+    .selectFrom('qa_test_machine_waits as w')
+    .innerJoin('sessions as s', 's.session_id', 'w.session_id')
+    .selectAll('w')
+    .where('w.state', 'in', ['waiting', 'reserved'])
     .where((e) => e.or([e('s.ended_at', 'is not', null), e('s.terminated_at', 'is not', null)]));
   if (testMachine) q = q.where('w.test_machine', '=', testMachine);
   return q.execute();
@@ -120,8 +150,17 @@ export interface WaitView {
 }
 
 /** The line as `test-machine waits` shows it: open waits first in line order, then history. */
-export async function waitViews(db: Executor, filter: { testMachine?: string; sessionId?: string; openOnly?: boolean; waitIds?: number[] }): Promise<WaitView[]> {
-  const { rows } = await sql<Omit<WaitView, 'queued_at' | 'settled_at' | 'reserved_until'> & { queued_at: Date; settled_at: Date | null; reserved_until: Date | null }>`
+export async function waitViews(
+  db: Executor,
+  filter: { testMachine?: string; sessionId?: string; openOnly?: boolean; waitIds?: number[] },
+): Promise<WaitView[]> {
+  const { rows } = await sql<
+    Omit<WaitView, 'queued_at' | 'settled_at' | 'reserved_until'> & {
+      queued_at: Date;
+      settled_at: Date | null;
+      reserved_until: Date | null;
+    }
+  >`
     SELECT w.wait_id, w.test_machine, w.session_id, w.actor_id, w.state, w.queued_at, w.qa_plan_execution_id, w.claim_id,
            c.reserved_until, w.resume_command, w.rationale, w.settled_at, w.cancel_reason,
            (${LIVE_SESSION}) AS session_live,
@@ -135,7 +174,9 @@ export async function waitViews(db: Executor, filter: { testMachine?: string; se
        AND (${filter.sessionId ?? null}::text IS NULL OR w.session_id = ${filter.sessionId ?? null})
        AND (${!!filter.openOnly} = false OR w.state IN ('waiting', 'reserved'))
        AND (${filter.waitIds ?? null}::int[] IS NULL OR w.wait_id = ANY(${filter.waitIds ?? null}::int[]))
-     ORDER BY w.test_machine, (w.state IN ('waiting', 'reserved')) DESC, w.state = 'waiting', w.queued_at, w.wait_id`.execute(db);
+     ORDER BY w.test_machine, (w.state IN ('waiting', 'reserved')) DESC, w.state = 'waiting', w.queued_at, w.wait_id`.execute(
+    db,
+  );
   return rows.map((r) => ({
     ...r,
     queued_at: r.queued_at.toISOString(),
@@ -145,13 +186,18 @@ export async function waitViews(db: Executor, filter: { testMachine?: string; se
 }
 
 /** Everything serving the line needs to know first, in one statement. */
-export async function probeLine(db: Executor, testMachine: string): Promise<{ held: boolean; unhealthy: boolean; waiting: boolean; ended_waiting: boolean }> {
+export async function probeLine(
+  db: Executor,
+  testMachine: string,
+): Promise<{ held: boolean; unhealthy: boolean; waiting: boolean; ended_waiting: boolean }> {
   const { rows } = await sql<{ held: boolean; unhealthy: boolean; waiting: boolean; ended_waiting: boolean }>`
     SELECT EXISTS (SELECT 1 FROM work_claims WHERE target_kind = 'qa_admission' AND scope->>'test_machine' = ${testMachine} AND released_at IS NULL) AS held,
            test_machine_unhealthy(${testMachine}) AS unhealthy,
            EXISTS (SELECT 1 FROM qa_test_machine_waits WHERE test_machine = ${testMachine} AND state = 'waiting') AS waiting,
            EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions s ON s.session_id = w.session_id
-                    WHERE w.test_machine = ${testMachine} AND w.state IN ('waiting', 'reserved') AND NOT (${LIVE_SESSION})) AS ended_waiting`.execute(db);
+                    WHERE w.test_machine = ${testMachine} AND w.state IN ('waiting', 'reserved') AND NOT (${LIVE_SESSION})) AS ended_waiting`.execute(
+    db,
+  );
   return rows[0]!;
 }
 

@@ -46,7 +46,9 @@ function owed(o: Obligation): boolean {
 export function derivedSelection(obligations: Obligation[], stages: StageDefinition[]): string[] {
   const targets = new Set(qaStages(stages).map((s) => s.target));
   return obligations
-    .filter((o) => owed(o) && o.plan_id === null && (o.target_env === null ? targets.size > 0 : targets.has(o.target_env)))
+    .filter(
+      (o) => owed(o) && o.plan_id === null && (o.target_env === null ? targets.size > 0 : targets.has(o.target_env)),
+    )
     .map((o) => requirementId(o.item, o.case_key))
     .sort();
 }
@@ -67,7 +69,10 @@ export function untargetedObligations(obligations: Obligation[], stages: StageDe
 }
 
 /** The QA stage a selected requirement is answered at: the first QA stage on its environment. */
-export function answeringStage(o: Pick<Obligation, 'target_env'>, stages: StageDefinition[]): StageDefinition | undefined {
+export function answeringStage(
+  o: Pick<Obligation, 'target_env'>,
+  stages: StageDefinition[],
+): StageDefinition | undefined {
   const qa = qaStages(stages);
   return o.target_env === null ? qa[0] : qa.find((s) => s.target === o.target_env);
 }

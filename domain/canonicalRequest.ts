@@ -16,8 +16,13 @@ export interface CreateRequest {
 export function canonicalRequest(r: CreateRequest): CreateRequest {
   const list = (xs: string[]) => [...new Set(xs)].sort();
   return {
-    project: r.project, flow: r.flow, target: r.target, candidate: r.candidate.toLowerCase(),
-    items: list(r.items.map((i) => i.toUpperCase())), requirement_ids: list(r.requirement_ids), plan_ids: list(r.plan_ids),
+    project: r.project,
+    flow: r.flow,
+    target: r.target,
+    candidate: r.candidate.toLowerCase(),
+    items: list(r.items.map((i) => i.toUpperCase())),
+    requirement_ids: list(r.requirement_ids),
+    plan_ids: list(r.plan_ids),
   };
 }
 
@@ -28,5 +33,8 @@ export function differingFields(a: CreateRequest, b: CreateRequest): (keyof Crea
 /** JSON with object keys sorted at every level: Postgres jsonb does not keep key order. */
 export function stableJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : v);
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
+      : v,
+  );
 }

@@ -41,17 +41,20 @@ export function heldRefusal(wanted: Wanted, holder: Holder): YokeError {
   const message = holder.reserved_until
     ? `${wanted.label} is reserved by claim ${holder.claim_id} for session ${holder.session_id} (actor ${holder.actor_id}), the oldest in its waiting line, until ${holder.reserved_until}`
     : `${wanted.label} is held by claim ${holder.claim_id} (session ${holder.session_id}, actor ${holder.actor_id}${owner}) since ${holder.claimed_at}`;
-  return refusal(
-    'claim_held',
-    message,
-    { recovery: releaseRecovery(wanted, holder), details: { target_kind: wanted.kind, key: wanted.key, holder } },
-  );
+  return refusal('claim_held', message, {
+    recovery: releaseRecovery(wanted, holder),
+    details: { target_kind: wanted.kind, key: wanted.key, holder },
+  });
 }
 
 export function deployLockRetired(key: string): YokeError {
-  return refusal('deploy_lock_retired', `${key} names the retired per-project deploy lock; deployment runs take no coordination claim`, {
-    recovery:
-      'runs serialize by the target origins they occupy (yoke deployment-runs execute RUN); a hold taken before the retirement is released by its claim id: yoke claims work release --claim-id N --reason R',
-    details: { key },
-  });
+  return refusal(
+    'deploy_lock_retired',
+    `${key} names the retired per-project deploy lock; deployment runs take no coordination claim`,
+    {
+      recovery:
+        'runs serialize by the target origins they occupy (yoke deployment-runs execute RUN); a hold taken before the retirement is released by its claim id: yoke claims work release --claim-id N --reason R',
+      details: { key },
+    },
+  );
 }

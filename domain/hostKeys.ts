@@ -10,17 +10,20 @@ export interface HostKey {
   blob: string;
 }
 
-const KEY_TYPE = /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|ssh-dss|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)$/;
+const KEY_TYPE =
+  /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|ssh-dss|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)$/;
 
 /** Reads the first key from a `.pub` file, an `ssh-keyscan` output or a known_hosts line. */
 export function parseHostKeyText(text: string, source: string): HostKey {
   for (const line of text.split('\n')) {
     const tokens = line.trim().split(/\s+/);
     const at = tokens.findIndex((t) => KEY_TYPE.test(t));
-    if (at >= 0 && tokens[at + 1] && /^[A-Za-z0-9+/]+=*$/.test(tokens[at + 1]!)) return { type: tokens[at]!, blob: tokens[at + 1]! };
+    if (at >= 0 && tokens[at + 1] && /^[A-Za-z0-9+/]+=*$/.test(tokens[at + 1]!))
+      return { type: tokens[at]!, blob: tokens[at + 1]! };
   }
   throw usageError('invalid_host_key_file', `${source} holds no SSH public host key`, {
-    recovery: 'pass the host\'s public key file (e.g. /etc/ssh/ssh_host_ed25519_key.pub, or one line of ssh-keyscan output)',
+    recovery:
+      "pass the host's public key file (e.g. /etc/ssh/ssh_host_ed25519_key.pub, or one line of ssh-keyscan output)",
     details: { file: source },
   });
 }

@@ -25,6 +25,9 @@ export function formatItemRef(ref: ItemRef): string {
 
 /** The default item prefix of a project: its name, upper-cased, letters and digits only. */
 export function defaultItemPrefix(projectName: string): string {
-  const prefix = projectName.toUpperCase().replace(/[^A-Z0-9]/g, '').replace(/^[0-9]+/, '');
+  const prefix = projectName
+    .toUpperCase()
+    .replace(/[^A-Z0-9]/g, '')
+    .replace(/^[0-9]+/, '');
   return prefix.slice(0, 16) || 'ITEM';
 }

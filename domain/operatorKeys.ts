@@ -47,10 +47,14 @@ export function parseOperatorKey(raw: string): OperatorKey {
     });
   }
   if (!NAME.test(name)) {
-    throw usageError('invalid_operator_key', `operator key "${raw}" has an empty or malformed name after "${prefix}:"`, {
-      recovery: `name the resource with letters, digits and . _ : / @ - (for example ${CANONICAL_PREFIX[kind]}:lab-mac-1)`,
-      details: { key: raw },
-    });
+    throw usageError(
+      'invalid_operator_key',
+      `operator key "${raw}" has an empty or malformed name after "${prefix}:"`,
+      {
+        recovery: `name the resource with letters, digits and . _ : / @ - (for example ${CANONICAL_PREFIX[kind]}:lab-mac-1)`,
+        details: { key: raw },
+      },
+    );
   }
   const key = `${CANONICAL_PREFIX[kind]}:${name}`;
   switch (kind) {

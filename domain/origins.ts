@@ -13,7 +13,8 @@ export function normalizeOrigin(url: string): string {
     u = new URL(url);
   } catch {
     throw usageError('invalid_environment_url', `"${url}" is not an absolute URL`, {
-      recovery: 'give the environment a url like https://stage.example.com', details: { url },
+      recovery: 'give the environment a url like https://stage.example.com',
+      details: { url },
     });
   }
   const scheme = u.protocol.toLowerCase();

@@ -11,81 +11,115 @@ const always = () => true;
 const Name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'use letters, digits, . _ - (up to 64)');
 const ItemId = z.string().regex(/^[A-Z][A-Z0-9]{0,15}-[1-9][0-9]{0,8}$/, 'an item is PREFIX-N, e.g. WEB-12');
 
-export const Environment = z.object({
-  name: Name,
-  url: z.string().url().optional(),
-  preview_slug: Name.optional(),
-  tier: z.enum(['preview', 'dev', 'stage', 'production']),
-}).strict().refine((e) => e?.url !== undefined || e?.preview_slug !== undefined, { message: 'give a url, or a preview_slug for a preview without one', when: always });
+export const Environment = z
+  .object({
+    name: Name,
+    url: z.string().url().optional(),
+    preview_slug: Name.optional(),
+    tier: z.enum(['preview', 'dev', 'stage', 'production']),
+  })
+  .strict()
+  .refine((e) => e?.url !== undefined || e?.preview_slug !== undefined, {
+    message: 'give a url, or a preview_slug for a preview without one',
+    when: always,
+  });
 
-export const DeployHost = z.object({
-  name: Name,
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65535).default(22),
-  user: z.string().min(1),
-  identity_file: z.string().min(1),
-  host_key_file: z.string().min(1),
-}).strict();
+export const DeployHost = z
+  .object({
+    name: Name,
+    host: z.string().min(1),
+    port: z.number().int().min(1).max(65535).default(22),
+    user: z.string().min(1),
+    identity_file: z.string().min(1),
+    host_key_file: z.string().min(1),
+  })
+  .strict();
 
 export const DeployAction = z.union([
   z.object({ ssh: z.object({ host: Name, command: z.string().min(1) }).strict() }).strict(),
-  z.object({
-    http: z.object({
-      method: z.enum(['GET', 'POST', 'PUT']).default('POST'),
-      url: z.string().url(),
-      expect_status: z.number().int().min(100).max(599).default(200),
-      body: z.string().optional(),
-    }).strict(),
-  }).strict(),
+  z
+    .object({
+      http: z
+        .object({
+          method: z.enum(['GET', 'POST', 'PUT']).default('POST'),
+          url: z.string().url(),
+          expect_status: z.number().int().min(100).max(599).default(200),
+          body: z.string().optional(),
+        })
+        .strict(),
+    })
+    .strict(),
 ]);
 
-export const Stage = z.object({
-  name: Name,
-  kind: z.enum(['deploy', 'qa', 'approval', 'auto']),
-  target: Name,
-  scope: z.enum(['item', 'run']).optional(),
-  action: DeployAction.optional(),
-  checks: z.array(z.object({ name: Name, blocking: z.boolean().default(true) }).strict()).default([]),
-}).strict().superRefine((s, ctx) => {
-  s.checks ??= [];
-  if (s.kind === 'deploy' && !s.action) ctx.addIssue({ code: 'custom', path: ['action'], message: 'a deploy stage needs an action (ssh or http)' });
-  if (s.kind !== 'deploy' && s.action) ctx.addIssue({ code: 'custom', path: ['action'], message: `only deploy stages take an action, not ${s.kind}` });
-  if (s.kind === 'qa' && !s.scope) ctx.addIssue({ code: 'custom', path: ['scope'], message: 'a qa stage needs scope: item or run' });
-  if (s.kind !== 'qa' && s.scope) ctx.addIssue({ code: 'custom', path: ['scope'], message: 'only qa stages take a scope' });
-  if (s.kind !== 'qa' && s.checks.length) ctx.addIssue({ code: 'custom', path: ['checks'], message: 'only qa stages take checks' });
-}, { when: always });
+export const Stage = z
+  .object({
+    name: Name,
+    kind: z.enum(['deploy', 'qa', 'approval', 'auto']),
+    target: Name,
+    scope: z.enum(['item', 'run']).optional(),
+    action: DeployAction.optional(),
+    checks: z.array(z.object({ name: Name, blocking: z.boolean().default(true) }).strict()).default([]),
+  })
+  .strict()
+  .superRefine(
+    (s, ctx) => {
+      s.checks ??= [];
+      if (s.kind === 'deploy' && !s.action)
+        ctx.addIssue({ code: 'custom', path: ['action'], message: 'a deploy stage needs an action (ssh or http)' });
+      if (s.kind !== 'deploy' && s.action)
+        ctx.addIssue({ code: 'custom', path: ['action'], message: `only deploy stages take an action, not ${s.kind}` });
+      if (s.kind === 'qa' && !s.scope)
+        ctx.addIssue({ code: 'custom', path: ['scope'], message: 'a qa stage needs scope: item or run' });
+      if (s.kind !== 'qa' && s.scope)
+        ctx.addIssue({ code: 'custom', path: ['scope'], message: 'only qa stages take a scope' });
+      if (s.kind !== 'qa' && s.checks.length)
+        ctx.addIssue({ code: 'custom', path: ['checks'], message: 'only qa stages take checks' });
+    },
+    { when: always },
+  );
 
-export const Flow = z.object({
-  name: Name,
-  delivery_custody: z.boolean().default(false),
-  completion_flow: z.boolean().default(false),
-  stages: z.array(Stage).min(1, 'a flow needs at least one stage'),
-}).strict();
+export const Flow = z
+  .object({
+    name: Name,
+    delivery_custody: z.boolean().default(false),
+    completion_flow: z.boolean().default(false),
+    stages: z.array(Stage).min(1, 'a flow needs at least one stage'),
+  })
+  .strict();
 
-export const Obligation = z.object({
-  case: Name,
-  qa_phase: z.enum(['pre_merge', 'post_deploy']),
-  target_env: Name.nullable().default(null),
-  plan_id: z.string().min(1).nullable().default(null),
-  blocking: z.boolean().default(true),
-  waived: z.boolean().default(false),
-  superseded: z.boolean().default(false),
-}).strict();
+export const Obligation = z
+  .object({
+    case: Name,
+    qa_phase: z.enum(['pre_merge', 'post_deploy']),
+    target_env: Name.nullable().default(null),
+    plan_id: z.string().min(1).nullable().default(null),
+    blocking: z.boolean().default(true),
+    waived: z.boolean().default(false),
+    superseded: z.boolean().default(false),
+  })
+  .strict();
 
-export const Item = z.object({
-  id: ItemId,
-  title: z.string().optional(),
-  obligations: z.array(Obligation).default([]),
-}).strict();
+export const Item = z
+  .object({
+    id: ItemId,
+    title: z.string().optional(),
+    obligations: z.array(Obligation).default([]),
+  })
+  .strict();
 
-export const ProjectDefinition = z.object({
-  project: Name,
-  item_prefix: z.string().regex(/^[A-Z][A-Z0-9]{0,15}$/).optional(),
-  environments: z.array(Environment).default([]),
-  hosts: z.array(DeployHost).default([]),
-  flows: z.array(Flow).default([]),
-  items: z.array(Item).default([]),
-}).strict();
+export const ProjectDefinition = z
+  .object({
+    project: Name,
+    item_prefix: z
+      .string()
+      .regex(/^[A-Z][A-Z0-9]{0,15}$/)
+      .optional(),
+    environments: z.array(Environment).default([]),
+    hosts: z.array(DeployHost).default([]),
+    flows: z.array(Flow).default([]),
+    items: z.array(Item).default([]),
+  })
+  .strict();
 
 export type ProjectDefinition = z.infer<typeof ProjectDefinition>;
 
@@ -104,8 +138,13 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
   const raw = (document && typeof document === 'object' ? document : {}) as Partial<ProjectDefinition>;
   // Runs even when parts failed to parse (every problem at once), so it reads defensively.
   const list = <T>(x: T[] | undefined): T[] => (Array.isArray(x) ? x.filter((v) => v && typeof v === 'object') : []);
-  const d = { ...raw, environments: list(raw.environments), hosts: list(raw.hosts), items: list(raw.items).map((i) => ({ ...i, obligations: list(i.obligations) })),
-    flows: list(raw.flows).map((f) => ({ ...f, stages: list(f.stages) })) };
+  const d = {
+    ...raw,
+    environments: list(raw.environments),
+    hosts: list(raw.hosts),
+    items: list(raw.items).map((i) => ({ ...i, obligations: list(i.obligations) })),
+    flows: list(raw.flows).map((f) => ({ ...f, stages: list(f.stages) })),
+  };
   const unique = (entries: { name?: string; id?: string }[], key: 'name' | 'id', at: string) => {
     const seen = new Set<string>();
     entries.forEach((x, i) => {
@@ -124,32 +163,50 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
   d.flows.forEach((f, fi) => {
     const stageNames = new Set<string>();
     f.stages.forEach((s, si) => {
-      if (stageNames.has(s.name)) issues.push({ path: ['flows', fi, 'stages', si, 'name'], message: `duplicate stage "${s.name}"` });
+      if (stageNames.has(s.name))
+        issues.push({ path: ['flows', fi, 'stages', si, 'name'], message: `duplicate stage "${s.name}"` });
       stageNames.add(s.name);
-      if (typeof s.target === 'string' && !envs.has(s.target)) issues.push({ path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
+      if (typeof s.target === 'string' && !envs.has(s.target))
+        issues.push({ path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
       if (s.action && 'ssh' in s.action && s.action.ssh && !hosts.has(s.action.ssh.host)) {
-        issues.push({ path: ['flows', fi, 'stages', si, 'action', 'ssh', 'host'], message: `no host named "${s.action.ssh.host}"` });
+        issues.push({
+          path: ['flows', fi, 'stages', si, 'action', 'ssh', 'host'],
+          message: `no host named "${s.action.ssh.host}"`,
+        });
       }
     });
   });
-  if (d.flows.filter((f) => f.completion_flow).length > 1) issues.push({ path: ['flows'], message: 'at most one flow is the completion flow' });
+  if (d.flows.filter((f) => f.completion_flow).length > 1)
+    issues.push({ path: ['flows'], message: 'at most one flow is the completion flow' });
   const prefix = d.item_prefix;
   d.items.forEach((item, ii) => {
-    if (prefix && typeof item.id === 'string' && !item.id.startsWith(`${prefix}-`)) issues.push({ path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
+    if (prefix && typeof item.id === 'string' && !item.id.startsWith(`${prefix}-`))
+      issues.push({ path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
     const cases = new Set<string>();
     item.obligations.forEach((o, oi) => {
-      if (cases.has(o.case)) issues.push({ path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
+      if (cases.has(o.case))
+        issues.push({ path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
       cases.add(o.case);
-      if (typeof o.target_env === 'string' && !envs.has(o.target_env)) issues.push({ path: ['items', ii, 'obligations', oi, 'target_env'], message: `no environment named "${o.target_env}"` });
+      if (typeof o.target_env === 'string' && !envs.has(o.target_env))
+        issues.push({
+          path: ['items', ii, 'obligations', oi, 'target_env'],
+          message: `no environment named "${o.target_env}"`,
+        });
     });
   });
   return issues;
 }
 
 /** Structure and cross-references together: the parsed definition, or every problem found. */
-export function validateProjectDefinition(document: unknown): { definition?: ProjectDefinition; issues: DefinitionIssue[] } {
+export function validateProjectDefinition(document: unknown): {
+  definition?: ProjectDefinition;
+  issues: DefinitionIssue[];
+} {
   const parsed = ProjectDefinition.safeParse(document);
-  const issues: DefinitionIssue[] = [...(parsed.success ? [] : parsed.error.issues.map((i) => ({ path: i.path, message: i.message }))), ...crossReferenceIssues(document)];
+  const issues: DefinitionIssue[] = [
+    ...(parsed.success ? [] : parsed.error.issues.map((i) => ({ path: i.path, message: i.message }))),
+    ...crossReferenceIssues(document),
+  ];
   return issues.length || !parsed.success ? { issues } : { definition: parsed.data, issues };
 }
 
@@ -158,5 +215,10 @@ export type DeployActionDefinition = z.infer<typeof DeployAction>;
 
 /** `flows[0].stages[1].kind` from zod's path. */
 export function formatPath(path: PropertyKey[]): string {
-  return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${String(p)}` : String(p)), '') || '(top level)';
+  return (
+    path.reduce<string>(
+      (acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${String(p)}` : String(p)),
+      '',
+    ) || '(top level)'
+  );
 }

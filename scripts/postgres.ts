@@ -41,7 +41,8 @@ async function answersAsPostgres(url: string): Promise<boolean> {
  * the fallback (used to prove it works on a machine that has a server).
  */
 export async function choosePostgres(home: string, log: (line: string) => void): Promise<PostgresChoice> {
-  if (process.env.DATABASE_URL) return { serverUrl: withDatabase(process.env.DATABASE_URL, 'postgres'), source: 'DATABASE_URL' };
+  if (process.env.DATABASE_URL)
+    return { serverUrl: withDatabase(process.env.DATABASE_URL, 'postgres'), source: 'DATABASE_URL' };
   if (process.env.YOKE_POSTGRES !== 'embedded' && (await answersAsPostgres(LOCAL_SERVER_URL))) {
     return { serverUrl: LOCAL_SERVER_URL, source: 'local' };
   }
@@ -52,14 +53,16 @@ export async function choosePostgres(home: string, log: (line: string) => void):
   rmSync(join(home, 'embedded-postgres', 'ready'), { force: true });
   const logFd = openSync(join(home, 'embedded-postgres.log'), 'a');
   const keeper = spawn(process.execPath, [join(__dirname, 'embeddedPostgres.js'), home, String(EMBEDDED_PORT)], {
-    detached: true, stdio: ['ignore', logFd, logFd],
+    detached: true,
+    stdio: ['ignore', logFd, logFd],
   });
   keeper.unref();
   await waitForPort(EMBEDDED_PORT, '127.0.0.1', 120_000, 'embedded Postgres');
   const readyFile = join(home, 'embedded-postgres', 'ready');
   const deadline = Date.now() + 30_000;
   while (!existsSync(readyFile) || !(await answersAsPostgres(serverUrl))) {
-    if (Date.now() > deadline) throw new Error(`embedded Postgres did not become ready; see ${home}/embedded-postgres.log`);
+    if (Date.now() > deadline)
+      throw new Error(`embedded Postgres did not become ready; see ${home}/embedded-postgres.log`);
     await new Promise((r) => setTimeout(r, 200));
   }
   return { serverUrl, source: 'embedded', startedPid: Number(readFileSync(readyFile, 'utf8')) };

@@ -38,7 +38,6 @@ function writeState(home: string, state: ServicesState): void {
   writeFileSync(servicesFile(home), `${JSON.stringify(state, null, 2)}\n`);
 }
 
-
 async function up(owner: string): Promise<void> {
   const home = yokeHome();
   mkdirSync(home, { recursive: true });
@@ -70,11 +69,25 @@ async function up(owner: string): Promise<void> {
     } else {
       const cli = findTemporalCli(log);
       log(`Temporal: starting the dev server on ${temporalAddress} (SQLite in ${home}/temporal.sqlite)`);
-      const pid = await startDevServer({ cli, port, uiPort, dbFile: join(home, 'temporal.sqlite'), logFile: join(home, 'temporal.log'), namespace });
+      const pid = await startDevServer({
+        cli,
+        port,
+        uiPort,
+        dbFile: join(home, 'temporal.sqlite'),
+        logFile: join(home, 'temporal.log'),
+        namespace,
+      });
       state.processes.push({ name: 'temporal-dev-server', pid, owner });
     }
   }
-  writeState(home, { ...state, databaseUrl, databaseSource: pg.source, temporalAddress, temporalNamespace: namespace, webUi });
+  writeState(home, {
+    ...state,
+    databaseUrl,
+    databaseSource: pg.source,
+    temporalAddress,
+    temporalNamespace: namespace,
+    webUi,
+  });
 }
 
 function down(owner: string | undefined): void {
@@ -101,7 +114,13 @@ function down(owner: string | undefined): void {
 function status(): void {
   const config = loadConfig();
   const state = readState(config.home);
-  console.log(JSON.stringify({ ...state, processes: state.processes.map((p) => ({ ...p, alive: processAlive(p.pid) })) }, null, 2));
+  console.log(
+    JSON.stringify(
+      { ...state, processes: state.processes.map((p) => ({ ...p, alive: processAlive(p.pid) })) },
+      null,
+      2,
+    ),
+  );
 }
 
 async function main(): Promise<void> {

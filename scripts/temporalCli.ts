@@ -39,14 +39,17 @@ export function findTemporalCli(log: (line: string) => void = console.error): st
   }
   const bin = goBinDir();
   if (bin === undefined) {
-    throw new Error('no Temporal CLI found and Go is not installed: install Go, or set TEMPORAL_CLI to a temporal binary, or TEMPORAL_ADDRESS to a running cluster');
+    throw new Error(
+      'no Temporal CLI found and Go is not installed: install Go, or set TEMPORAL_CLI to a temporal binary, or TEMPORAL_ADDRESS to a running cluster',
+    );
   }
   const built = join(bin, 'temporal');
   if (executable(built)) return built;
   log(`building the Temporal CLI: go install ${TEMPORAL_CLI_MODULE} (first time only; a few minutes)`);
   const started = Date.now();
   const result = spawnSync('go', ['install', TEMPORAL_CLI_MODULE], { stdio: ['ignore', 'inherit', 'inherit'] });
-  if (result.status !== 0 || !executable(built)) throw new Error(`go install ${TEMPORAL_CLI_MODULE} failed (exit ${result.status})`);
+  if (result.status !== 0 || !executable(built))
+    throw new Error(`go install ${TEMPORAL_CLI_MODULE} failed (exit ${result.status})`);
   log(`built ${built} in ${Math.round((Date.now() - started) / 1000)} s`);
   return built;
 }

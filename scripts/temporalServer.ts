@@ -22,14 +22,28 @@ function searchAttributeFlags(): string[] {
  * registered, and waits until its frontend accepts connections. Returns its pid.
  */
 export async function startDevServer(opts: DevServerOptions): Promise<number> {
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(opts.port), '--log-level', 'warn', '--namespace', opts.namespace ?? 'default', ...searchAttributeFlags()];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
+    '--log-level',
+    'warn',
+    '--namespace',
+    opts.namespace ?? 'default',
+    ...searchAttributeFlags(),
+  ];
   if (opts.dbFile) args.push('--db-filename', opts.dbFile);
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort));
   else args.push('--headless');
   const out = openSync(opts.logFile, 'a');
   const child = spawn(opts.cli, args, { detached: true, stdio: ['ignore', out, out] });
   child.unref();
-  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`temporal dev server exited with ${code}; see ${opts.logFile}`))));
+  const exited = new Promise<never>((_, reject) =>
+    child.once('exit', (code) => reject(new Error(`temporal dev server exited with ${code}; see ${opts.logFile}`))),
+  );
   await Promise.race([waitForPort(opts.port, '127.0.0.1', 90_000, 'the Temporal dev server'), exited]);
   child.removeAllListeners('exit');
   return child.pid!;
@@ -38,6 +52,22 @@ export async function startDevServer(opts: DevServerOptions): Promise<number> {
 /** Registers the search attributes on a server yoke did not start (idempotent). */
 export function registerSearchAttributes(cli: string, address: string, namespace: string): void {
   for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) {
-    spawnSync(cli, ['operator', 'search-attribute', 'create', '--address', address, '--namespace', namespace, '--name', name, '--type', type], { stdio: 'ignore' });
+    spawnSync(
+      cli,
+      [
+        'operator',
+        'search-attribute',
+        'create',
+        '--address',
+        address,
+        '--namespace',
+        namespace,
+        '--name',
+        name,
+        '--type',
+        type,
+      ],
+      { stdio: 'ignore' },
+    );
   }
 }

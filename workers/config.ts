@@ -29,11 +29,13 @@ const Env = z.object({
   YOKE_CREATE_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
 });
 
-const Recorded = z.object({
-  databaseUrl: z.string().optional(),
-  temporalAddress: z.string().optional(),
-  temporalNamespace: z.string().optional(),
-}).partial();
+const Recorded = z
+  .object({
+    databaseUrl: z.string().optional(),
+    temporalAddress: z.string().optional(),
+    temporalNamespace: z.string().optional(),
+  })
+  .partial();
 
 export interface TlsFiles {
   cert?: string;
@@ -78,15 +80,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
   const parsed = Env.safeParse(env);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw usageError('invalid_configuration', `environment variable ${issue.path.join('.')} is invalid: ${issue.message}`, {
-      recovery: 'fix or unset it (see README, Configuration)',
-      details: { variable: issue.path.join('.') },
-    });
+    throw usageError(
+      'invalid_configuration',
+      `environment variable ${issue.path.join('.')} is invalid: ${issue.message}`,
+      {
+        recovery: 'fix or unset it (see README, Configuration)',
+        details: { variable: issue.path.join('.') },
+      },
+    );
   }
   const e = parsed.data;
   const home = e.YOKE_HOME ? resolve(e.YOKE_HOME) : join(projectRoot(), '.yoke');
   const recorded = readRecorded(home);
-  const files: TlsFiles = { cert: e.TEMPORAL_TLS_CERT, key: e.TEMPORAL_TLS_KEY, ca: e.TEMPORAL_TLS_CA, serverName: e.TEMPORAL_TLS_SERVER_NAME };
+  const files: TlsFiles = {
+    cert: e.TEMPORAL_TLS_CERT,
+    key: e.TEMPORAL_TLS_KEY,
+    ca: e.TEMPORAL_TLS_CA,
+    serverName: e.TEMPORAL_TLS_SERVER_NAME,
+  };
   const hasFiles = Object.values(files).some((v) => v !== undefined);
   const tlsOn = e.TEMPORAL_TLS === '1' || e.TEMPORAL_TLS === 'true' || e.TEMPORAL_API_KEY !== undefined;
   return {
@@ -102,7 +113,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     staleAfterMs: e.YOKE_SESSION_STALE_AFTER_SECONDS * 1000,
     sweepIntervalMs: e.YOKE_SWEEP_INTERVAL_SECONDS * 1000,
     reservationLifetimeMs: e.YOKE_RESERVATION_LIFETIME_SECONDS * 1000,
-    ssh: { connectTimeoutMs: e.YOKE_SSH_CONNECT_TIMEOUT_SECONDS * 1000, commandTimeoutMs: e.YOKE_SSH_COMMAND_TIMEOUT_SECONDS * 1000 },
+    ssh: {
+      connectTimeoutMs: e.YOKE_SSH_CONNECT_TIMEOUT_SECONDS * 1000,
+      commandTimeoutMs: e.YOKE_SSH_COMMAND_TIMEOUT_SECONDS * 1000,
+    },
     driverFreshMs: e.YOKE_DRIVER_FRESH_SECONDS * 1000,
     createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,
   };

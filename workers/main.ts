@@ -20,7 +20,11 @@ async function main(): Promise<void> {
   const connection = await NativeConnection.connect(connectOptions);
   const clientConnection = await Connection.connect(connectOptions);
   const client = new Client({ connection: clientConnection, namespace: config.temporal.namespace });
-  await ensureSweepSchedule(client, { taskQueue: config.taskQueue, intervalMs: config.sweepIntervalMs, staleAfterMs: config.staleAfterMs });
+  await ensureSweepSchedule(client, {
+    taskQueue: config.taskQueue,
+    intervalMs: config.sweepIntervalMs,
+    staleAfterMs: config.staleAfterMs,
+  });
 
   const worker = await Worker.create({
     connection,
@@ -28,10 +32,15 @@ async function main(): Promise<void> {
     taskQueue: config.taskQueue,
     workflowsPath: require.resolve('../workflows'),
     activities: createActivities({
-      db, temporal: { client, taskQueue: config.taskQueue }, reservationLifetimeMs: config.reservationLifetimeMs, ssh: config.ssh,
+      db,
+      temporal: { client, taskQueue: config.taskQueue },
+      reservationLifetimeMs: config.reservationLifetimeMs,
+      ssh: config.ssh,
     }),
   });
-  console.log(`yoke worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`);
+  console.log(
+    `yoke worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`,
+  );
   try {
     await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks finish
   } finally {

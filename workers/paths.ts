@@ -23,4 +23,3 @@ export function yokeHome(env: NodeJS.ProcessEnv = process.env): string {
 export function servicesFile(home: string): string {
   return join(home, 'services.json');
 }
-

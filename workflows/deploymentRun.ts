@@ -1,6 +1,20 @@
-import { ActivityCancellationType, condition, proxyActivities, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  condition,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { RunStageActivities } from '../activities/runs/stages';
-import { RUN_STATUS_KEY, qaSettled, runState, runTerminalized, stageApproved, type RunInput, type RunSnapshot } from './definitions';
+import {
+  RUN_STATUS_KEY,
+  qaSettled,
+  runState,
+  runTerminalized,
+  stageApproved,
+  type RunInput,
+  type RunSnapshot,
+} from './definitions';
 
 const steps = proxyActivities<Omit<RunStageActivities, 'runDeployAction' | 'recordQaVerdict' | 'approveStage'>>({
   startToCloseTimeout: '1 minute',
@@ -27,7 +41,14 @@ const RECHECK = '30 seconds';
  * seam the settlement work extends). Postgres decides; signals only say "look again".
  */
 export async function deploymentRun(input: RunInput): Promise<{ status: string }> {
-  const snapshot: RunSnapshot = { runId: input.runId, phase: 'starting', stage: null, ordinal: null, waitingFor: null, outcome: null };
+  const snapshot: RunSnapshot = {
+    runId: input.runId,
+    phase: 'starting',
+    stage: null,
+    ordinal: null,
+    waitingFor: null,
+    outcome: null,
+  };
   let terminalized = false;
   let pokes = 0;
   setHandler(runTerminalized, () => {
@@ -78,7 +99,9 @@ export async function deploymentRun(input: RunInput): Promise<{ status: string }
     if (terminalized) break;
     await steps.finishStage({ runId: input.runId, ordinal: stage.ordinal, result });
     if (!result.ok) {
-      snapshot.outcome = (await steps.failRun({ runId: input.runId, reason: `stage ${stage.name} failed: ${result.detail}` })).status;
+      snapshot.outcome = (
+        await steps.failRun({ runId: input.runId, reason: `stage ${stage.name} failed: ${result.detail}` })
+      ).status;
       snapshot.phase = 'done';
       upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: snapshot.outcome }]);
       return { status: snapshot.outcome };

@@ -26,6 +26,7 @@ export async function sessionUsage(input: { sessionId: string; pending?: FoldReq
     const request = queue.shift()!;
     await foldSessionUsage({ sessionId: input.sessionId, harness: request.harness, artifacts: request.artifacts });
     folds++;
-    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof sessionUsage>({ sessionId: input.sessionId, pending: queue });
+    if (workflowInfo().continueAsNewSuggested)
+      await continueAsNew<typeof sessionUsage>({ sessionId: input.sessionId, pending: queue });
   }
 }

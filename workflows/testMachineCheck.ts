@@ -26,8 +26,16 @@ const ssh = proxyActivities<Pick<TestMachineActivities, 'runCheckCommand'>>({
  */
 export async function testMachineCheck(input: CheckInput) {
   const { claim_id: claimId } = await short.beginCheck({ testMachine: input.testMachine, sessionId: input.sessionId });
-  const finish = (outcome: CheckOutcome | null) => CancellationScope.nonCancellable(() =>
-    short.finishCheck({ testMachine: input.testMachine, sessionId: input.sessionId, claimId, outcome, requestId: workflowInfo().workflowId }));
+  const finish = (outcome: CheckOutcome | null) =>
+    CancellationScope.nonCancellable(() =>
+      short.finishCheck({
+        testMachine: input.testMachine,
+        sessionId: input.sessionId,
+        claimId,
+        outcome,
+        requestId: workflowInfo().workflowId,
+      }),
+    );
   let outcome: CheckOutcome;
   try {
     outcome = await ssh.runCheckCommand({ testMachine: input.testMachine, kind: input.kind });

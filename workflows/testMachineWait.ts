@@ -1,8 +1,15 @@
 import { allHandlersFinished, condition, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { TestMachineActivities } from '../activities/testMachines';
 import {
-  awaitTurn, cancelWait, hostReserved, turnConsumed, waitState,
-  type TurnReserved, type WaitInput, type WaitSnapshot, type WaitWorkflowState,
+  awaitTurn,
+  cancelWait,
+  hostReserved,
+  turnConsumed,
+  waitState,
+  type TurnReserved,
+  type WaitInput,
+  type WaitSnapshot,
+  type WaitWorkflowState,
 } from './definitions';
 
 const { expireReservation } = proxyActivities<Pick<TestMachineActivities, 'expireReservation'>>({
@@ -50,7 +57,10 @@ export async function testMachineWait(input: WaitInput): Promise<WaitSnapshot> {
   while (state === 'reserved' && turn) {
     const current: TurnReserved = turn;
     const untilExpiry = Date.parse(current.reservedUntil) - Date.now() + EXPIRY_GRACE_MS;
-    const settled = await condition(() => state !== 'reserved' || turn !== current, Math.max(untilExpiry, EXPIRY_GRACE_MS));
+    const settled = await condition(
+      () => state !== 'reserved' || turn !== current,
+      Math.max(untilExpiry, EXPIRY_GRACE_MS),
+    );
     if (settled) continue;
     const outcome = await expireReservation({ testMachine: input.testMachine, claimId: current.claimId });
     if (turn === current && state === 'reserved') state = outcome.state;

@@ -1,7 +1,14 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Client, type ConnectConfig } from 'ssh2';
-import { fingerprint, formatHostKey, hostKeyAlgorithms, hostKeyFromBlob, parseStoredHostKey, type HostKey } from '../../domain/hostKeys';
+import {
+  fingerprint,
+  formatHostKey,
+  hostKeyAlgorithms,
+  hostKeyFromBlob,
+  parseStoredHostKey,
+  type HostKey,
+} from '../../domain/hostKeys';
 import { refusal, usageError } from '../../domain/errors';
 
 /** Where and as whom to run commands on a test machine, with its pinned host key. */
@@ -41,7 +48,10 @@ export class SshCancelled extends Error {
 
 /** The host did not answer, refused us, or dropped the connection: W3's `ssh_unavailable`. */
 export class SshUnavailable extends Error {
-  constructor(readonly target: string, readonly detail: string) {
+  constructor(
+    readonly target: string,
+    readonly detail: string,
+  ) {
     super(`cannot reach test machine ${target} over SSH: ${detail}`);
   }
 }
@@ -53,7 +63,8 @@ function readIdentity(path: string): Buffer {
     return readFileSync(path);
   } catch (err) {
     throw usageError('identity_file_unreadable', `cannot read SSH identity file ${path}: ${(err as Error).message}`, {
-      recovery: 'pass a readable private key with --identity-file', details: { identity_file: path },
+      recovery: 'pass a readable private key with --identity-file',
+      details: { identity_file: path },
     });
   }
 }
@@ -91,7 +102,10 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
     opts.signal?.addEventListener('abort', onAbort);
 
     const config: ConnectConfig = {
-      host: target.host, port: target.port, username: target.user, privateKey,
+      host: target.host,
+      port: target.port,
+      username: target.user,
+      privateKey,
       readyTimeout: opts.connectTimeoutMs,
       hostVerifier: (blob: Buffer) => {
         presented = hostKeyFromBlob(blob);
@@ -102,10 +116,18 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
 
     conn.on('error', (err: Error & { level?: string }) => {
       if (pinned && presented && (presented.blob !== pinned.blob || presented.type !== pinned.type)) {
-        finish(() => reject(refusal('host_key_mismatch', `test machine ${target.name} (${target.host}:${target.port}) presented host key ${fingerprint(presented!)}, not the pinned ${fingerprint(pinned)}`, {
-          recovery: `if the machine was legitimately re-imaged, re-pin it: yoke test-machine remove ${target.name}, then yoke test-machine add ${target.name} ... --host-key-file NEW_KEY.pub`,
-          details: { test_machine: target.name, pinned: fingerprint(pinned), presented: fingerprint(presented!) },
-        })));
+        finish(() =>
+          reject(
+            refusal(
+              'host_key_mismatch',
+              `test machine ${target.name} (${target.host}:${target.port}) presented host key ${fingerprint(presented!)}, not the pinned ${fingerprint(pinned)}`,
+              {
+                recovery: `if the machine was legitimately re-imaged, re-pin it: yoke test-machine remove ${target.name}, then yoke test-machine add ${target.name} ... --host-key-file NEW_KEY.pub`,
+                details: { test_machine: target.name, pinned: fingerprint(pinned), presented: fingerprint(presented!) },
+              },
+            ),
+          ),
+        );
         return;
       }
       finish(() => reject(new SshUnavailable(target.name, err.message)));
@@ -138,15 +160,17 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
         if (opts.onProgress) progress = setInterval(opts.onProgress, 2_000);
         stream.on('close', (code: number | null, signal: string | null) => {
           hash.update(errHash.digest());
-          finish(() => resolve({
-            exit_code: timedOut ? null : code ?? null,
-            signal: signal ?? null,
-            timed_out: timedOut,
-            stdout: Buffer.concat(out).toString('utf8'),
-            stderr: Buffer.concat(errOut).toString('utf8'),
-            output_digest: `sha256:${hash.digest('hex')}`,
-            presented_host_key: formatHostKey(presented!),
-          }));
+          finish(() =>
+            resolve({
+              exit_code: timedOut ? null : (code ?? null),
+              signal: signal ?? null,
+              timed_out: timedOut,
+              stdout: Buffer.concat(out).toString('utf8'),
+              stderr: Buffer.concat(errOut).toString('utf8'),
+              output_digest: `sha256:${hash.digest('hex')}`,
+              presented_host_key: formatHostKey(presented!),
+            }),
+          );
         });
       });
     });

@@ -40,7 +40,8 @@ const CANDIDATE = /^[0-9a-f]{7,64}$/i;
 function validateCandidate(candidate: string): void {
   if (!CANDIDATE.test(candidate)) {
     throw usageError('invalid_candidate', `candidate "${candidate}" is not a commit sha`, {
-      recovery: 'pass the commit to deliver, e.g. --candidate $(git rev-parse HEAD)', details: { candidate },
+      recovery: 'pass the commit to deliver, e.g. --candidate $(git rev-parse HEAD)',
+      details: { candidate },
     });
   }
 }
@@ -59,36 +60,85 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
    * insert the run, its flow-default QA rows and its members. Composition reads that need no
    * lock happen before it is taken.
    */
-  async function insertRun(trx: Transaction<Database>, input: CreateRunInput, request: CreateRequest, flow: FlowRow, projectId: number, targetId: number, members: { item_id: number; item: string }[]): Promise<CreateReceipt> {
+  async function insertRun(
+    trx: Transaction<Database>,
+    input: CreateRunInput,
+    request: CreateRequest,
+    flow: FlowRow,
+    projectId: number,
+    targetId: number,
+    members: { item_id: number; item: string }[],
+  ): Promise<CreateReceipt> {
     await advisoryXactLock(trx, `run-create:${projectId}`);
-    const receipt = (runId: string, status: string, replayed: boolean, warnings: UntargetedObligation[]): CreateReceipt => ({
-      run_id: runId, project: request.project, flow: request.flow, target: request.target, candidate_sha: request.candidate, status, replayed,
-      idempotency_key: input.idempotencyKey ?? null, idempotency_basis: input.idempotencyKey ? 'recorded_key' : null,
-      member_items: request.items, warnings,
+    const receipt = (
+      runId: string,
+      status: string,
+      replayed: boolean,
+      warnings: UntargetedObligation[],
+    ): CreateReceipt => ({
+      run_id: runId,
+      project: request.project,
+      flow: request.flow,
+      target: request.target,
+      candidate_sha: request.candidate,
+      status,
+      replayed,
+      idempotency_key: input.idempotencyKey ?? null,
+      idempotency_basis: input.idempotencyKey ? 'recorded_key' : null,
+      member_items: request.items,
+      warnings,
     });
     if (input.idempotencyKey) {
-      const existing = await trx.selectFrom('deployment_runs').select(['run_id', 'status', 'create_request'])
-        .where('project_id', '=', projectId).where('create_idempotency_key', '=', input.idempotencyKey).executeTakeFirst();
+      const existing = await trx
+        .selectFrom('deployment_runs')
+        .select(['run_id', 'status', 'create_request'])
+        .where('project_id', '=', projectId)
+        .where('create_idempotency_key', '=', input.idempotencyKey)
+        .executeTakeFirst();
       if (existing) {
         const differing = differingFields(request, existing.create_request as unknown as CreateRequest);
         if (differing.length === 0) return receipt(existing.run_id, existing.status, true, []);
-        throw refusal('idempotency_key_conflict', `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with a different ${differing.join(', ')}`, {
-          recovery: `repeat the original request to get run ${existing.run_id} back, or use a new --idempotency-key for a deliberately different run`,
-          details: { run_id: existing.run_id, idempotency_key: input.idempotencyKey, differing_fields: differing, recorded_request: existing.create_request, request },
-        });
+        throw refusal(
+          'idempotency_key_conflict',
+          `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with a different ${differing.join(', ')}`,
+          {
+            recovery: `repeat the original request to get run ${existing.run_id} back, or use a new --idempotency-key for a deliberately different run`,
+            details: {
+              run_id: existing.run_id,
+              idempotency_key: input.idempotencyKey,
+              differing_fields: differing,
+              recorded_request: existing.create_request,
+              request,
+            },
+          },
+        );
       }
     }
     const { rows } = await sql<{ n: string }>`SELECT nextval('deployment_run_numbers') AS n`.execute(trx);
-    const run = await trx.insertInto('deployment_runs').values({
-      run_id: `run-${rows[0]!.n}`, project_id: projectId, flow_id: flow.flow_id, target_environment_id: targetId,
-      candidate_sha: request.candidate, create_idempotency_key: input.idempotencyKey ?? null, create_request: JSON.stringify(request),
-      created_by_session_id: input.sessionId ?? null,
-    }).returningAll().executeTakeFirstOrThrow();
+    const run = await trx
+      .insertInto('deployment_runs')
+      .values({
+        run_id: `run-${rows[0]!.n}`,
+        project_id: projectId,
+        flow_id: flow.flow_id,
+        target_environment_id: targetId,
+        candidate_sha: request.candidate,
+        create_idempotency_key: input.idempotencyKey ?? null,
+        create_request: JSON.stringify(request),
+        created_by_session_id: input.sessionId ?? null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
     await materializeFlowDefaults(trx, run, flow);
     const selection: ExplicitSelection = { requirementIds: request.requirement_ids, planIds: request.plan_ids };
     const warnings: UntargetedObligation[] = [];
     for (const m of members) warnings.push(...(await admitMember(trx, run, flow, m, selection)));
-    await recordEvent(trx, { event_type: 'DeploymentRunCreated', project_id: projectId, session_id: input.sessionId ?? null, payload: { run_id: run.run_id, request } });
+    await recordEvent(trx, {
+      event_type: 'DeploymentRunCreated',
+      project_id: projectId,
+      session_id: input.sessionId ?? null,
+      payload: { run_id: run.run_id, request },
+    });
     return receipt(run.run_id, run.status, false, warnings);
   }
 
@@ -103,36 +153,53 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
       const item = await ensureItem(executor, parseItemRef(ref));
       if (item.project_id !== project.project_id) {
         throw refusal('item_outside_project', `item ${item.item} does not belong to project ${project.name}`, {
-          recovery: `create the run in the item's own project, or drop --item ${item.item}`, details: { item: item.item, project: project.name },
+          recovery: `create the run in the item's own project, or drop --item ${item.item}`,
+          details: { item: item.item, project: project.name },
         });
       }
       members.push({ item_id: item.item_id, item: item.item });
     }
     const request = canonicalRequest({
-      project: project.name, flow: flow.name, target: target.name, candidate: input.candidate,
-      items: members.map((m) => m.item), requirement_ids: input.requirementIds ?? [], plan_ids: input.planIds ?? [],
+      project: project.name,
+      flow: flow.name,
+      target: target.name,
+      candidate: input.candidate,
+      items: members.map((m) => m.item),
+      requirement_ids: input.requirementIds ?? [],
+      plan_ids: input.planIds ?? [],
     });
     return { project, flow, target, members, request };
   }
 
-  async function withCreationTimeout<T>(input: CreateRunInput, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  async function withCreationTimeout<T>(
+    input: CreateRunInput,
+    fn: (trx: Transaction<Database>) => Promise<T>,
+  ): Promise<T> {
     try {
       return await db.transaction().execute(async (trx) => {
-        if (input.lockTimeoutMs) await sql`SELECT set_config('lock_timeout', ${`${Math.ceil(input.lockTimeoutMs)}ms`}, true)`.execute(trx);
+        if (input.lockTimeoutMs)
+          await sql`SELECT set_config('lock_timeout', ${`${Math.ceil(input.lockTimeoutMs)}ms`}, true)`.execute(trx);
         return fn(trx);
       });
     } catch (err) {
       if (!isTimeout(err)) throw err;
-      throw unreachable('deployment_run_create_timeout', `creating the run did not finish within ${input.lockTimeoutMs} ms (another creation holds the project's lock)`, {
-        recovery: 're-run the identical command: the same --idempotency-key returns the run if one was created', details: { idempotency_key: input.idempotencyKey ?? null },
-      });
+      throw unreachable(
+        'deployment_run_create_timeout',
+        `creating the run did not finish within ${input.lockTimeoutMs} ms (another creation holds the project's lock)`,
+        {
+          recovery: 're-run the identical command: the same --idempotency-key returns the run if one was created',
+          details: { idempotency_key: input.idempotencyKey ?? null },
+        },
+      );
     }
   }
 
   /** `deployment-runs create` (I1, D3, D5, D6, O5). */
   async function createRun(input: CreateRunInput): Promise<CreateReceipt> {
     const { project, flow, target, members, request } = await resolve(db, input);
-    return withCreationTimeout(input, (trx) => insertRun(trx, input, request, flow, project.project_id, target.environment_id, members));
+    return withCreationTimeout(input, (trx) =>
+      insertRun(trx, input, request, flow, project.project_id, target.environment_id, members),
+    );
   }
 
   /**
@@ -141,30 +208,50 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
    * items, the flow defaults to the project's completion flow, the target to the flow's last
    * deploy stage. (Taking over a waiting run on the target arrives with takeover.)
    */
-  async function startForItem(input: Omit<CreateRunInput, 'project' | 'flow' | 'target'> & { flow?: string; target?: string }): Promise<CreateReceipt> {
+  async function startForItem(
+    input: Omit<CreateRunInput, 'project' | 'flow' | 'target'> & { flow?: string; target?: string },
+  ): Promise<CreateReceipt> {
     if (input.items.length === 0) {
-      throw usageError('items_required', 'start-for-item needs at least one PREFIX-N', { recovery: 'yoke deployment-runs start-for-item WEB-12 --candidate SHA' });
+      throw usageError('items_required', 'start-for-item needs at least one PREFIX-N', {
+        recovery: 'yoke deployment-runs start-for-item WEB-12 --candidate SHA',
+      });
     }
     return withCreationTimeout({ ...input, project: '', flow: '', target: '' }, async (trx) => {
       const prefixes = [...new Set(input.items.map((i) => parseItemRef(i).prefix))];
       if (prefixes.length > 1) {
         throw refusal('items_span_projects', `items ${input.items.join(', ')} belong to more than one project`, {
-          recovery: 'start one run per project', details: { items: input.items },
+          recovery: 'start one run per project',
+          details: { items: input.items },
         });
       }
-      const project = await trx.selectFrom('projects').selectAll().where('item_prefix', '=', prefixes[0]!).executeTakeFirst();
+      const project = await trx
+        .selectFrom('projects')
+        .selectAll()
+        .where('item_prefix', '=', prefixes[0]!)
+        .executeTakeFirst();
       if (!project) {
         throw refusal('item_prefix_unknown', `no project uses the item prefix ${prefixes[0]}`, {
-          recovery: 'apply the project definition first: yoke apply -f project.yaml', details: { prefix: prefixes[0] },
+          recovery: 'apply the project definition first: yoke apply -f project.yaml',
+          details: { prefix: prefixes[0] },
         });
       }
       let flowName = input.flow;
       if (!flowName) {
-        const completion = await trx.selectFrom('flows').select('name').where('project_id', '=', project.project_id).where('completion_flow', '=', true).executeTakeFirst();
+        const completion = await trx
+          .selectFrom('flows')
+          .select('name')
+          .where('project_id', '=', project.project_id)
+          .where('completion_flow', '=', true)
+          .executeTakeFirst();
         if (!completion) {
-          throw refusal('completion_flow_missing', `project ${project.name} has no completion flow to deliver ${input.items.join(', ')}`, {
-            recovery: 'name one with --flow F, or mark a flow completion_flow: true and apply', details: { project: project.name },
-          });
+          throw refusal(
+            'completion_flow_missing',
+            `project ${project.name} has no completion flow to deliver ${input.items.join(', ')}`,
+            {
+              recovery: 'name one with --flow F, or mark a flow completion_flow: true and apply',
+              details: { project: project.name },
+            },
+          );
         }
         flowName = completion.name;
       }
@@ -173,7 +260,15 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
       const target = input.target ?? (deploys[deploys.length - 1] ?? flow.stages[flow.stages.length - 1]!).target;
       const full: CreateRunInput = { ...input, project: project.name, flow: flow.name, target };
       const resolved = await resolve(trx, full);
-      return insertRun(trx, full, resolved.request, resolved.flow, project.project_id, resolved.target.environment_id, resolved.members);
+      return insertRun(
+        trx,
+        full,
+        resolved.request,
+        resolved.flow,
+        project.project_id,
+        resolved.target.environment_id,
+        resolved.members,
+      );
     });
   }
 

@@ -21,7 +21,9 @@ interface DrivenRun extends RunRow {
 async function lockRun(trx: Transaction<Database>, runId: string, freshMs: number): Promise<DrivenRun> {
   const run = await runById(trx, runId, { lock: true });
   const { rows } = await sql<{ live: boolean }>`
-    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(trx);
+    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(
+    trx,
+  );
   return { ...run, driver_live: rows[0]!.live };
 }
 
@@ -32,17 +34,33 @@ async function lockRun(trx: Transaction<Database>, runId: string, freshMs: numbe
 function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void {
   if (!run.driver_session_id || run.driver_session_id === sessionId || !run.driver_live) return;
   const until = new Date(run.driver_heartbeat_at!.getTime() + freshMs).toISOString();
-  throw refusal('run_driven_elsewhere', `run ${run.run_id} is driven by session ${run.driver_session_id} (heartbeat ${run.driver_heartbeat_at!.toISOString()})`, {
-    recovery: `let that session continue (it can hand over by ending its session), or wait until its attachment lapses at ${until}`,
-    details: { run_id: run.run_id, driver_session_id: run.driver_session_id, driver_heartbeat_at: run.driver_heartbeat_at!.toISOString(), lapses_at: until },
-  });
+  throw refusal(
+    'run_driven_elsewhere',
+    `run ${run.run_id} is driven by session ${run.driver_session_id} (heartbeat ${run.driver_heartbeat_at!.toISOString()})`,
+    {
+      recovery: `let that session continue (it can hand over by ending its session), or wait until its attachment lapses at ${until}`,
+      details: {
+        run_id: run.run_id,
+        driver_session_id: run.driver_session_id,
+        driver_heartbeat_at: run.driver_heartbeat_at!.toISOString(),
+        lapses_at: until,
+      },
+    },
+  );
 }
 
 function terminalRefusal(run: RunRow, doing: string) {
-  return refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}${run.terminal_reason ? ` (${run.terminal_reason})` : ''}; cannot ${doing}`, {
-    recovery: run.status === 'failed' ? `retry it: yoke deployment-runs retry ${run.run_id}` : 'create a new run (with a new --idempotency-key)',
-    details: { run_id: run.run_id, status: run.status },
-  });
+  return refusal(
+    `run_${run.status}`,
+    `run ${run.run_id} is ${run.status}${run.terminal_reason ? ` (${run.terminal_reason})` : ''}; cannot ${doing}`,
+    {
+      recovery:
+        run.status === 'failed'
+          ? `retry it: yoke deployment-runs retry ${run.run_id}`
+          : 'create a new run (with a new --idempotency-key)',
+      details: { run_id: run.run_id, status: run.status },
+    },
+  );
 }
 
 export interface ExecuteResult {
@@ -88,37 +106,110 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       const units = await unitsOf(trx, run);
-      const labels = { project: (await trx.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow()).name, member_items: (await membersOf(trx, run.run_id)).map((m) => m.item) };
+      const labels = {
+        project: (
+          await trx
+            .selectFrom('projects')
+            .select('name')
+            .where('project_id', '=', run.project_id)
+            .executeTakeFirstOrThrow()
+        ).name,
+        member_items: (await membersOf(trx, run.run_id)).map((m) => m.item),
+      };
       if (run.status === 'executing') {
-        await trx.updateTable('deployment_runs').set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` }).where('run_id', '=', run.run_id).execute();
-        return { run_id: run.run_id, ...labels, status: run.status, resumed: true, occupancy_units: units, carried_work: null, driver_session_id: session.session_id };
+        await trx
+          .updateTable('deployment_runs')
+          .set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
+          .where('run_id', '=', run.run_id)
+          .execute();
+        return {
+          run_id: run.run_id,
+          ...labels,
+          status: run.status,
+          resumed: true,
+          occupancy_units: units,
+          carried_work: null,
+          driver_session_id: session.session_id,
+        };
       }
       if (run.status !== 'created') throw terminalRefusal(run, 'execute');
       for (const unit of units) await advisoryXactLock(trx, `occupancy:${unit}`);
-      const holder = await trx.selectFrom('deployment_run_occupancy as o').innerJoin('deployment_runs as r', 'r.run_id', 'o.run_id')
+      const holder = await trx
+        .selectFrom('deployment_run_occupancy as o')
+        .innerJoin('deployment_runs as r', 'r.run_id', 'o.run_id')
         .innerJoin('projects as p', 'p.project_id', 'r.project_id')
         .select(['o.unit', 'r.run_id', 'r.current_stage', 'r.cursor_ordinal', 'r.flow_id', 'p.name as project'])
-        .where('o.unit', 'in', units.length ? units : ['']).where('r.status', '=', 'executing').where('r.occupancy_released_at', 'is', null)
-        .where('r.run_id', '!=', run.run_id).orderBy('o.unit').executeTakeFirst();
+        .where('o.unit', 'in', units.length ? units : [''])
+        .where('r.status', '=', 'executing')
+        .where('r.occupancy_released_at', 'is', null)
+        .where('r.run_id', '!=', run.run_id)
+        .orderBy('o.unit')
+        .executeTakeFirst();
       if (holder) {
         const lines = await openLines(trx, holder.run_id);
-        throw refusal('target_occupied', `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`, {
-          recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
-          details: { origin: holder.unit, holder: { run_id: holder.run_id, project: holder.project, stage: holder.current_stage, open_lines: lines } },
-        });
+        throw refusal(
+          'target_occupied',
+          `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
+          {
+            recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
+            details: {
+              origin: holder.unit,
+              holder: {
+                run_id: holder.run_id,
+                project: holder.project,
+                stage: holder.current_stage,
+                open_lines: lines,
+              },
+            },
+          },
+        );
       }
       const flow = await flowById(trx, run.flow_id);
       const carried = await freezeComposition(trx, run, flow);
-      await trx.insertInto('deployment_run_occupancy').values(units.map((unit) => ({ run_id: run.run_id, unit }))).onConflict((oc) => oc.doNothing()).execute();
-      await trx.insertInto('deployment_run_stages')
-        .values(flow.stages.map((s, ordinal) => ({ run_id: run.run_id, ordinal, name: s.name, kind: s.kind, target_env: s.target })))
-        .onConflict((oc) => oc.doNothing()).execute();
-      await trx.updateTable('deployment_runs').set({
-        status: 'executing', executing_at: sql`clock_timestamp()`, occupancy_released_at: null,
-        driver_session_id: session.session_id, driver_heartbeat_at: sql`now()`,
-      }).where('run_id', '=', run.run_id).execute();
-      await recordEvent(trx, { event_type: 'DeploymentRunExecuting', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, units } });
-      return { run_id: run.run_id, ...labels, status: 'executing', resumed: false, occupancy_units: units, carried_work: carried, driver_session_id: session.session_id };
+      await trx
+        .insertInto('deployment_run_occupancy')
+        .values(units.map((unit) => ({ run_id: run.run_id, unit })))
+        .onConflict((oc) => oc.doNothing())
+        .execute();
+      await trx
+        .insertInto('deployment_run_stages')
+        .values(
+          flow.stages.map((s, ordinal) => ({
+            run_id: run.run_id,
+            ordinal,
+            name: s.name,
+            kind: s.kind,
+            target_env: s.target,
+          })),
+        )
+        .onConflict((oc) => oc.doNothing())
+        .execute();
+      await trx
+        .updateTable('deployment_runs')
+        .set({
+          status: 'executing',
+          executing_at: sql`clock_timestamp()`,
+          occupancy_released_at: null,
+          driver_session_id: session.session_id,
+          driver_heartbeat_at: sql`now()`,
+        })
+        .where('run_id', '=', run.run_id)
+        .execute();
+      await recordEvent(trx, {
+        event_type: 'DeploymentRunExecuting',
+        project_id: run.project_id,
+        session_id: session.session_id,
+        payload: { run_id: run.run_id, units },
+      });
+      return {
+        run_id: run.run_id,
+        ...labels,
+        status: 'executing',
+        resumed: false,
+        occupancy_units: units,
+        carried_work: carried,
+        driver_session_id: session.session_id,
+      };
     });
   }
 
@@ -126,9 +217,18 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
   async function heartbeatRun(input: { sessionId: string; runId: string }) {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
-      const row = await trx.updateTable('deployment_runs').set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
-        .where('run_id', '=', run.run_id).returning(['run_id', 'driver_session_id', 'driver_heartbeat_at']).executeTakeFirstOrThrow();
-      return { run_id: row.run_id, driver_session_id: row.driver_session_id, driver_heartbeat_at: row.driver_heartbeat_at!.toISOString(), took_over: run.driver_session_id !== null && run.driver_session_id !== session.session_id };
+      const row = await trx
+        .updateTable('deployment_runs')
+        .set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
+        .where('run_id', '=', run.run_id)
+        .returning(['run_id', 'driver_session_id', 'driver_heartbeat_at'])
+        .executeTakeFirstOrThrow();
+      return {
+        run_id: row.run_id,
+        driver_session_id: row.driver_session_id,
+        driver_heartbeat_at: row.driver_heartbeat_at!.toISOString(),
+        took_over: run.driver_session_id !== null && run.driver_session_id !== session.session_id,
+      };
     });
   }
 
@@ -137,13 +237,23 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
    * automatic retraction of unsettled run requirements happen in one transaction. Passed
    * proof stays.
    */
-  async function terminalizeRun(input: { sessionId: string; runId: string; disposition: 'cancelled' | 'failed'; reason: string }) {
-    if (!input.reason.trim()) throw usageError('reason_required', 'terminalize needs a non-empty --reason', { recovery: 'say why, e.g. --reason "superseded by hotfix"' });
+  async function terminalizeRun(input: {
+    sessionId: string;
+    runId: string;
+    disposition: 'cancelled' | 'failed';
+    reason: string;
+  }) {
+    if (!input.reason.trim())
+      throw usageError('reason_required', 'terminalize needs a non-empty --reason', {
+        recovery: 'say why, e.g. --reason "superseded by hotfix"',
+      });
     return db.transaction().execute(async (trx) => {
       const session = await requireLiveSession(trx, input.sessionId);
       const run = await lockRun(trx, input.runId, freshMs);
-      if (run.status === input.disposition && run.terminal_reason === input.reason) return { run_id: run.run_id, status: run.status, retracted: [] as string[] };
-      if (run.status === 'succeeded' || run.status === 'cancelled' || run.status === 'failed') throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
+      if (run.status === input.disposition && run.terminal_reason === input.reason)
+        return { run_id: run.run_id, status: run.status, retracted: [] as string[] };
+      if (run.status === 'succeeded' || run.status === 'cancelled' || run.status === 'failed')
+        throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
       assertDriver(run, session.session_id, freshMs);
       const retracted = await markTerminal(trx, run, input.disposition, input.reason, session.session_id);
       return { run_id: run.run_id, status: input.disposition, retracted };
@@ -156,59 +266,140 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
       const session = await requireLiveSession(trx, input.sessionId);
       const run = await lockRun(trx, input.runId, freshMs);
       if (run.status === 'cancelled') {
-        throw refusal('run_cancelled', `run ${run.run_id} was cancelled (${run.terminal_reason}); a cancelled run cannot restart`, {
-          recovery: 'create a new run (with a new --idempotency-key)', details: { run_id: run.run_id },
-        });
+        throw refusal(
+          'run_cancelled',
+          `run ${run.run_id} was cancelled (${run.terminal_reason}); a cancelled run cannot restart`,
+          {
+            recovery: 'create a new run (with a new --idempotency-key)',
+            details: { run_id: run.run_id },
+          },
+        );
       }
       if (run.status !== 'failed') throw terminalRefusal(run, 'retry (only failed runs retry)');
       assertDriver(run, session.session_id, freshMs);
-      await trx.updateTable('deployment_run_qa').set({ retracted_at: null, retraction: null, updated_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id).where('retraction', '=', 'automatic').execute();
-      await trx.updateTable('deployment_run_stages').set({ status: 'pending', started_at: null, finished_at: null, detail: null })
-        .where('run_id', '=', run.run_id).where('status', 'in', ['failed', 'cancelled', 'running', 'waiting']).execute();
-      await trx.updateTable('deployment_runs').set({ status: 'created', terminal_at: null, terminal_reason: null })
-        .where('run_id', '=', run.run_id).execute();
-      await recordEvent(trx, { event_type: 'DeploymentRunRetried', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id } });
+      await trx
+        .updateTable('deployment_run_qa')
+        .set({ retracted_at: null, retraction: null, updated_at: sql`clock_timestamp()` })
+        .where('run_id', '=', run.run_id)
+        .where('retraction', '=', 'automatic')
+        .execute();
+      await trx
+        .updateTable('deployment_run_stages')
+        .set({ status: 'pending', started_at: null, finished_at: null, detail: null })
+        .where('run_id', '=', run.run_id)
+        .where('status', 'in', ['failed', 'cancelled', 'running', 'waiting'])
+        .execute();
+      await trx
+        .updateTable('deployment_runs')
+        .set({ status: 'created', terminal_at: null, terminal_reason: null })
+        .where('run_id', '=', run.run_id)
+        .execute();
+      await recordEvent(trx, {
+        event_type: 'DeploymentRunRetried',
+        project_id: run.project_id,
+        session_id: session.session_id,
+        payload: { run_id: run.run_id },
+      });
     });
     return executeRun(input);
   }
 
   /** `add-item` (D5, D6): only while the run has not settled; driver-bound (R1). */
-  async function addItem(input: { sessionId: string; runId: string; item: string } & ExplicitSelection): Promise<{ run_id: string; item: string; warnings: UntargetedObligation[] }> {
+  async function addItem(
+    input: { sessionId: string; runId: string; item: string } & ExplicitSelection,
+  ): Promise<{ run_id: string; item: string; warnings: UntargetedObligation[] }> {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
       const item = await ensureItem(trx, parseItemRef(input.item));
       if (item.project_id !== run.project_id) {
-        throw refusal('item_outside_project', `item ${item.item} does not belong to run ${run.run_id}'s project`, { recovery: 'add items of the run\'s own project', details: { item: item.item } });
+        throw refusal('item_outside_project', `item ${item.item} does not belong to run ${run.run_id}'s project`, {
+          recovery: "add items of the run's own project",
+          details: { item: item.item },
+        });
       }
-      const already = await trx.selectFrom('deployment_run_items').select('item_id').where('run_id', '=', run.run_id).where('item_id', '=', item.item_id).executeTakeFirst();
+      const already = await trx
+        .selectFrom('deployment_run_items')
+        .select('item_id')
+        .where('run_id', '=', run.run_id)
+        .where('item_id', '=', item.item_id)
+        .executeTakeFirst();
       if (already) {
-        throw refusal('item_already_member', `item ${item.item} is already a member of run ${run.run_id}`, { recovery: 'nothing to do', details: { run_id: run.run_id, item: item.item } });
+        throw refusal('item_already_member', `item ${item.item} is already a member of run ${run.run_id}`, {
+          recovery: 'nothing to do',
+          details: { run_id: run.run_id, item: item.item },
+        });
       }
-      const warnings = await admitMember(trx, run, await flowById(trx, run.flow_id), { item_id: item.item_id, item: item.item }, input);
-      await recordEvent(trx, { event_type: 'DeploymentRunItemAdded', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, item: item.item } });
+      const warnings = await admitMember(
+        trx,
+        run,
+        await flowById(trx, run.flow_id),
+        { item_id: item.item_id, item: item.item },
+        input,
+      );
+      await recordEvent(trx, {
+        event_type: 'DeploymentRunItemAdded',
+        project_id: run.project_id,
+        session_id: session.session_id,
+        payload: { run_id: run.run_id, item: item.item },
+      });
       return { run_id: run.run_id, item: item.item, warnings };
     });
   }
 
   /** `remove-item --reason` (D1): an audited removal; its unsettled roll-ups are retracted. */
   async function removeItem(input: { sessionId: string; runId: string; item: string; reason: string }) {
-    if (!input.reason.trim()) throw usageError('reason_required', 'remove-item needs a non-empty --reason', { recovery: 'say why, e.g. --reason "moved to next release"' });
+    if (!input.reason.trim())
+      throw usageError('reason_required', 'remove-item needs a non-empty --reason', {
+        recovery: 'say why, e.g. --reason "moved to next release"',
+      });
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'remove members');
       const item = await ensureItem(trx, parseItemRef(input.item));
-      const removed = await trx.deleteFrom('deployment_run_items').where('run_id', '=', run.run_id).where('item_id', '=', item.item_id).returning('item_id').executeTakeFirst();
+      const removed = await trx
+        .deleteFrom('deployment_run_items')
+        .where('run_id', '=', run.run_id)
+        .where('item_id', '=', item.item_id)
+        .returning('item_id')
+        .executeTakeFirst();
       if (!removed) {
-        throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, { recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`, details: { run_id: run.run_id, item: item.item } });
+        throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
+          recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`,
+          details: { run_id: run.run_id, item: item.item },
+        });
       }
-      const row = await trx.insertInto('deployment_run_item_removals').values({ run_id: run.run_id, item_id: item.item_id, reason: input.reason, removed_by_session_id: session.session_id })
-        .returningAll().executeTakeFirstOrThrow();
-      await trx.updateTable('deployment_run_qa').set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id).where('source', '=', 'item-rollup').where('check_name', 'like', `${item.item}/%`).where('status', '=', 'pending').execute();
-      await recordEvent(trx, { event_type: 'DeploymentRunItemRemoved', project_id: run.project_id, session_id: session.session_id, payload: { run_id: run.run_id, item: item.item, reason: input.reason } });
-      return { run_id: run.run_id, item: item.item, reason: row.reason, removed_at: row.removed_at.toISOString(), later_run_id: row.later_run_id };
+      const row = await trx
+        .insertInto('deployment_run_item_removals')
+        .values({
+          run_id: run.run_id,
+          item_id: item.item_id,
+          reason: input.reason,
+          removed_by_session_id: session.session_id,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await trx
+        .updateTable('deployment_run_qa')
+        .set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
+        .where('run_id', '=', run.run_id)
+        .where('source', '=', 'item-rollup')
+        .where('check_name', 'like', `${item.item}/%`)
+        .where('status', '=', 'pending')
+        .execute();
+      await recordEvent(trx, {
+        event_type: 'DeploymentRunItemRemoved',
+        project_id: run.project_id,
+        session_id: session.session_id,
+        payload: { run_id: run.run_id, item: item.item, reason: input.reason },
+      });
+      return {
+        run_id: run.run_id,
+        item: item.item,
+        reason: row.reason,
+        removed_at: row.removed_at.toISOString(),
+        later_run_id: row.later_run_id,
+      };
     });
   }
 
@@ -216,12 +407,37 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
 }
 
 /** Terminal status, aborted stages and O4's automatic retractions, inside the caller's transaction. */
-export async function markTerminal(trx: Transaction<Database>, run: RunRow, disposition: 'cancelled' | 'failed', reason: string, sessionId: string | null): Promise<string[]> {
-  await trx.updateTable('deployment_runs').set({ status: disposition, terminal_at: sql`clock_timestamp()`, terminal_reason: reason }).where('run_id', '=', run.run_id).execute();
-  await trx.updateTable('deployment_run_stages').set({ status: 'cancelled', finished_at: sql`clock_timestamp()` })
-    .where('run_id', '=', run.run_id).where('status', 'in', ['pending', 'running', 'waiting']).execute();
-  const retracted = await trx.updateTable('deployment_run_qa').set({ retracted_at: sql`clock_timestamp()`, retraction: 'automatic', updated_at: sql`clock_timestamp()` })
-    .where('run_id', '=', run.run_id).where('status', '=', 'pending').where('retracted_at', 'is', null).returning('check_name').execute();
-  await recordEvent(trx, { event_type: disposition === 'failed' ? 'DeploymentRunFailed' : 'DeploymentRunCancelled', project_id: run.project_id, session_id: sessionId, payload: { run_id: run.run_id, reason } });
+export async function markTerminal(
+  trx: Transaction<Database>,
+  run: RunRow,
+  disposition: 'cancelled' | 'failed',
+  reason: string,
+  sessionId: string | null,
+): Promise<string[]> {
+  await trx
+    .updateTable('deployment_runs')
+    .set({ status: disposition, terminal_at: sql`clock_timestamp()`, terminal_reason: reason })
+    .where('run_id', '=', run.run_id)
+    .execute();
+  await trx
+    .updateTable('deployment_run_stages')
+    .set({ status: 'cancelled', finished_at: sql`clock_timestamp()` })
+    .where('run_id', '=', run.run_id)
+    .where('status', 'in', ['pending', 'running', 'waiting'])
+    .execute();
+  const retracted = await trx
+    .updateTable('deployment_run_qa')
+    .set({ retracted_at: sql`clock_timestamp()`, retraction: 'automatic', updated_at: sql`clock_timestamp()` })
+    .where('run_id', '=', run.run_id)
+    .where('status', '=', 'pending')
+    .where('retracted_at', 'is', null)
+    .returning('check_name')
+    .execute();
+  await recordEvent(trx, {
+    event_type: disposition === 'failed' ? 'DeploymentRunFailed' : 'DeploymentRunCancelled',
+    project_id: run.project_id,
+    session_id: sessionId,
+    payload: { run_id: run.run_id, reason },
+  });
   return retracted.map((r) => r.check_name);
 }

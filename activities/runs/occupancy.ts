@@ -6,11 +6,24 @@ import { flowById, runById } from '../../db/runs';
  * The "stage outstanding" reader (the seam QA stages wait on; Q5 will widen it to item QA):
  * a QA stage is settled when none of its blocking, unretracted run-level rows is pending.
  */
-export async function stageOutstanding(db: Executor, runId: string, stageName: string): Promise<{ pending: string[]; failed: string[] }> {
-  const rows = await db.selectFrom('deployment_run_qa').select(['check_name', 'status'])
-    .where('run_id', '=', runId).where('stage_name', '=', stageName).where('blocking', '=', true).where('retracted_at', 'is', null)
-    .orderBy('check_name').execute();
-  return { pending: rows.filter((r) => r.status === 'pending').map((r) => r.check_name), failed: rows.filter((r) => r.status === 'failed').map((r) => r.check_name) };
+export async function stageOutstanding(
+  db: Executor,
+  runId: string,
+  stageName: string,
+): Promise<{ pending: string[]; failed: string[] }> {
+  const rows = await db
+    .selectFrom('deployment_run_qa')
+    .select(['check_name', 'status'])
+    .where('run_id', '=', runId)
+    .where('stage_name', '=', stageName)
+    .where('blocking', '=', true)
+    .where('retracted_at', 'is', null)
+    .orderBy('check_name')
+    .execute();
+  return {
+    pending: rows.filter((r) => r.status === 'pending').map((r) => r.check_name),
+    failed: rows.filter((r) => r.status === 'failed').map((r) => r.check_name),
+  };
 }
 
 /**
@@ -42,9 +55,17 @@ export async function releaseOccupancyIfSettled(db: Executor, runId: string): Pr
   const qa = flow.stages.map((s, ordinal) => ({ ...s, ordinal })).filter((s) => s.kind === 'qa');
   if (qa.length === 0 || run.cursor_ordinal < qa[0]!.ordinal) return false;
   const lastQa = qa[qa.length - 1]!;
-  const stages = await db.selectFrom('deployment_run_stages').select(['ordinal', 'status']).where('run_id', '=', runId).execute();
+  const stages = await db
+    .selectFrom('deployment_run_stages')
+    .select(['ordinal', 'status'])
+    .where('run_id', '=', runId)
+    .execute();
   if (stages.find((s) => s.ordinal === lastQa.ordinal)?.status !== 'passed') return false;
   for (const s of qa) if ((await stageOutstanding(db, runId, s.name)).pending.length) return false;
-  await db.updateTable('deployment_runs').set({ occupancy_released_at: sql`clock_timestamp()` }).where('run_id', '=', runId).execute();
+  await db
+    .updateTable('deployment_runs')
+    .set({ occupancy_released_at: sql`clock_timestamp()` })
+    .where('run_id', '=', runId)
+    .execute();
   return true;
 }

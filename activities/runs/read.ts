@@ -30,10 +30,40 @@ export interface RunView extends RunIdentity {
   terminal_reason: string | null;
   driver: { session_id: string; heartbeat_at: string; live: boolean } | null;
   occupancy: { units: string[]; occupying: boolean; open_lines: string[] };
-  stages: { ordinal: number; name: string; kind: string; target_env: string; status: string; started_at: string | null; finished_at: string | null; detail: string | null }[];
-  qa: { check_name: string; source: string; blocking: boolean; status: string; stage_name: string | null; retracted: string | null }[];
-  member_items: { item: string; added_at: string; delivery_intent: string; requirement_selection: string[]; selection_derived: boolean; requirement_snapshot: unknown; containment_attestation: unknown }[];
-  membership_removals: { item: string; reason: string; removed_at: string; later_run_id: string | null; removed_by_session_id: string | null }[];
+  stages: {
+    ordinal: number;
+    name: string;
+    kind: string;
+    target_env: string;
+    status: string;
+    started_at: string | null;
+    finished_at: string | null;
+    detail: string | null;
+  }[];
+  qa: {
+    check_name: string;
+    source: string;
+    blocking: boolean;
+    status: string;
+    stage_name: string | null;
+    retracted: string | null;
+  }[];
+  member_items: {
+    item: string;
+    added_at: string;
+    delivery_intent: string;
+    requirement_selection: string[];
+    selection_derived: boolean;
+    requirement_snapshot: unknown;
+    containment_attestation: unknown;
+  }[];
+  membership_removals: {
+    item: string;
+    reason: string;
+    removed_at: string;
+    later_run_id: string | null;
+    removed_by_session_id: string | null;
+  }[];
   carried_work: CarriedWork;
   supersedes_run_id: string | null;
   superseded_by_run_id: string | null;
@@ -52,9 +82,31 @@ export interface MemberClosure {
 }
 
 export const RUN_FIELDS = [
-  'run_id', 'project', 'flow', 'target', 'candidate_sha', 'status', 'current_stage', 'cursor_ordinal', 'idempotency_key', 'idempotency_basis',
-  'created_at', 'executing_at', 'frozen_at', 'settling_at', 'terminal_at', 'terminal_reason', 'driver', 'occupancy', 'stages', 'qa',
-  'member_items', 'membership_removals', 'carried_work', 'supersedes_run_id', 'superseded_by_run_id',
+  'run_id',
+  'project',
+  'flow',
+  'target',
+  'candidate_sha',
+  'status',
+  'current_stage',
+  'cursor_ordinal',
+  'idempotency_key',
+  'idempotency_basis',
+  'created_at',
+  'executing_at',
+  'frozen_at',
+  'settling_at',
+  'terminal_at',
+  'terminal_reason',
+  'driver',
+  'occupancy',
+  'stages',
+  'qa',
+  'member_items',
+  'membership_removals',
+  'carried_work',
+  'supersedes_run_id',
+  'superseded_by_run_id',
 ] as const;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -75,9 +127,17 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       const obligations = await obligationsOf(db, [m.item_id]);
       const selection = await selectionOf(db, flow, m, m.requirement_selection);
       const selected = obligations.filter((o) => selection.includes(requirementId(m.item, o.case_key)));
-      const qa = await db.selectFrom('deployment_run_qa').select(['check_name', 'status']).where('run_id', '=', runId)
-        .where('check_name', 'like', `${m.item}/%`).where('retracted_at', 'is', null).where('blocking', '=', true).execute();
-      const blockedReasons = qa.filter((q) => q.status === 'pending' || q.status === 'failed').map((q) => `${q.check_name} ${q.status}`);
+      const qa = await db
+        .selectFrom('deployment_run_qa')
+        .select(['check_name', 'status'])
+        .where('run_id', '=', runId)
+        .where('check_name', 'like', `${m.item}/%`)
+        .where('retracted_at', 'is', null)
+        .where('blocking', '=', true)
+        .execute();
+      const blockedReasons = qa
+        .filter((q) => q.status === 'pending' || q.status === 'failed')
+        .map((q) => `${q.check_name} ${q.status}`);
       out.push({
         item: m.item,
         requirement_ids: selection,
@@ -86,59 +146,153 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         blocked: blockedReasons.length > 0,
         blocked_reasons: blockedReasons,
         atomic_siblings: [],
-        other_target_deferrals: untargetedObligations(obligations.map((o) => ({ ...o, item: m.item })), flow.stages).map((u) => u.message),
+        other_target_deferrals: untargetedObligations(
+          obligations.map((o) => ({ ...o, item: m.item })),
+          flow.stages,
+        ).map((u) => u.message),
       });
     }
     return out;
   }
 
-  async function getRun(input: { runId: string; includeMemberClosure?: boolean; fields?: string[] }): Promise<Partial<RunView>> {
-    const unknown = (input.fields ?? []).filter((f) => !(RUN_FIELDS as readonly string[]).includes(f) && f !== 'member_closure');
+  async function getRun(input: {
+    runId: string;
+    includeMemberClosure?: boolean;
+    fields?: string[];
+  }): Promise<Partial<RunView>> {
+    const unknown = (input.fields ?? []).filter(
+      (f) => !(RUN_FIELDS as readonly string[]).includes(f) && f !== 'member_closure',
+    );
     if (unknown.length) {
-      throw usageError('unknown_run_field', `unknown run field(s): ${unknown.join(', ')}`, { recovery: `choose from: ${RUN_FIELDS.join(', ')}`, details: { fields: unknown } });
+      throw usageError('unknown_run_field', `unknown run field(s): ${unknown.join(', ')}`, {
+        recovery: `choose from: ${RUN_FIELDS.join(', ')}`,
+        details: { fields: unknown },
+      });
     }
     const run = await runById(db, input.runId);
     const flow = await flowById(db, run.flow_id);
     const [project, target, stages, qa, removals, units, members, live] = await Promise.all([
       db.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow(),
-      db.selectFrom('environments').select('name').where('environment_id', '=', run.target_environment_id).executeTakeFirstOrThrow(),
+      db
+        .selectFrom('environments')
+        .select('name')
+        .where('environment_id', '=', run.target_environment_id)
+        .executeTakeFirstOrThrow(),
       db.selectFrom('deployment_run_stages').selectAll().where('run_id', '=', run.run_id).orderBy('ordinal').execute(),
-      db.selectFrom('deployment_run_qa').selectAll().where('run_id', '=', run.run_id).orderBy('stage_name').orderBy('check_name').execute(),
-      db.selectFrom('deployment_run_item_removals as r').innerJoin('backlog_items as i', 'i.item_id', 'r.item_id').innerJoin('projects as p', 'p.project_id', 'i.project_id')
+      db
+        .selectFrom('deployment_run_qa')
+        .selectAll()
+        .where('run_id', '=', run.run_id)
+        .orderBy('stage_name')
+        .orderBy('check_name')
+        .execute(),
+      db
+        .selectFrom('deployment_run_item_removals as r')
+        .innerJoin('backlog_items as i', 'i.item_id', 'r.item_id')
+        .innerJoin('projects as p', 'p.project_id', 'i.project_id')
         .select(['r.reason', 'r.removed_at', 'r.later_run_id', 'r.removed_by_session_id'])
         .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-        .where('r.run_id', '=', run.run_id).orderBy('r.removal_id').execute(),
-      db.selectFrom('deployment_run_occupancy').select('unit').where('run_id', '=', run.run_id).orderBy('unit').execute(),
+        .where('r.run_id', '=', run.run_id)
+        .orderBy('r.removal_id')
+        .execute(),
+      db
+        .selectFrom('deployment_run_occupancy')
+        .select('unit')
+        .where('run_id', '=', run.run_id)
+        .orderBy('unit')
+        .execute(),
       membersOf(db, run.run_id),
-      sql<{ live: boolean }>`SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(db),
+      sql<{
+        live: boolean;
+      }>`SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(
+        db,
+      ),
     ]);
     const occupying = run.status === 'executing' && !run.occupancy_released_at;
     const memberItems = [];
     for (const m of members) {
       memberItems.push({
-        item: m.item, added_at: m.added_at.toISOString(), delivery_intent: m.delivery_intent,
-        requirement_selection: await selectionOf(db, flow, m, m.requirement_selection), selection_derived: m.requirement_selection === null,
-        requirement_snapshot: m.requirement_snapshot, containment_attestation: m.containment_attestation,
+        item: m.item,
+        added_at: m.added_at.toISOString(),
+        delivery_intent: m.delivery_intent,
+        requirement_selection: await selectionOf(db, flow, m, m.requirement_selection),
+        selection_derived: m.requirement_selection === null,
+        requirement_snapshot: m.requirement_snapshot,
+        containment_attestation: m.containment_attestation,
       });
     }
     const view: RunView = {
-      run_id: run.run_id, project: project.name, flow: flow.name, target: target.name, candidate_sha: run.candidate_sha, status: run.status,
-      current_stage: run.current_stage, cursor_ordinal: run.cursor_ordinal, idempotency_key: run.create_idempotency_key,
+      run_id: run.run_id,
+      project: project.name,
+      flow: flow.name,
+      target: target.name,
+      candidate_sha: run.candidate_sha,
+      status: run.status,
+      current_stage: run.current_stage,
+      cursor_ordinal: run.cursor_ordinal,
+      idempotency_key: run.create_idempotency_key,
       idempotency_basis: run.create_idempotency_key ? 'recorded_key' : null,
-      created_at: run.created_at.toISOString(), executing_at: iso(run.executing_at), frozen_at: iso(run.frozen_at), settling_at: iso(run.settling_at),
-      terminal_at: iso(run.terminal_at), terminal_reason: run.terminal_reason,
-      driver: run.driver_session_id ? { session_id: run.driver_session_id, heartbeat_at: run.driver_heartbeat_at!.toISOString(), live: live.rows[0]!.live } : null,
-      occupancy: { units: units.map((u) => u.unit), occupying, open_lines: occupying ? await openLines(db, run.run_id) : [] },
+      created_at: run.created_at.toISOString(),
+      executing_at: iso(run.executing_at),
+      frozen_at: iso(run.frozen_at),
+      settling_at: iso(run.settling_at),
+      terminal_at: iso(run.terminal_at),
+      terminal_reason: run.terminal_reason,
+      driver: run.driver_session_id
+        ? {
+            session_id: run.driver_session_id,
+            heartbeat_at: run.driver_heartbeat_at!.toISOString(),
+            live: live.rows[0]!.live,
+          }
+        : null,
+      occupancy: {
+        units: units.map((u) => u.unit),
+        occupying,
+        open_lines: occupying ? await openLines(db, run.run_id) : [],
+      },
       stages: stages.length
-        ? stages.map((s) => ({ ordinal: s.ordinal, name: s.name, kind: s.kind, target_env: s.target_env, status: s.status, started_at: iso(s.started_at), finished_at: iso(s.finished_at), detail: s.detail }))
-        : flow.stages.map((s, ordinal) => ({ ordinal, name: s.name, kind: s.kind, target_env: s.target, status: 'pending', started_at: null, finished_at: null, detail: null })),
-      qa: qa.map((q) => ({ check_name: q.check_name, source: q.source, blocking: q.blocking, status: q.status, stage_name: q.stage_name, retracted: q.retraction })),
+        ? stages.map((s) => ({
+            ordinal: s.ordinal,
+            name: s.name,
+            kind: s.kind,
+            target_env: s.target_env,
+            status: s.status,
+            started_at: iso(s.started_at),
+            finished_at: iso(s.finished_at),
+            detail: s.detail,
+          }))
+        : flow.stages.map((s, ordinal) => ({
+            ordinal,
+            name: s.name,
+            kind: s.kind,
+            target_env: s.target,
+            status: 'pending',
+            started_at: null,
+            finished_at: null,
+            detail: null,
+          })),
+      qa: qa.map((q) => ({
+        check_name: q.check_name,
+        source: q.source,
+        blocking: q.blocking,
+        status: q.status,
+        stage_name: q.stage_name,
+        retracted: q.retraction,
+      })),
       member_items: memberItems,
-      membership_removals: removals.map((r) => ({ item: r.item, reason: r.reason, removed_at: r.removed_at.toISOString(), later_run_id: r.later_run_id, removed_by_session_id: r.removed_by_session_id })),
+      membership_removals: removals.map((r) => ({
+        item: r.item,
+        reason: r.reason,
+        removed_at: r.removed_at.toISOString(),
+        later_run_id: r.later_run_id,
+        removed_by_session_id: r.removed_by_session_id,
+      })),
       carried_work: await carriedWork(db, run, flow),
-      supersedes_run_id: run.supersedes_run_id, superseded_by_run_id: run.superseded_by_run_id,
+      supersedes_run_id: run.supersedes_run_id,
+      superseded_by_run_id: run.superseded_by_run_id,
     };
-    if (input.includeMemberClosure || input.fields?.includes('member_closure')) view.member_closure = await memberClosure(run.run_id);
+    if (input.includeMemberClosure || input.fields?.includes('member_closure'))
+      view.member_closure = await memberClosure(run.run_id);
     if (!input.fields?.length) return view;
     const picked: Record<string, unknown> = { run_id: view.run_id };
     for (const f of input.fields) picked[f] = (view as unknown as Record<string, unknown>)[f];
@@ -147,9 +301,22 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
   }
 
   async function listRuns(input: { project?: string; status?: string }) {
-    let q = db.selectFrom('deployment_runs as r').innerJoin('projects as p', 'p.project_id', 'r.project_id').innerJoin('flows as f', 'f.flow_id', 'r.flow_id')
+    let q = db
+      .selectFrom('deployment_runs as r')
+      .innerJoin('projects as p', 'p.project_id', 'r.project_id')
+      .innerJoin('flows as f', 'f.flow_id', 'r.flow_id')
       .innerJoin('environments as e', 'e.environment_id', 'r.target_environment_id')
-      .select(['r.run_id', 'p.name as project', 'f.name as flow', 'e.name as target', 'r.candidate_sha', 'r.status', 'r.current_stage', 'r.created_at', 'r.driver_session_id'])
+      .select([
+        'r.run_id',
+        'p.name as project',
+        'f.name as flow',
+        'e.name as target',
+        'r.candidate_sha',
+        'r.status',
+        'r.current_stage',
+        'r.created_at',
+        'r.driver_session_id',
+      ])
       .orderBy('r.created_at', 'desc');
     if (input.project) q = q.where('r.project_id', '=', (await requireProject(db, input.project)).project_id);
     if (input.status) q = q.where('r.status', '=', input.status as never);

@@ -35,10 +35,16 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
   const { db } = deps;
   const ssh: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000, ...deps.ssh };
 
-  async function loadRunPlan(input: { runId: string }): Promise<{ status: string; cursor: number; stages: StagePlan[] }> {
+  async function loadRunPlan(input: {
+    runId: string;
+  }): Promise<{ status: string; cursor: number; stages: StagePlan[] }> {
     const run = await runById(db, input.runId);
     const flow = await flowById(db, run.flow_id);
-    const done = await db.selectFrom('deployment_run_stages').select(['ordinal', 'status']).where('run_id', '=', run.run_id).execute();
+    const done = await db
+      .selectFrom('deployment_run_stages')
+      .select(['ordinal', 'status'])
+      .where('run_id', '=', run.run_id)
+      .execute();
     // Resume after the last passed stage: a retried or restarted workflow never redeploys a passed one.
     const firstOpen = flow.stages.findIndex((_, i) => done.find((d) => d.ordinal === i)?.status !== 'passed');
     return {
@@ -55,35 +61,75 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
       if (run.status !== 'executing') return { proceed: false };
       const flow = await flowById(trx, run.flow_id);
       const stage = flow.stages[input.ordinal]!;
-      const started = await trx.updateTable('deployment_run_stages')
-        .set({ status: stage.kind === 'qa' || stage.kind === 'approval' ? 'waiting' : 'running', started_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id).where('ordinal', '=', input.ordinal).where('status', '=', 'pending').returning('ordinal').executeTakeFirst();
-      await trx.updateTable('deployment_runs').set({ current_stage: stage.name, cursor_ordinal: input.ordinal }).where('run_id', '=', run.run_id).execute();
+      const started = await trx
+        .updateTable('deployment_run_stages')
+        .set({
+          status: stage.kind === 'qa' || stage.kind === 'approval' ? 'waiting' : 'running',
+          started_at: sql`clock_timestamp()`,
+        })
+        .where('run_id', '=', run.run_id)
+        .where('ordinal', '=', input.ordinal)
+        .where('status', '=', 'pending')
+        .returning('ordinal')
+        .executeTakeFirst();
+      await trx
+        .updateTable('deployment_runs')
+        .set({ current_stage: stage.name, cursor_ordinal: input.ordinal })
+        .where('run_id', '=', run.run_id)
+        .execute();
       if (started) {
-        await recordEvent(trx, { event_type: 'DeploymentRunStageStarted', project_id: run.project_id, payload: { run_id: run.run_id, stage: stage.name, ordinal: input.ordinal } });
+        await recordEvent(trx, {
+          event_type: 'DeploymentRunStageStarted',
+          project_id: run.project_id,
+          payload: { run_id: run.run_id, stage: stage.name, ordinal: input.ordinal },
+        });
       }
       return { proceed: true };
     });
   }
 
   /** Runs a deploy stage's action against its target: a command over SSH, or an HTTP call. */
-  async function runDeployAction(input: { runId: string; ordinal: number }, control: { signal?: AbortSignal; onProgress?: () => void } = {}): Promise<StageResult> {
+  async function runDeployAction(
+    input: { runId: string; ordinal: number },
+    control: { signal?: AbortSignal; onProgress?: () => void } = {},
+  ): Promise<StageResult> {
     const run = await runById(db, input.runId);
     const flow = await flowById(db, run.flow_id);
     const stage = flow.stages[input.ordinal]!;
-    const env = await db.selectFrom('environments').selectAll().where('project_id', '=', run.project_id).where('name', '=', stage.target).executeTakeFirstOrThrow();
+    const env = await db
+      .selectFrom('environments')
+      .selectAll()
+      .where('project_id', '=', run.project_id)
+      .where('name', '=', stage.target)
+      .executeTakeFirstOrThrow();
     const values = { candidate: run.candidate_sha, run_id: run.run_id, environment: env.name, url: env.url ?? '' };
     const action = stage.action as DeployActionDefinition;
     if ('ssh' in action) {
-      const host = await db.selectFrom('deploy_hosts').selectAll().where('project_id', '=', run.project_id).where('name', '=', action.ssh.host).executeTakeFirstOrThrow();
+      const host = await db
+        .selectFrom('deploy_hosts')
+        .selectAll()
+        .where('project_id', '=', run.project_id)
+        .where('name', '=', action.ssh.host)
+        .executeTakeFirstOrThrow();
       try {
         const result = await runOverSsh(
-          { name: host.name, host: host.host, port: host.port, user: host.ssh_user, identityFile: host.identity_file, hostKey: host.host_key },
-          fill(action.ssh.command, values), { ...ssh, ...control },
+          {
+            name: host.name,
+            host: host.host,
+            port: host.port,
+            user: host.ssh_user,
+            identityFile: host.identity_file,
+            hostKey: host.host_key,
+          },
+          fill(action.ssh.command, values),
+          { ...ssh, ...control },
         );
         const output = `${result.stdout}${result.stderr ? `\n[stderr]\n${result.stderr}` : ''}`.slice(-DETAIL_CHARS);
         const ok = result.exit_code === 0 && !result.timed_out;
-        return { ok, detail: `${ok ? 'ok' : result.timed_out ? 'timed out' : `exit status ${result.exit_code}`} on ${host.name}: ${output.trim()}` };
+        return {
+          ok,
+          detail: `${ok ? 'ok' : result.timed_out ? 'timed out' : `exit status ${result.exit_code}`} on ${host.name}: ${output.trim()}`,
+        };
       } catch (err) {
         if (err instanceof SshUnavailable) return { ok: false, detail: `ssh_unavailable: ${err.message}` };
         throw err;
@@ -94,12 +140,16 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
     const beat = control.onProgress ? setInterval(control.onProgress, 2_000) : undefined;
     try {
       const response = await fetch(url, {
-        method: action.http.method, body: action.http.body ? fill(action.http.body, values) : undefined,
+        method: action.http.method,
+        body: action.http.body ? fill(action.http.body, values) : undefined,
         signal: control.signal ? AbortSignal.any([control.signal, timeout]) : timeout,
       });
       const body = (await response.text()).slice(0, DETAIL_CHARS);
       const ok = response.status === action.http.expect_status;
-      return { ok, detail: `${action.http.method} ${url} -> ${response.status}${ok ? '' : ` (expected ${action.http.expect_status})`}: ${body.trim()}` };
+      return {
+        ok,
+        detail: `${action.http.method} ${url} -> ${response.status}${ok ? '' : ` (expected ${action.http.expect_status})`}: ${body.trim()}`,
+      };
     } catch (err) {
       if (control.signal?.aborted) throw err;
       return { ok: false, detail: `${action.http.method} ${url} failed: ${(err as Error).message}` };
@@ -113,16 +163,29 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
   }
 
   async function approvalRecorded(input: { runId: string; ordinal: number }): Promise<boolean> {
-    const row = await db.selectFrom('deployment_run_stages').select('detail').where('run_id', '=', input.runId).where('ordinal', '=', input.ordinal).executeTakeFirst();
+    const row = await db
+      .selectFrom('deployment_run_stages')
+      .select('detail')
+      .where('run_id', '=', input.runId)
+      .where('ordinal', '=', input.ordinal)
+      .executeTakeFirst();
     return row?.detail?.startsWith('approved by ') ?? false;
   }
 
   /** Records a stage's end; a passed QA stage may end the run's occupancy (O1). */
   async function finishStage(input: { runId: string; ordinal: number; result: StageResult }): Promise<void> {
     await db.transaction().execute(async (trx) => {
-      await trx.updateTable('deployment_run_stages')
-        .set({ status: input.result.ok ? 'passed' : 'failed', finished_at: sql`clock_timestamp()`, detail: input.result.detail })
-        .where('run_id', '=', input.runId).where('ordinal', '=', input.ordinal).where('status', 'in', ['running', 'waiting']).execute();
+      await trx
+        .updateTable('deployment_run_stages')
+        .set({
+          status: input.result.ok ? 'passed' : 'failed',
+          finished_at: sql`clock_timestamp()`,
+          detail: input.result.detail,
+        })
+        .where('run_id', '=', input.runId)
+        .where('ordinal', '=', input.ordinal)
+        .where('status', 'in', ['running', 'waiting'])
+        .execute();
       await releaseOccupancyIfSettled(trx, input.runId);
     });
   }
@@ -132,10 +195,21 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
     return db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
       if (run.status !== 'executing') return { status: run.status };
-      await trx.updateTable('deployment_runs').set({ settling_at: sql`coalesce(settling_at, clock_timestamp())` }).where('run_id', '=', run.run_id).execute();
-      await trx.updateTable('deployment_runs').set({ status: 'succeeded', terminal_at: sql`clock_timestamp()`, current_stage: null })
-        .where('run_id', '=', run.run_id).execute();
-      await recordEvent(trx, { event_type: 'DeploymentRunSucceeded', project_id: run.project_id, payload: { run_id: run.run_id } });
+      await trx
+        .updateTable('deployment_runs')
+        .set({ settling_at: sql`coalesce(settling_at, clock_timestamp())` })
+        .where('run_id', '=', run.run_id)
+        .execute();
+      await trx
+        .updateTable('deployment_runs')
+        .set({ status: 'succeeded', terminal_at: sql`clock_timestamp()`, current_stage: null })
+        .where('run_id', '=', run.run_id)
+        .execute();
+      await recordEvent(trx, {
+        event_type: 'DeploymentRunSucceeded',
+        project_id: run.project_id,
+        payload: { run_id: run.run_id },
+      });
       return { status: 'succeeded' };
     });
   }
@@ -150,39 +224,86 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
   }
 
   /** A run-level QA verdict (the minimum QA stages need until QA plan executions arrive). */
-  async function recordQaVerdict(input: { sessionId: string; runId: string; checkName: string; status: 'passed' | 'failed' | 'waived' }) {
+  async function recordQaVerdict(input: {
+    sessionId: string;
+    runId: string;
+    checkName: string;
+    status: 'passed' | 'failed' | 'waived';
+  }) {
     await requireLiveSession(db, input.sessionId);
     const run = await runById(db, input.runId);
     if (run.status === 'succeeded' || run.status === 'cancelled') {
-      throw refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}; its QA is closed`, { recovery: 'record verdicts on a live run', details: { run_id: run.run_id } });
-    }
-    const row = await db.updateTable('deployment_run_qa').set({ status: input.status, updated_at: sql`clock_timestamp()` })
-      .where('run_id', '=', input.runId).where('check_name', '=', input.checkName).where('retracted_at', 'is', null)
-      .returningAll().executeTakeFirst();
-    if (!row) {
-      const known = await db.selectFrom('deployment_run_qa').select('check_name').where('run_id', '=', input.runId).where('retracted_at', 'is', null).execute();
-      throw refusal('qa_check_not_found', `run ${input.runId} has no open QA check ${input.checkName}`, {
-        recovery: `name one of: ${known.map((k) => k.check_name).join(', ') || '(none)'}`, details: { run_id: input.runId, check_name: input.checkName },
+      throw refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}; its QA is closed`, {
+        recovery: 'record verdicts on a live run',
+        details: { run_id: run.run_id },
       });
     }
-    return { run_id: row.run_id, check_name: row.check_name, status: row.status, stage_name: row.stage_name, updated_at: row.updated_at.toISOString() };
+    const row = await db
+      .updateTable('deployment_run_qa')
+      .set({ status: input.status, updated_at: sql`clock_timestamp()` })
+      .where('run_id', '=', input.runId)
+      .where('check_name', '=', input.checkName)
+      .where('retracted_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) {
+      const known = await db
+        .selectFrom('deployment_run_qa')
+        .select('check_name')
+        .where('run_id', '=', input.runId)
+        .where('retracted_at', 'is', null)
+        .execute();
+      throw refusal('qa_check_not_found', `run ${input.runId} has no open QA check ${input.checkName}`, {
+        recovery: `name one of: ${known.map((k) => k.check_name).join(', ') || '(none)'}`,
+        details: { run_id: input.runId, check_name: input.checkName },
+      });
+    }
+    return {
+      run_id: row.run_id,
+      check_name: row.check_name,
+      status: row.status,
+      stage_name: row.stage_name,
+      updated_at: row.updated_at.toISOString(),
+    };
   }
 
   /** Records a human approval of a waiting approval stage. */
   async function approveStage(input: { sessionId: string; runId: string; stage: string }) {
     const session = await requireLiveSession(db, input.sessionId);
-    const row = await db.updateTable('deployment_run_stages').set({ detail: `approved by ${session.actor_id} (session ${session.session_id})` })
-      .where('run_id', '=', input.runId).where('name', '=', input.stage).where('kind', '=', 'approval').where('status', 'in', ['pending', 'waiting'])
-      .returning(['run_id', 'name', 'ordinal', 'status']).executeTakeFirst();
+    const row = await db
+      .updateTable('deployment_run_stages')
+      .set({ detail: `approved by ${session.actor_id} (session ${session.session_id})` })
+      .where('run_id', '=', input.runId)
+      .where('name', '=', input.stage)
+      .where('kind', '=', 'approval')
+      .where('status', 'in', ['pending', 'waiting'])
+      .returning(['run_id', 'name', 'ordinal', 'status'])
+      .executeTakeFirst();
     if (!row) {
-      throw usageError('stage_not_awaiting_approval', `run ${input.runId} has no approval stage ${input.stage} awaiting approval`, {
-        recovery: `see the stages: yoke deployment-runs get ${input.runId} stages`, details: { run_id: input.runId, stage: input.stage },
-      });
+      throw usageError(
+        'stage_not_awaiting_approval',
+        `run ${input.runId} has no approval stage ${input.stage} awaiting approval`,
+        {
+          recovery: `see the stages: yoke deployment-runs get ${input.runId} stages`,
+          details: { run_id: input.runId, stage: input.stage },
+        },
+      );
     }
     return { run_id: row.run_id, stage: row.name, ordinal: row.ordinal, approved_by: session.actor_id };
   }
 
-  return { loadRunPlan, beginStage, runDeployAction, qaStageStatus, approvalRecorded, finishStage, completeRun, failRun, recordQaVerdict, approveStage };
+  return {
+    loadRunPlan,
+    beginStage,
+    runDeployAction,
+    qaStageStatus,
+    approvalRecorded,
+    finishStage,
+    completeRun,
+    failRun,
+    recordQaVerdict,
+    approveStage,
+  };
 }
 
 export type RunStageActivities = ReturnType<typeof runStageActivities>;

@@ -8,8 +8,7 @@ import { createReadStream } from 'node:fs';
  * Lines come as bytes: a reader decodes only the lines that can matter to it.
  */
 export type ScannedLine =
-  | { kind: 'line'; bytes: Buffer; end: number }
-  | { kind: 'oversized'; prefix: string; bytes: number; end: number };
+  { kind: 'line'; bytes: Buffer; end: number } | { kind: 'oversized'; prefix: string; bytes: number; end: number };
 
 export async function* scanLines(path: string, fromOffset: number, maxLineBytes: number): AsyncGenerator<ScannedLine> {
   const stream = createReadStream(path, { start: fromOffset, highWaterMark: 4 << 20 });

@@ -27,7 +27,11 @@ export interface Checkpoint {
    * a compact digest of every closed call id, so a replay or copy of it is never counted
    * again. Memory follows the number of calls, never the size of the files.
    */
-  claude?: { totals: UsageTotals; open: Record<string, { file: string; model: string; usage: Buckets }>; closed: string[] };
+  claude?: {
+    totals: UsageTotals;
+    open: Record<string, { file: string; model: string; usage: Buckets }>;
+    closed: string[];
+  };
   /** Codex: each thread's own cumulative total and the models it was served by. */
   threads?: Record<string, { usage: Buckets | null; models: string[] }>;
   /** Cursor: print-mode request ids and hook generation ids already counted. */
@@ -90,7 +94,12 @@ export function claudeBuckets(usage: Record<string, unknown>): Buckets {
 /** U6: `<transcript stem>/subagents/agent-*.jsonl` beside the main transcript. */
 export function claudeArtifacts(main: string): string[] {
   const dir = join(dirname(main), basename(main, '.jsonl'), 'subagents');
-  const subagents = existsSync(dir) ? readdirSync(dir).filter((f) => /^agent-.*\.jsonl$/.test(f)).sort().map((f) => join(dir, f)) : [];
+  const subagents = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => /^agent-.*\.jsonl$/.test(f))
+        .sort()
+        .map((f) => join(dir, f))
+    : [];
   return [main, ...subagents];
 }
 
@@ -113,7 +122,8 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
       offset = row.end;
       if (row.kind === 'oversized') {
         // Huge rows are file-history snapshots and the like; an oversized assistant row is a real gap.
-        if (/"type"\s*:\s*"assistant"/.test(row.prefix)) note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
+        if (/"type"\s*:\s*"assistant"/.test(row.prefix))
+          note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
         continue;
       }
       // Only rows that carry a usage block can matter; the rest are never decoded.
@@ -123,7 +133,8 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
       try {
         parsed = JSON.parse(text);
       } catch {
-        if (text.includes('"assistant"')) note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
+        if (text.includes('"assistant"'))
+          note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
         continue;
       }
       // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
@@ -144,7 +155,9 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
       count(model, usage, 1);
       state.open[key] = { file: path, model, usage };
       if (!open) {
-        const mine = (openInFile[path] ??= Object.keys(state.open).filter((k) => state.open[k]!.file === path && k !== key));
+        const mine = (openInFile[path] ??= Object.keys(state.open).filter(
+          (k) => state.open[k]!.file === path && k !== key,
+        ));
         mine.push(key);
         while (mine.length > OPEN_PER_FILE) {
           const old = mine.shift()!;
@@ -168,7 +181,14 @@ function claudeTotals(cp: Checkpoint): UsageTotals {
 /** U5: Codex's cumulative token_count: input includes cached input, output includes reasoning. */
 export function codexBuckets(usage: Record<string, unknown>): Buckets {
   const cached = n(usage.cached_input_tokens);
-  return { input: Math.max(0, n(usage.input_tokens) - cached), cached_input: cached, cache_write: 0, cache_write_long: 0, output: n(usage.output_tokens), reasoning: n(usage.reasoning_output_tokens) };
+  return {
+    input: Math.max(0, n(usage.input_tokens) - cached),
+    cached_input: cached,
+    cache_write: 0,
+    cache_write_long: 0,
+    output: n(usage.output_tokens),
+    reasoning: n(usage.reasoning_output_tokens),
+  };
 }
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
@@ -183,7 +203,10 @@ function codexChildren(path: string, known: Set<string>): string[] {
   }
   const dir = dirname(path);
   const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.jsonl')) : [];
-  return files.filter((f) => [...ids].some((id) => f.toLowerCase().includes(id))).map((f) => join(dir, f)).filter((f) => f !== path && !known.has(f));
+  return files
+    .filter((f) => [...ids].some((id) => f.toLowerCase().includes(id)))
+    .map((f) => join(dir, f))
+    .filter((f) => f !== path && !known.has(f));
 }
 
 export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoint> {
@@ -202,7 +225,8 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
       try {
         parsed = JSON.parse(text);
       } catch {
-        if (text.includes('token_count')) note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
+        if (text.includes('token_count'))
+          note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
         continue;
       }
       const payload = parsed.payload ?? {};
@@ -219,14 +243,20 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
       const replayed = mark.child && mark.child_start && parsed.timestamp && parsed.timestamp < mark.child_start;
       if (replayed || !mark.thread) continue;
       const thread = threads[mark.thread]!;
-      if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model)) thread.models.push(payload.model);
+      if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model))
+        thread.models.push(payload.model);
       if (!mark.child) {
         // U3/U10: only the newest statement attests; the fold reads to the end, so the last one wins.
         const served = (cp.served ??= { model: null, window: null });
         if (parsed.type === 'turn_context' && typeof payload.model === 'string') served.model = payload.model;
-        const window = parsed.type === 'turn_context' ? payload.model_context_window
-          : parsed.type === 'event_msg' && payload.type === 'task_started' ? payload.model_context_window
-            : parsed.type === 'event_msg' && payload.type === 'token_count' ? (payload.info as { model_context_window?: unknown } | null)?.model_context_window : undefined;
+        const window =
+          parsed.type === 'turn_context'
+            ? payload.model_context_window
+            : parsed.type === 'event_msg' && payload.type === 'task_started'
+              ? payload.model_context_window
+              : parsed.type === 'event_msg' && payload.type === 'token_count'
+                ? (payload.info as { model_context_window?: unknown } | null)?.model_context_window
+                : undefined;
         if (typeof window === 'number' && window > 0) served.window = window;
       }
       if (parsed.type === 'event_msg' && payload.type === 'token_count') {
@@ -251,13 +281,25 @@ function codexTotals(cp: Checkpoint): { totals: UsageTotals; caveat: string | nu
     const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
     for (const k of Object.keys(entry.all) as (keyof Buckets)[]) entry.all[k] += thread.usage[k];
   }
-  return { totals, caveat: mixed.length ? `several models served thread(s) ${mixed.join(', ')}; each thread-wide total is priced at its last model` : null };
+  return {
+    totals,
+    caveat: mixed.length
+      ? `several models served thread(s) ${mixed.join(', ')}; each thread-wide total is priced at its last model`
+      : null,
+  };
 }
 
 // ---------------------------------------------------------------- Cursor
 
 function cursorResultBuckets(usage: Record<string, unknown>): Buckets {
-  return { input: n(usage.inputTokens), cached_input: n(usage.cacheReadTokens), cache_write: n(usage.cacheWriteTokens), cache_write_long: 0, output: n(usage.outputTokens), reasoning: 0 };
+  return {
+    input: n(usage.inputTokens),
+    cached_input: n(usage.cacheReadTokens),
+    cache_write: n(usage.cacheWriteTokens),
+    cache_write_long: 0,
+    output: n(usage.outputTokens),
+    reasoning: 0,
+  };
 }
 
 /**
@@ -278,7 +320,11 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<C
     }
     if (whole && whole.type === 'result') {
       const key = `request:${String(whole.request_id || basename(path))}`;
-      if (whole.usage && typeof whole.usage === 'object') seen[key] ??= { model: String(whole.model ?? 'cursor-agent'), usage: cursorResultBuckets(whole.usage as Record<string, unknown>) };
+      if (whole.usage && typeof whole.usage === 'object')
+        seen[key] ??= {
+          model: String(whole.model ?? 'cursor-agent'),
+          usage: cursorResultBuckets(whole.usage as Record<string, unknown>),
+        };
       else note(cp, 'a print-mode result without usage (an older Cursor build): that surface is unavailable');
       cp.files[path] = { offset: text.length, size: text.length };
       continue;
@@ -295,9 +341,19 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<C
         continue;
       }
       if (hook.hook_event_name !== 'stop' || typeof hook.generation_id !== 'string') continue;
-      const usage = { input: n(hook.input_tokens), cached_input: n(hook.cache_read_tokens), cache_write: n(hook.cache_write_tokens), cache_write_long: 0, output: n(hook.output_tokens), reasoning: 0 };
+      const usage = {
+        input: n(hook.input_tokens),
+        cached_input: n(hook.cache_read_tokens),
+        cache_write: n(hook.cache_write_tokens),
+        cache_write_long: 0,
+        output: n(hook.output_tokens),
+        reasoning: 0,
+      };
       if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) continue; // token fields are optional
-      seen[`generation:${hook.generation_id}`] ??= { model: typeof hook.model === 'string' ? hook.model : 'cursor-agent', usage };
+      seen[`generation:${hook.generation_id}`] ??= {
+        model: typeof hook.model === 'string' ? hook.model : 'cursor-agent',
+        usage,
+      };
     }
     cp.files[path] = { offset, size: statSync(path).size };
   }
@@ -316,11 +372,20 @@ export type Harness = 'claude' | 'codex' | 'cursor';
 
 export async function fold(harness: Harness, previous: Checkpoint | undefined, artifacts: string[]): Promise<Reading> {
   // U9: a new reader version re-folds once, from an empty checkpoint.
-  const cp: Checkpoint = previous && previous.reader_version === READER_VERSION ? structuredClone(previous) : emptyCheckpoint();
+  const cp: Checkpoint =
+    previous && previous.reader_version === READER_VERSION ? structuredClone(previous) : emptyCheckpoint();
   if (harness === 'claude') await foldClaude(cp, artifacts[0]!);
   else if (harness === 'codex') await foldCodex(cp, artifacts[0]!);
   else await foldCursor(cp, artifacts);
-  const { totals, caveat } = harness === 'codex' ? codexTotals(cp) : { totals: harness === 'claude' ? claudeTotals(cp) : cursorTotals(cp), caveat: null };
-  const measured = harness === 'claude' ? Object.keys(cp.claude?.open ?? {}).length + (cp.claude?.closed.length ?? 0) > 0 : harness === 'codex' ? Object.values(cp.threads ?? {}).some((t) => t.usage) : Object.keys(cp.seen ?? {}).length > 0;
+  const { totals, caveat } =
+    harness === 'codex'
+      ? codexTotals(cp)
+      : { totals: harness === 'claude' ? claudeTotals(cp) : cursorTotals(cp), caveat: null };
+  const measured =
+    harness === 'claude'
+      ? Object.keys(cp.claude?.open ?? {}).length + (cp.claude?.closed.length ?? 0) > 0
+      : harness === 'codex'
+        ? Object.values(cp.threads ?? {}).some((t) => t.usage)
+        : Object.keys(cp.seen ?? {}).length > 0;
   return { totals, measured, reasons: [...cp.reasons], cost_caveat: caveat, checkpoint: cp };
 }

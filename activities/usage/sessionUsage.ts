@@ -29,14 +29,24 @@ export interface FoldResult {
   replaced: boolean;
 }
 
-const RateSchema = z.object({ input: z.number().nonnegative(), cached_input: z.number().nonnegative(), cache_write: z.number().nonnegative(), cache_write_long: z.number().nonnegative(), output: z.number().nonnegative() }).partial();
-export const PricingFile = z.object({
-  revision_id: z.string().min(1),
-  effective_at: z.string().datetime({ offset: true }),
-  source: z.string().min(1),
-  estimated: z.boolean().default(false),
-  rates: z.record(z.string(), RateSchema.extend({ above_200k: RateSchema.optional() })),
-}).strict();
+const RateSchema = z
+  .object({
+    input: z.number().nonnegative(),
+    cached_input: z.number().nonnegative(),
+    cache_write: z.number().nonnegative(),
+    cache_write_long: z.number().nonnegative(),
+    output: z.number().nonnegative(),
+  })
+  .partial();
+export const PricingFile = z
+  .object({
+    revision_id: z.string().min(1),
+    effective_at: z.string().datetime({ offset: true }),
+    source: z.string().min(1),
+    estimated: z.boolean().default(false),
+    rates: z.record(z.string(), RateSchema.extend({ above_200k: RateSchema.optional() })),
+  })
+  .strict();
 
 export function usageNote(status: UsageFields['usage_status'], reasons: string[]): string {
   const parts = status === 'unavailable' ? ['no usage source was found for this session', ...reasons] : reasons;
@@ -48,7 +58,12 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
 
   async function revisions(): Promise<PricingRevision[]> {
     const rows = await db.selectFrom('pricing_revisions').selectAll().execute();
-    const stored = rows.map((r) => ({ revision_id: r.revision_id, effective_at: r.effective_at.toISOString(), estimated: r.estimated, rates: r.rates as PricingRevision['rates'] }));
+    const stored = rows.map((r) => ({
+      revision_id: r.revision_id,
+      effective_at: r.effective_at.toISOString(),
+      estimated: r.estimated,
+      rates: r.rates as PricingRevision['rates'],
+    }));
     // The shipped revision applies until an operator imports one (it is also importable explicitly).
     return stored.some((r) => r.revision_id === SEED_REVISION.revision_id) ? stored : [...stored, SEED_REVISION];
   }
@@ -59,42 +74,80 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
    * transaction. Absolute totals replace the stored ones, except that a reading that
    * measured nothing never replaces a measured one.
    */
-  async function foldSessionUsage(input: { sessionId: string; harness: Harness; artifacts: string[] }): Promise<FoldResult> {
+  async function foldSessionUsage(input: {
+    sessionId: string;
+    harness: Harness;
+    artifacts: string[];
+  }): Promise<FoldResult> {
     if (input.artifacts.length === 0) {
-      throw usageError('artifact_required', 'a fold needs at least one --artifact', { recovery: 'pass the transcript or rollout path with --artifact PATH' });
+      throw usageError('artifact_required', 'a fold needs at least one --artifact', {
+        recovery: 'pass the transcript or rollout path with --artifact PATH',
+      });
     }
     const artifacts = input.artifacts.map((a) => resolve(a));
     return db.transaction().execute(async (trx) => {
-      const session = await trx.selectFrom('sessions').select(['session_id']).where('session_id', '=', input.sessionId).executeTakeFirst();
+      const session = await trx
+        .selectFrom('sessions')
+        .select(['session_id'])
+        .where('session_id', '=', input.sessionId)
+        .executeTakeFirst();
       if (!session) {
         throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
-          recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU --harness ${input.harness}`, details: { session_id: input.sessionId },
+          recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU --harness ${input.harness}`,
+          details: { session_id: input.sessionId },
         });
       }
       await advisoryXactLock(trx, `usage-fold:${input.sessionId}`);
-      const stored = await trx.selectFrom('session_usage').selectAll().where('session_id', '=', input.sessionId).executeTakeFirst();
-      const previous = stored && stored.harness === input.harness ? (stored.checkpoint as unknown as Checkpoint) : undefined;
+      const stored = await trx
+        .selectFrom('session_usage')
+        .selectAll()
+        .where('session_id', '=', input.sessionId)
+        .executeTakeFirst();
+      const previous =
+        stored && stored.harness === input.harness ? (stored.checkpoint as unknown as Checkpoint) : undefined;
       const reading = await fold(input.harness, previous, artifacts);
-      const status: FoldResult['status'] = !reading.measured ? 'unavailable' : reading.reasons.length ? 'partial' : 'measured';
+      const status: FoldResult['status'] = !reading.measured
+        ? 'unavailable'
+        : reading.reasons.length
+          ? 'partial'
+          : 'measured';
       const keepOld = !reading.measured && stored && stored.status !== 'unavailable';
-      const reasons = reading.measured ? reading.reasons : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
+      const reasons = reading.measured
+        ? reading.reasons
+        : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
       if (!keepOld) {
         const row = {
-          harness: input.harness, reader_version: READER_VERSION, status, totals: JSON.stringify(reading.totals), reasons: JSON.stringify(reasons),
-          cost_caveat: reading.cost_caveat, checkpoint: JSON.stringify(reading.checkpoint),
+          harness: input.harness,
+          reader_version: READER_VERSION,
+          status,
+          totals: JSON.stringify(reading.totals),
+          reasons: JSON.stringify(reasons),
+          cost_caveat: reading.cost_caveat,
+          checkpoint: JSON.stringify(reading.checkpoint),
         };
-        await trx.insertInto('session_usage').values({ session_id: input.sessionId, ...row })
-          .onConflict((oc) => oc.column('session_id').doUpdateSet({ ...row, folded_at: sql`clock_timestamp()` })).execute();
+        await trx
+          .insertInto('session_usage')
+          .values({ session_id: input.sessionId, ...row })
+          .onConflict((oc) => oc.column('session_id').doUpdateSet({ ...row, folded_at: sql`clock_timestamp()` }))
+          .execute();
       }
       const served = reading.checkpoint.served;
       if (input.harness === 'codex' && (served?.model || served?.window)) {
-        await trx.updateTable('sessions').set({ served_model: served.model, served_window: served.window, served_attested_at: sql`now()` })
-          .where('session_id', '=', input.sessionId).execute();
+        await trx
+          .updateTable('sessions')
+          .set({ served_model: served.model, served_window: served.window, served_attested_at: sql`now()` })
+          .where('session_id', '=', input.sessionId)
+          .execute();
       }
       const totals = keepOld ? (stored!.totals as unknown as UsageTotals) : reading.totals;
       return {
-        session_id: input.sessionId, harness: input.harness, status: keepOld ? stored!.status : status, totals,
-        usage_tokens: totalTokens(totals), reasons: keepOld ? (stored!.reasons as string[]) : reasons, replaced: !keepOld,
+        session_id: input.sessionId,
+        harness: input.harness,
+        status: keepOld ? stored!.status : status,
+        totals,
+        usage_tokens: totalTokens(totals),
+        reasons: keepOld ? (stored!.reasons as string[]) : reasons,
+        replaced: !keepOld,
       };
     });
   }
@@ -104,18 +157,33 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
     const out = new Map<string, UsageFields>();
     if (sessionIds.length === 0) return out;
     const [rows, catalog] = await Promise.all([
-      db.selectFrom('sessions as s').leftJoin('session_usage as u', 'u.session_id', 's.session_id')
-        .select(['s.session_id', 's.offered_at', 'u.status', 'u.totals', 'u.reasons', 'u.cost_caveat']).where('s.session_id', 'in', sessionIds).execute(),
+      db
+        .selectFrom('sessions as s')
+        .leftJoin('session_usage as u', 'u.session_id', 's.session_id')
+        .select(['s.session_id', 's.offered_at', 'u.status', 'u.totals', 'u.reasons', 'u.cost_caveat'])
+        .where('s.session_id', 'in', sessionIds)
+        .execute(),
       revisions(),
     ]);
     for (const r of rows) {
       if (!r.status) {
-        out.set(r.session_id, { usage_tokens: null, usage_status: 'unavailable', usage_cost_usd: null, usage_cost_status: 'unavailable', usage_note: usageNote('unavailable', ['nothing has been folded for this session']), cost_caveat: null });
+        out.set(r.session_id, {
+          usage_tokens: null,
+          usage_status: 'unavailable',
+          usage_cost_usd: null,
+          usage_cost_status: 'unavailable',
+          usage_note: usageNote('unavailable', ['nothing has been folded for this session']),
+          cost_caveat: null,
+        });
         continue;
       }
       const totals = r.totals as unknown as UsageTotals;
       const cost = costOf(totals, revisionAt(catalog, r.offered_at.toISOString()));
-      const caveats = [r.cost_caveat, cost.estimated ? `priced with estimated revision ${cost.revision_id}` : null, ...cost.gaps].filter((c): c is string => !!c);
+      const caveats = [
+        r.cost_caveat,
+        cost.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
+        ...cost.gaps,
+      ].filter((c): c is string => !!c);
       out.set(r.session_id, {
         usage_tokens: r.status === 'unavailable' ? null : totalTokens(totals),
         usage_status: r.status,
@@ -133,27 +201,59 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
     try {
       document = JSON.parse(readFileSync(input.file, 'utf8'));
     } catch (err) {
-      throw usageError('invalid_pricing_file', `cannot read pricing revision ${input.file}: ${(err as Error).message}`, { recovery: 'pass a JSON file with revision_id, effective_at, source and rates', details: { file: input.file } });
+      throw usageError(
+        'invalid_pricing_file',
+        `cannot read pricing revision ${input.file}: ${(err as Error).message}`,
+        {
+          recovery: 'pass a JSON file with revision_id, effective_at, source and rates',
+          details: { file: input.file },
+        },
+      );
     }
     const parsed = PricingFile.safeParse(document);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      throw usageError('invalid_pricing_file', `${input.file}: ${issue.path.join('.') || '(top level)'}: ${issue.message}`, { recovery: 'fix the named field and import again', details: { file: input.file } });
+      throw usageError(
+        'invalid_pricing_file',
+        `${input.file}: ${issue.path.join('.') || '(top level)'}: ${issue.message}`,
+        { recovery: 'fix the named field and import again', details: { file: input.file } },
+      );
     }
     const r = parsed.data;
-    const existing = await db.selectFrom('pricing_revisions').selectAll().where('revision_id', '=', r.revision_id).executeTakeFirst();
+    const existing = await db
+      .selectFrom('pricing_revisions')
+      .selectAll()
+      .where('revision_id', '=', r.revision_id)
+      .executeTakeFirst();
     if (existing) {
-      if (JSON.stringify(existing.rates) === JSON.stringify(r.rates)) return { revision_id: r.revision_id, imported: false };
-      throw refusal('pricing_revision_immutable', `pricing revision ${r.revision_id} already exists with other rates; revisions are immutable`, {
-        recovery: 'import the new prices as a new revision_id with its own effective_at', details: { revision_id: r.revision_id },
-      });
+      if (JSON.stringify(existing.rates) === JSON.stringify(r.rates))
+        return { revision_id: r.revision_id, imported: false };
+      throw refusal(
+        'pricing_revision_immutable',
+        `pricing revision ${r.revision_id} already exists with other rates; revisions are immutable`,
+        {
+          recovery: 'import the new prices as a new revision_id with its own effective_at',
+          details: { revision_id: r.revision_id },
+        },
+      );
     }
-    await db.insertInto('pricing_revisions').values({ revision_id: r.revision_id, effective_at: r.effective_at, source: r.source, estimated: r.estimated, rates: JSON.stringify(r.rates) }).execute();
+    await db
+      .insertInto('pricing_revisions')
+      .values({
+        revision_id: r.revision_id,
+        effective_at: r.effective_at,
+        source: r.source,
+        estimated: r.estimated,
+        rates: JSON.stringify(r.rates),
+      })
+      .execute();
     return { revision_id: r.revision_id, imported: true };
   }
 
   async function listPricing() {
-    return (await revisions()).sort((a, b) => Date.parse(a.effective_at) - Date.parse(b.effective_at)).map((r) => ({ ...r, models: Object.keys(r.rates).length }));
+    return (await revisions())
+      .sort((a, b) => Date.parse(a.effective_at) - Date.parse(b.effective_at))
+      .map((r) => ({ ...r, models: Object.keys(r.rates).length }));
   }
 
   /**
@@ -184,13 +284,15 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
       m.cost_status.add(f.usage_cost_status);
       machines.set(c.machine_id, m);
     }
-    return [...machines.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([machine_id, m]) => ({
-      machine_id,
-      '24H TOKENS': m.tokens,
-      '24H API COST': Math.round(m.cost * 1e6) / 1e6,
-      '24H SESSIONS': m.sessions,
-      cost_status: m.cost_status.size === 1 ? [...m.cost_status][0] : 'partial',
-    }));
+    return [...machines.entries()]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([machine_id, m]) => ({
+        machine_id,
+        '24H TOKENS': m.tokens,
+        '24H API COST': Math.round(m.cost * 1e6) / 1e6,
+        '24H SESSIONS': m.sessions,
+        cost_status: m.cost_status.size === 1 ? [...m.cost_status][0] : 'partial',
+      }));
   }
 
   return { foldSessionUsage, usageFields, importPricing, listPricing, last24hCohort, machinesUsage };

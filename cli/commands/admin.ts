@@ -7,19 +7,34 @@ import { emit, table } from '../output';
 
 /** `yoke events` (the audit log) and `yoke db migrate`. */
 export function registerAdmin(program: Command): void {
-  program.command('events').description('the audit event log')
-    .command('list').description('list events, oldest first')
+  program
+    .command('events')
+    .description('the audit event log')
+    .command('list')
+    .description('list events, oldest first')
     .option('--type <type>', 'only this event type, e.g. WARNOperatorLeaseRelease')
     .option('--claim-id <n>', 'only events about this claim')
     .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ type: nonEmpty.optional(), claimId: claimIdSchema.optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(
+        z.object({ type: nonEmpty.optional(), claimId: claimIdSchema.optional(), json: z.boolean().optional() }),
+        raw,
+      );
       const rows = await withDb(({ db }) => listEvents(db, { type: o.type, claimId: o.claimId }));
-      emit(!!o.json, rows, () => table(['EVENT', 'TYPE', 'CLAIM', 'SESSION', 'AT'], rows.map((e) => [e.event_id, e.event_type, e.claim_id, e.session_id, e.created_at])));
+      emit(!!o.json, rows, () =>
+        table(
+          ['EVENT', 'TYPE', 'CLAIM', 'SESSION', 'AT'],
+          rows.map((e) => [e.event_id, e.event_type, e.claim_id, e.session_id, e.created_at]),
+        ),
+      );
     });
 
-  program.command('db').description('the yoke database')
-    .command('migrate').description('bring the schema to the latest migration').option('--json', 'print JSON')
+  program
+    .command('db')
+    .description('the yoke database')
+    .command('migrate')
+    .description('bring the schema to the latest migration')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
       const applied = await withDb(({ db }) => migrateToLatest(db));

@@ -4,12 +4,21 @@ import { nonEmpty, parseOptions, withDb } from '../context';
 import { emit } from '../output';
 
 export function registerApply(program: Command): void {
-  program.command('apply').description('apply a project definition (environments, hosts, flows, items, QA obligations); idempotent')
-    .requiredOption('-f, --file <file>', 'project definition (YAML)').option('--dry-run', 'print the change without writing it').option('--json', 'print JSON')
+  program
+    .command('apply')
+    .description('apply a project definition (environments, hosts, flows, items, QA obligations); idempotent')
+    .requiredOption('-f, --file <file>', 'project definition (YAML)')
+    .option('--dry-run', 'print the change without writing it')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ file: nonEmpty, dryRun: z.boolean().optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(
+        z.object({ file: nonEmpty, dryRun: z.boolean().optional(), json: z.boolean().optional() }),
+        raw,
+      );
       const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
-      const r = await withDb(({ db }) => projectDefinitionActivities({ db }).applyProjectDefinition({ file: o.file, dryRun: o.dryRun }));
+      const r = await withDb(({ db }) =>
+        projectDefinitionActivities({ db }).applyProjectDefinition({ file: o.file, dryRun: o.dryRun }),
+      );
       emit(!!o.json, r, () => {
         const changed = r.changes.filter((c) => c.action !== 'unchanged');
         const head = `${r.dry_run ? 'would apply' : 'applied'} ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`;

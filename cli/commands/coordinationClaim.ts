@@ -8,13 +8,28 @@ import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
 
 const AcquireOptions = z.object({
-  key: nonEmpty, project: nonEmpty.optional(), item: nonEmpty.optional(), session: nonEmpty.optional(), json: z.boolean().optional(),
-  wait: z.boolean().optional(), waitTimeout: z.coerce.number().positive().optional(),
+  key: nonEmpty,
+  project: nonEmpty.optional(),
+  item: nonEmpty.optional(),
+  session: nonEmpty.optional(),
+  json: z.boolean().optional(),
+  wait: z.boolean().optional(),
+  waitTimeout: z.coerce.number().positive().optional(),
 });
-const ListOptions = z.object({ key: nonEmpty.optional(), project: nonEmpty.optional(), activeOnly: z.boolean().optional(), json: z.boolean().optional() });
+const ListOptions = z.object({
+  key: nonEmpty.optional(),
+  project: nonEmpty.optional(),
+  activeOnly: z.boolean().optional(),
+  json: z.boolean().optional(),
+});
 const ReleaseOptions = z.object({
-  key: nonEmpty, claimId: claimIdSchema, holderSessionId: nonEmpty, reason: nonEmpty,
-  project: nonEmpty.optional(), session: nonEmpty.optional(), json: z.boolean().optional(),
+  key: nonEmpty,
+  claimId: claimIdSchema,
+  holderSessionId: nonEmpty,
+  reason: nonEmpty,
+  project: nonEmpty.optional(),
+  session: nonEmpty.optional(),
+  json: z.boolean().optional(),
 });
 
 function shellQuote(arg: string): string {
@@ -28,12 +43,19 @@ export function resumeCommand(argv: string[] = process.argv): string {
 
 /** Prints what a release did to the waiting line, and any signal that could not be sent. */
 export function reportLine(json: boolean, result: Pick<ReleaseResult, 'reservations' | 'warnings'>): void {
-  for (const r of result.reservations) warn(json, `reserved QA_HOST:${r.test_machine} for session ${r.session_id} (claim ${r.claim_id}) until ${r.reserved_until}`);
+  for (const r of result.reservations)
+    warn(
+      json,
+      `reserved QA_HOST:${r.test_machine} for session ${r.session_id} (claim ${r.claim_id}) until ${r.reserved_until}`,
+    );
   for (const w of result.warnings) warn(json, `warning: ${w}`);
 }
 
 function acquiredLine(r: AcquireResult): string {
-  return claimLine(r.consumed_reservation ? 'took your reserved turn:' : r.reentered ? 'holding (re-entered)' : 'acquired', r.claim);
+  return claimLine(
+    r.consumed_reservation ? 'took your reserved turn:' : r.reentered ? 'holding (re-entered)' : 'acquired',
+    r.claim,
+  );
 }
 
 /**
@@ -41,10 +63,15 @@ function acquiredLine(r: AcquireResult): string {
  * `claims` (the spec names both spellings).
  */
 export function registerCoordinationClaim(parent: Command): void {
-  const group = parent.command('coordination-claim').description('exclusive leases on shared resources addressed by operator keys (C2, C6)');
+  const group = parent
+    .command('coordination-claim')
+    .description('exclusive leases on shared resources addressed by operator keys (C2, C6)');
 
-  group.command('acquire')
-    .description('take LIVE_DB_MIGRATION:<model>, QA_HOST:<machine> or ROUTE_QUALIFICATION:<grant>; a refused QA_HOST acquire joins the machine\'s waiting line')
+  group
+    .command('acquire')
+    .description(
+      "take LIVE_DB_MIGRATION:<model>, QA_HOST:<machine> or ROUTE_QUALIFICATION:<grant>; a refused QA_HOST acquire joins the machine's waiting line",
+    )
     .requiredOption('--key <key>', 'operator key')
     .option('--project <project>', 'project (required for migration and route grants)')
     .option('--item <PREFIX-N>', 'owning item (required for LIVE_DB_MIGRATION)')
@@ -59,29 +86,47 @@ export function registerCoordinationClaim(parent: Command): void {
       const join = key.kind === 'qa_admission' ? { resumeCommand: resumeCommand() } : undefined;
       const result = await withDb(async (ctx) => {
         const claims = claimActivities({ db: ctx.db, line: ctx.line });
-        const acquire = () => claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });
+        const acquire = () =>
+          claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });
         try {
           return await acquire();
         } catch (err) {
           if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
           const wait = err.details.wait as { position: number };
           if (!o.wait) {
-            throw new YokeError(err.kind, err.code, err.message,
-              `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`, err.details);
+            throw new YokeError(
+              err.kind,
+              err.code,
+              err.message,
+              `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
+              err.details,
+            );
           }
           warn(!!o.json, `${err.message}`);
           const { waitForTurn } = await import('../waitForTurn');
-          return waitForTurn(ctx, {
-            testMachine: key.testMachine, sessionId, json: !!o.json, resumeCommand: join!.resumeCommand,
-            timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
-          }, acquire);
+          return waitForTurn(
+            ctx,
+            {
+              testMachine: key.testMachine,
+              sessionId,
+              json: !!o.json,
+              resumeCommand: join!.resumeCommand,
+              timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
+            },
+            acquire,
+          );
         }
       });
       for (const w of result.warnings) warn(!!o.json, `warning: ${w}`);
-      emit(!!o.json, { ...result.claim, reentered: result.reentered, consumed_reservation: result.consumed_reservation }, () => acquiredLine(result));
+      emit(
+        !!o.json,
+        { ...result.claim, reentered: result.reentered, consumed_reservation: result.consumed_reservation },
+        () => acquiredLine(result),
+      );
     });
 
-  group.command('list')
+  group
+    .command('list')
     .description('list coordination claims; QA_HOST keys ignore --project (C7)')
     .option('--key <key>', 'only this operator key')
     .option('--project <project>', 'only this project (ignored for QA_HOST keys)')
@@ -93,7 +138,8 @@ export function registerCoordinationClaim(parent: Command): void {
       emit(!!o.json, rows, () => claimsTable(rows));
     });
 
-  group.command('release')
+  group
+    .command('release')
     .description('audited operator release of a reviewed hold (C8, C11)')
     .requiredOption('--key <key>', 'operator key of the hold')
     .requiredOption('--claim-id <n>', 'claim id of the reviewed row')
@@ -107,12 +153,25 @@ export function registerCoordinationClaim(parent: Command): void {
       const actingSessionId = actingSession(o);
       const result = await withDb(async ({ db, line }) =>
         claimActivities({ db, line }).operatorRelease({
-          actingSessionId, key: o.key, claimId: o.claimId, holderSessionId: o.holderSessionId,
-          reason: o.reason, project: o.project, hookContext: inHookContext(),
+          actingSessionId,
+          key: o.key,
+          claimId: o.claimId,
+          holderSessionId: o.holderSessionId,
+          reason: o.reason,
+          project: o.project,
+          hookContext: inHookContext(),
         }),
       );
-      if (result.operator_event_id) warn(!!o.json, `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`);
+      if (result.operator_event_id)
+        warn(
+          !!o.json,
+          `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`,
+        );
       reportLine(!!o.json, result);
-      emit(!!o.json, { ...result.claim, operator_event_id: result.operator_event_id, reservations: result.reservations }, () => claimLine('released', result.claim) + `\nreason: ${result.claim.release_reason}`);
+      emit(
+        !!o.json,
+        { ...result.claim, operator_event_id: result.operator_event_id, reservations: result.reservations },
+        () => claimLine('released', result.claim) + `\nreason: ${result.claim.release_reason}`,
+      );
     });
 }

@@ -11,9 +11,21 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 const Json = z.object({ json: z.boolean().optional(), session: nonEmpty.optional() });
 const Selection = { requirementId: z.array(nonEmpty).default([]), planId: z.array(nonEmpty).default([]) };
 const CreateOptions = Json.extend({
-  project: nonEmpty, flow: nonEmpty, target: nonEmpty, candidate: nonEmpty, idempotencyKey: nonEmpty, item: z.array(nonEmpty).default([]), ...Selection,
+  project: nonEmpty,
+  flow: nonEmpty,
+  target: nonEmpty,
+  candidate: nonEmpty,
+  idempotencyKey: nonEmpty,
+  item: z.array(nonEmpty).default([]),
+  ...Selection,
 });
-const StartOptions = Json.extend({ candidate: nonEmpty, flow: nonEmpty.optional(), target: nonEmpty.optional(), idempotencyKey: nonEmpty.optional(), ...Selection });
+const StartOptions = Json.extend({
+  candidate: nonEmpty,
+  flow: nonEmpty.optional(),
+  target: nonEmpty.optional(),
+  idempotencyKey: nonEmpty.optional(),
+  ...Selection,
+});
 
 async function runs(ctx: CommandContext) {
   const { deploymentRunActivities } = await import('../../activities/deploymentRuns');
@@ -21,9 +33,11 @@ async function runs(ctx: CommandContext) {
 }
 
 function receiptLine(r: CreateReceipt): string {
-  const lines = [`${r.replayed ? 'replayed' : 'created'} run ${r.run_id}: ${r.project}/${r.flow} -> ${r.target} @ ${r.candidate_sha.slice(0, 12)} (${r.status})`,
+  const lines = [
+    `${r.replayed ? 'replayed' : 'created'} run ${r.run_id}: ${r.project}/${r.flow} -> ${r.target} @ ${r.candidate_sha.slice(0, 12)} (${r.status})`,
     `members: ${r.member_items.length ? r.member_items.join(', ') : '(none: an environment-level deploy)'}`,
-    `idempotency_basis: ${r.idempotency_basis ?? 'null'}`];
+    `idempotency_basis: ${r.idempotency_basis ?? 'null'}`,
+  ];
   for (const w of r.warnings) lines.push(`warning: ${w.message}`);
   return lines.join('\n');
 }
@@ -33,17 +47,29 @@ function receiptLine(r: CreateReceipt): string {
  * under the same key when it times out, and says so; a second timeout tells the user to
  * re-run the identical command.
  */
-async function createWithRecovery(ctx: CommandContext, create: (timeoutMs: number) => Promise<CreateReceipt>): Promise<CreateReceipt & { recovered?: string }> {
+async function createWithRecovery(
+  ctx: CommandContext,
+  create: (timeoutMs: number) => Promise<CreateReceipt>,
+): Promise<CreateReceipt & { recovered?: string }> {
   try {
     return await create(ctx.config.createTimeoutMs);
   } catch (err) {
     if (!(err instanceof YokeError) || err.code !== 'deployment_run_create_timeout') throw err;
     try {
       const receipt = await create(ctx.config.createTimeoutMs);
-      return { ...receipt, recovered: `deployment_run_create_timeout_recovered: the create timed out after ${ctx.config.createTimeoutMs} ms and was repeated once under the same key; it ${receipt.replayed ? 'found' : 'created'} run ${receipt.run_id}` };
+      return {
+        ...receipt,
+        recovered: `deployment_run_create_timeout_recovered: the create timed out after ${ctx.config.createTimeoutMs} ms and was repeated once under the same key; it ${receipt.replayed ? 'found' : 'created'} run ${receipt.run_id}`,
+      };
     } catch (again) {
       if (again instanceof YokeError && again.code === 'deployment_run_create_timeout') {
-        throw new YokeError(again.kind, again.code, `the create timed out twice (${ctx.config.createTimeoutMs} ms each)`, 're-run the identical command: its --idempotency-key returns the run once the create went through', again.details);
+        throw new YokeError(
+          again.kind,
+          again.code,
+          `the create timed out twice (${ctx.config.createTimeoutMs} ms each)`,
+          're-run the identical command: its --idempotency-key returns the run once the create went through',
+          again.details,
+        );
       }
       throw again;
     }
@@ -52,7 +78,10 @@ async function createWithRecovery(ctx: CommandContext, create: (timeoutMs: numbe
 
 function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): void {
   if (r.recovered) warn(json, `warning: ${r.recovered}`);
-  const warnings = [...r.warnings, ...(r.recovered ? [{ code: 'deployment_run_create_timeout_recovered', message: r.recovered }] : [])];
+  const warnings = [
+    ...r.warnings,
+    ...(r.recovered ? [{ code: 'deployment_run_create_timeout_recovered', message: r.recovered }] : []),
+  ];
   emit(json, { ...r, warnings }, () => receiptLine(r));
 }
 
@@ -61,12 +90,21 @@ function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): 
  * delays the walk); then the Postgres transition, then the run's workflow, searchable by
  * project, status, origin and item.
  */
-async function startWalking(ctx: CommandContext, json: boolean, transition: () => Promise<ExecuteResult>): Promise<ExecuteResult> {
+async function startWalking(
+  ctx: CommandContext,
+  json: boolean,
+  transition: () => Promise<ExecuteResult>,
+): Promise<ExecuteResult> {
   const client = await ctx.temporal.get();
-  if (!(await ctx.temporal.hasWorker())) warn(json, `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`);
+  if (!(await ctx.temporal.hasWorker()))
+    warn(
+      json,
+      `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`,
+    );
   const started = await transition();
   const { WorkflowExecutionAlreadyStartedError } = await import('@temporalio/client');
-  const { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } = await import('../../workflows/definitions');
+  const { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } =
+    await import('../../workflows/definitions');
   const typedSearchAttributes = [
     { key: PROJECT_KEY, value: started.project },
     { key: RUN_STATUS_KEY, value: 'executing' },
@@ -74,7 +112,12 @@ async function startWalking(ctx: CommandContext, json: boolean, transition: () =
     ...(started.occupancy_units[0] ? [{ key: TARGET_ORIGIN_KEY, value: started.occupancy_units[0] }] : []),
   ];
   try {
-    await client.workflow.start('deploymentRun', { workflowId: runWorkflowId(started.run_id), taskQueue: ctx.config.taskQueue, args: [{ runId: started.run_id }], typedSearchAttributes });
+    await client.workflow.start('deploymentRun', {
+      workflowId: runWorkflowId(started.run_id),
+      taskQueue: ctx.config.taskQueue,
+      args: [{ runId: started.run_id }],
+      typedSearchAttributes,
+    });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // resuming: it is already walking
   }
@@ -82,7 +125,12 @@ async function startWalking(ctx: CommandContext, json: boolean, transition: () =
 }
 
 /** Tells the run's workflow to look at Postgres again; a run with no live workflow needs nothing. */
-async function poke(ctx: CommandContext, runId: string, what: 'qaSettled' | 'stageApproved' | 'runTerminalized', arg?: object): Promise<string | null> {
+async function poke(
+  ctx: CommandContext,
+  runId: string,
+  what: 'qaSettled' | 'stageApproved' | 'runTerminalized',
+  arg?: object,
+): Promise<string | null> {
   try {
     const client = await ctx.temporal.get();
     const defs = await import('../../workflows/definitions');
@@ -99,7 +147,17 @@ async function poke(ctx: CommandContext, runId: string, what: 'qaSettled' | 'sta
 }
 
 function stageTable(view: Partial<RunView>): string {
-  return table(['#', 'STAGE', 'KIND', 'TARGET', 'STATUS', 'DETAIL'], (view.stages ?? []).map((s) => [s.ordinal, s.name, s.kind, s.target_env, s.status, (s.detail ?? '').split('\n')[0]!.slice(0, 80)]));
+  return table(
+    ['#', 'STAGE', 'KIND', 'TARGET', 'STATUS', 'DETAIL'],
+    (view.stages ?? []).map((s) => [
+      s.ordinal,
+      s.name,
+      s.kind,
+      s.target_env,
+      s.status,
+      (s.detail ?? '').split('\n')[0]!.slice(0, 80),
+    ]),
+  );
 }
 
 function runText(v: Partial<RunView>): string {
@@ -111,154 +169,301 @@ function runText(v: Partial<RunView>): string {
     `members: ${(v.member_items ?? []).map((m) => `${m.item} [${m.requirement_selection.join(', ')}]${m.selection_derived ? ' (derived)' : ''}`).join('; ') || '(none)'}`,
     `carried_work (${v.carried_work?.recorded ? 'recorded at freeze' : 'derived live'}): ${(v.carried_work?.items ?? []).map((i) => i.item).join(', ') || '(none)'}`,
   ];
-  if (v.membership_removals?.length) lines.push(`removed: ${v.membership_removals.map((r) => `${r.item} (${r.reason}${r.later_run_id ? `, later in ${r.later_run_id}` : ''})`).join('; ')}`);
+  if (v.membership_removals?.length)
+    lines.push(
+      `removed: ${v.membership_removals.map((r) => `${r.item} (${r.reason}${r.later_run_id ? `, later in ${r.later_run_id}` : ''})`).join('; ')}`,
+    );
   if (v.stages) lines.push(stageTable(v));
   return lines.join('\n');
 }
 
 export function registerDeploymentRuns(program: Command): void {
-  const dr = program.command('deployment-runs').description('deployment runs: create, compose, execute, drive and watch');
-  const acting = (cmd: Command) => cmd.option('--session <id>', 'acting session (default $YOKE_SESSION_ID)').option('--json', 'print JSON');
-  const selection = (cmd: Command) => cmd
-    .option('--requirement-id <id>', 'explicit requirement selection (PREFIX-N/case or case), repeatable', collect)
-    .option('--plan-id <id>', 'explicit plan selection, repeatable', collect);
+  const dr = program
+    .command('deployment-runs')
+    .description('deployment runs: create, compose, execute, drive and watch');
+  const acting = (cmd: Command) =>
+    cmd.option('--session <id>', 'acting session (default $YOKE_SESSION_ID)').option('--json', 'print JSON');
+  const selection = (cmd: Command) =>
+    cmd
+      .option('--requirement-id <id>', 'explicit requirement selection (PREFIX-N/case or case), repeatable', collect)
+      .option('--plan-id <id>', 'explicit plan selection, repeatable', collect);
 
-  selection(acting(dr.command('create').description('create a run (idempotent per --idempotency-key, I1)')
-    .requiredOption('--project <project>', 'project').requiredOption('--flow <flow>', 'flow').requiredOption('--target <env>', 'target environment')
-    .requiredOption('--candidate <sha>', 'commit to deliver').requiredOption('--idempotency-key <key>', 'names the one run this call intends')
-    .option('--item <PREFIX-N>', 'member item, repeatable', collect)))
-    .action(async (raw) => {
-      const o = parseOptions(CreateOptions, raw);
-      const r = await withDb(async (ctx) => {
-        const sessionId = o.session ?? process.env.YOKE_SESSION_ID;
-        const activities = await runs(ctx);
-        return createWithRecovery(ctx, (lockTimeoutMs) => activities.createRun({
-          sessionId, project: o.project, flow: o.flow, target: o.target, candidate: o.candidate, idempotencyKey: o.idempotencyKey,
-          items: o.item, requirementIds: o.requirementId, planIds: o.planId, lockTimeoutMs,
-        }));
-      });
-      emitReceipt(!!o.json, r);
+  selection(
+    acting(
+      dr
+        .command('create')
+        .description('create a run (idempotent per --idempotency-key, I1)')
+        .requiredOption('--project <project>', 'project')
+        .requiredOption('--flow <flow>', 'flow')
+        .requiredOption('--target <env>', 'target environment')
+        .requiredOption('--candidate <sha>', 'commit to deliver')
+        .requiredOption('--idempotency-key <key>', 'names the one run this call intends')
+        .option('--item <PREFIX-N>', 'member item, repeatable', collect),
+    ),
+  ).action(async (raw) => {
+    const o = parseOptions(CreateOptions, raw);
+    const r = await withDb(async (ctx) => {
+      const sessionId = o.session ?? process.env.YOKE_SESSION_ID;
+      const activities = await runs(ctx);
+      return createWithRecovery(ctx, (lockTimeoutMs) =>
+        activities.createRun({
+          sessionId,
+          project: o.project,
+          flow: o.flow,
+          target: o.target,
+          candidate: o.candidate,
+          idempotencyKey: o.idempotencyKey,
+          items: o.item,
+          requirementIds: o.requirementId,
+          planIds: o.planId,
+          lockTimeoutMs,
+        }),
+      );
     });
+    emitReceipt(!!o.json, r);
+  });
 
-  selection(acting(dr.command('start-for-item').description('create a run for items and enrol them, in one transaction (D4)')
-    .argument('<items...>', 'PREFIX-N ...').requiredOption('--candidate <sha>', 'commit to deliver')
-    .option('--flow <flow>', 'flow (default: the project\'s completion flow)').option('--target <env>', 'target (default: the flow\'s last deploy stage)')
-    .option('--idempotency-key <key>', 'names the one run this call intends')))
-    .action(async (items: string[], raw) => {
-      const o = parseOptions(StartOptions, raw);
-      const r = await withDb(async (ctx) => {
-        const activities = await runs(ctx);
-        return createWithRecovery(ctx, (lockTimeoutMs) => activities.startForItem({
-          sessionId: o.session ?? process.env.YOKE_SESSION_ID, items, candidate: o.candidate, flow: o.flow, target: o.target,
-          idempotencyKey: o.idempotencyKey, requirementIds: o.requirementId, planIds: o.planId, lockTimeoutMs,
-        }));
-      });
-      emitReceipt(!!o.json, r);
+  selection(
+    acting(
+      dr
+        .command('start-for-item')
+        .description('create a run for items and enrol them, in one transaction (D4)')
+        .argument('<items...>', 'PREFIX-N ...')
+        .requiredOption('--candidate <sha>', 'commit to deliver')
+        .option('--flow <flow>', "flow (default: the project's completion flow)")
+        .option('--target <env>', "target (default: the flow's last deploy stage)")
+        .option('--idempotency-key <key>', 'names the one run this call intends'),
+    ),
+  ).action(async (items: string[], raw) => {
+    const o = parseOptions(StartOptions, raw);
+    const r = await withDb(async (ctx) => {
+      const activities = await runs(ctx);
+      return createWithRecovery(ctx, (lockTimeoutMs) =>
+        activities.startForItem({
+          sessionId: o.session ?? process.env.YOKE_SESSION_ID,
+          items,
+          candidate: o.candidate,
+          flow: o.flow,
+          target: o.target,
+          idempotencyKey: o.idempotencyKey,
+          requirementIds: o.requirementId,
+          planIds: o.planId,
+          lockTimeoutMs,
+        }),
+      );
     });
+    emitReceipt(!!o.json, r);
+  });
 
-  selection(acting(dr.command('add-item').description('add a member (D5 admission, D6 warnings)').argument('<run>', 'run id').argument('<item>', 'PREFIX-N')))
-    .action(async (runId: string, item: string, raw) => {
-      const o = parseOptions(Json.extend(Selection), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => (await runs(ctx)).addItem({ sessionId, runId, item, requirementIds: o.requirementId, planIds: o.planId }));
-      emit(!!o.json, r, () => [`added ${r.item} to ${r.run_id}`, ...r.warnings.map((w) => `warning: ${w.message}`)].join('\n'));
-    });
+  selection(
+    acting(
+      dr
+        .command('add-item')
+        .description('add a member (D5 admission, D6 warnings)')
+        .argument('<run>', 'run id')
+        .argument('<item>', 'PREFIX-N'),
+    ),
+  ).action(async (runId: string, item: string, raw) => {
+    const o = parseOptions(Json.extend(Selection), raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) =>
+      (await runs(ctx)).addItem({ sessionId, runId, item, requirementIds: o.requirementId, planIds: o.planId }),
+    );
+    emit(!!o.json, r, () =>
+      [`added ${r.item} to ${r.run_id}`, ...r.warnings.map((w) => `warning: ${w.message}`)].join('\n'),
+    );
+  });
 
-  acting(dr.command('remove-item').description('audited removal of a member (D1)').argument('<run>', 'run id').argument('<item>', 'PREFIX-N').requiredOption('--reason <text>', 'why'))
-    .action(async (runId: string, item: string, raw) => {
-      const o = parseOptions(Json.extend({ reason: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => (await runs(ctx)).removeItem({ sessionId, runId, item, reason: o.reason }));
-      emit(!!o.json, r, () => `removed ${r.item} from ${r.run_id}: ${r.reason}`);
-    });
+  acting(
+    dr
+      .command('remove-item')
+      .description('audited removal of a member (D1)')
+      .argument('<run>', 'run id')
+      .argument('<item>', 'PREFIX-N')
+      .requiredOption('--reason <text>', 'why'),
+  ).action(async (runId: string, item: string, raw) => {
+    const o = parseOptions(Json.extend({ reason: nonEmpty }), raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => (await runs(ctx)).removeItem({ sessionId, runId, item, reason: o.reason }));
+    emit(!!o.json, r, () => `removed ${r.item} from ${r.run_id}: ${r.reason}`);
+  });
 
-  dr.command('get').description('a run, or only the named fields (D1); --include-member-closure adds the diagnostic (D2)')
-    .argument('<run>', 'run id').argument('[fields...]', 'fields, e.g. member_items membership_removals carried_work')
-    .option('--include-member-closure', 'add the member_closure diagnostic').option('--json', 'print JSON')
+  dr.command('get')
+    .description('a run, or only the named fields (D1); --include-member-closure adds the diagnostic (D2)')
+    .argument('<run>', 'run id')
+    .argument('[fields...]', 'fields, e.g. member_items membership_removals carried_work')
+    .option('--include-member-closure', 'add the member_closure diagnostic')
+    .option('--json', 'print JSON')
     .action(async (runId: string, fields: string[], raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional(), includeMemberClosure: z.boolean().optional() }), raw);
-      const v = await withDb(async (ctx) => (await runs(ctx)).getRun({ runId, fields, includeMemberClosure: o.includeMemberClosure }));
+      const o = parseOptions(
+        z.object({ json: z.boolean().optional(), includeMemberClosure: z.boolean().optional() }),
+        raw,
+      );
+      const v = await withDb(async (ctx) =>
+        (await runs(ctx)).getRun({ runId, fields, includeMemberClosure: o.includeMemberClosure }),
+      );
       emit(!!o.json, v, () => (fields.length ? JSON.stringify(v, null, 2) : runText(v)));
     });
 
-  dr.command('list').description('runs, newest first').option('--project <project>', 'only this project').option('--status <status>', 'only this status').option('--json', 'print JSON')
+  dr.command('list')
+    .description('runs, newest first')
+    .option('--project <project>', 'only this project')
+    .option('--status <status>', 'only this status')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional(), project: nonEmpty.optional(), status: z.enum(['created', 'executing', 'succeeded', 'failed', 'cancelled']).optional() }), raw);
+      const o = parseOptions(
+        z.object({
+          json: z.boolean().optional(),
+          project: nonEmpty.optional(),
+          status: z.enum(['created', 'executing', 'succeeded', 'failed', 'cancelled']).optional(),
+        }),
+        raw,
+      );
       const rows = await withDb(async (ctx) => (await runs(ctx)).listRuns(o));
-      emit(!!o.json, rows, () => table(['RUN', 'PROJECT', 'FLOW', 'TARGET', 'CANDIDATE', 'STATUS', 'STAGE', 'DRIVER'], rows.map((r) => [r.run_id, r.project, r.flow, r.target, r.candidate_sha.slice(0, 12), r.status, r.current_stage, r.driver_session_id])));
+      emit(!!o.json, rows, () =>
+        table(
+          ['RUN', 'PROJECT', 'FLOW', 'TARGET', 'CANDIDATE', 'STATUS', 'STAGE', 'DRIVER'],
+          rows.map((r) => [
+            r.run_id,
+            r.project,
+            r.flow,
+            r.target,
+            r.candidate_sha.slice(0, 12),
+            r.status,
+            r.current_stage,
+            r.driver_session_id,
+          ]),
+        ),
+      );
     });
 
-  acting(dr.command('execute').description('start the run: occupancy locks and check, freeze, then its workflow (O1-O3); you become its driver (R1)').argument('<run>', 'run id'))
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(Json, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId })));
-      emit(!!o.json, r, () => `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`);
-    });
+  acting(
+    dr
+      .command('execute')
+      .description(
+        'start the run: occupancy locks and check, freeze, then its workflow (O1-O3); you become its driver (R1)',
+      )
+      .argument('<run>', 'run id'),
+  ).action(async (runId: string, raw) => {
+    const o = parseOptions(Json, raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) =>
+      startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId })),
+    );
+    emit(
+      !!o.json,
+      r,
+      () =>
+        `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
+    );
+  });
 
-  acting(dr.command('heartbeat').description('keep your driver attachment live (R1)').argument('<run>', 'run id'))
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(Json, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => (await runs(ctx)).heartbeatRun({ sessionId, runId }));
-      emit(!!o.json, r, () => `${r.run_id} driven by ${r.driver_session_id} (heartbeat ${r.driver_heartbeat_at})${r.took_over ? '; the previous attachment had lapsed' : ''}`);
-    });
+  acting(
+    dr.command('heartbeat').description('keep your driver attachment live (R1)').argument('<run>', 'run id'),
+  ).action(async (runId: string, raw) => {
+    const o = parseOptions(Json, raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => (await runs(ctx)).heartbeatRun({ sessionId, runId }));
+    emit(
+      !!o.json,
+      r,
+      () =>
+        `${r.run_id} driven by ${r.driver_session_id} (heartbeat ${r.driver_heartbeat_at})${r.took_over ? '; the previous attachment had lapsed' : ''}`,
+    );
+  });
 
-  acting(dr.command('terminalize').description('cancel or fail a run; unsettled run requirements are retracted (O4)').argument('<run>', 'run id')
-    .requiredOption('--disposition <d>', 'cancelled | failed').requiredOption('--reason <text>', 'why'))
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(Json.extend({ disposition: z.enum(['cancelled', 'failed']), reason: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (await runs(ctx)).terminalizeRun({ sessionId, runId, disposition: o.disposition, reason: o.reason });
-        const warning = await poke(ctx, runId, 'runTerminalized', { status: result.status });
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      emit(!!o.json, r, () => `${r.run_id} ${r.status}${r.retracted.length ? `; retracted ${r.retracted.join(', ')}` : ''}`);
+  acting(
+    dr
+      .command('terminalize')
+      .description('cancel or fail a run; unsettled run requirements are retracted (O4)')
+      .argument('<run>', 'run id')
+      .requiredOption('--disposition <d>', 'cancelled | failed')
+      .requiredOption('--reason <text>', 'why'),
+  ).action(async (runId: string, raw) => {
+    const o = parseOptions(Json.extend({ disposition: z.enum(['cancelled', 'failed']), reason: nonEmpty }), raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => {
+      const result = await (
+        await runs(ctx)
+      ).terminalizeRun({ sessionId, runId, disposition: o.disposition, reason: o.reason });
+      const warning = await poke(ctx, runId, 'runTerminalized', { status: result.status });
+      if (warning) warn(!!o.json, `warning: ${warning}`);
+      return result;
     });
+    emit(
+      !!o.json,
+      r,
+      () => `${r.run_id} ${r.status}${r.retracted.length ? `; retracted ${r.retracted.join(', ')}` : ''}`,
+    );
+  });
 
-  acting(dr.command('retry').description('retry a failed run: restores its automatic retractions and executes again (O4)').argument('<run>', 'run id'))
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(Json, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId })));
-      emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);
+  acting(
+    dr
+      .command('retry')
+      .description('retry a failed run: restores its automatic retractions and executes again (O4)')
+      .argument('<run>', 'run id'),
+  ).action(async (runId: string, raw) => {
+    const o = parseOptions(Json, raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) =>
+      startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId })),
+    );
+    emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);
+  });
+
+  acting(
+    dr
+      .command('qa-verdict')
+      .description('record a run-level QA verdict')
+      .argument('<run>', 'run id')
+      .requiredOption('--check <name>', 'check name')
+      .requiredOption('--status <status>', 'passed | failed | waived'),
+  ).action(async (runId: string, raw) => {
+    const o = parseOptions(Json.extend({ check: nonEmpty, status: z.enum(['passed', 'failed', 'waived']) }), raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => {
+      const result = await (
+        await runs(ctx)
+      ).recordQaVerdict({ sessionId, runId, checkName: o.check, status: o.status });
+      const warning = await poke(ctx, runId, 'qaSettled');
+      if (warning) warn(!!o.json, `warning: ${warning}`);
+      return result;
     });
+    emit(!!o.json, r, () => `${r.run_id} ${r.check_name}: ${r.status}`);
+  });
 
-  acting(dr.command('qa-verdict').description('record a run-level QA verdict').argument('<run>', 'run id')
-    .requiredOption('--check <name>', 'check name').requiredOption('--status <status>', 'passed | failed | waived'))
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(Json.extend({ check: nonEmpty, status: z.enum(['passed', 'failed', 'waived']) }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (await runs(ctx)).recordQaVerdict({ sessionId, runId, checkName: o.check, status: o.status });
-        const warning = await poke(ctx, runId, 'qaSettled');
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      emit(!!o.json, r, () => `${r.run_id} ${r.check_name}: ${r.status}`);
+  acting(
+    dr
+      .command('approve')
+      .description('approve a waiting approval stage')
+      .argument('<run>', 'run id')
+      .requiredOption('--stage <name>', 'approval stage'),
+  ).action(async (runId: string, raw) => {
+    const o = parseOptions(Json.extend({ stage: nonEmpty }), raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => {
+      const result = await (await runs(ctx)).approveStage({ sessionId, runId, stage: o.stage });
+      const warning = await poke(ctx, runId, 'stageApproved', { stage: o.stage });
+      if (warning) warn(!!o.json, `warning: ${warning}`);
+      return result;
     });
+    emit(!!o.json, r, () => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`);
+  });
 
-  acting(dr.command('approve').description('approve a waiting approval stage').argument('<run>', 'run id').requiredOption('--stage <name>', 'approval stage'))
+  dr.command('watch')
+    .description('follow a run stage by stage until it ends (JSON lines with --json)')
+    .argument('<run>', 'run id')
+    .option('--interval-ms <ms>', 'how often to read', '500')
+    .option('--json', 'print JSON lines')
     .action(async (runId: string, raw) => {
-      const o = parseOptions(Json.extend({ stage: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (await runs(ctx)).approveStage({ sessionId, runId, stage: o.stage });
-        const warning = await poke(ctx, runId, 'stageApproved', { stage: o.stage });
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      emit(!!o.json, r, () => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`);
-    });
-
-  dr.command('watch').description('follow a run stage by stage until it ends (JSON lines with --json)').argument('<run>', 'run id')
-    .option('--interval-ms <ms>', 'how often to read', '500').option('--json', 'print JSON lines')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional(), intervalMs: z.coerce.number().int().min(50) }), raw);
+      const o = parseOptions(
+        z.object({ json: z.boolean().optional(), intervalMs: z.coerce.number().int().min(50) }),
+        raw,
+      );
       const { watchRun } = await import('../watchRun');
-      const status = await withDb(async (ctx) => watchRun(ctx, await runs(ctx), runId, { json: !!o.json, intervalMs: o.intervalMs }));
+      const status = await withDb(async (ctx) =>
+        watchRun(ctx, await runs(ctx), runId, { json: !!o.json, intervalMs: o.intervalMs }),
+      );
       if (status !== 'succeeded') process.exitCode = 1;
     });
 }

@@ -8,60 +8,123 @@ import { claimTarget } from '../render';
 
 const SessionOpt = z.object({ session: nonEmpty, json: z.boolean().optional() });
 const RegisterOptions = SessionOpt.extend({
-  actor: nonEmpty, project: nonEmpty.optional(), machine: nonEmpty.optional(),
+  actor: nonEmpty,
+  project: nonEmpty.optional(),
+  machine: nonEmpty.optional(),
   harness: z.enum(['claude', 'codex', 'cursor', 'other']).optional(),
-  probe: z.boolean().optional(), model: nonEmpty.optional(), effort: nonEmpty.optional(), window: z.coerce.number().int().positive().optional(),
+  probe: z.boolean().optional(),
+  model: nonEmpty.optional(),
+  effort: nonEmpty.optional(),
+  window: z.coerce.number().int().positive().optional(),
 });
 
 export function registerSessions(program: Command): void {
   const sessions = program.command('sessions').description('registered sessions that claims belong to');
 
-  sessions.command('register').description('register (or re-register) a session')
-    .requiredOption('--session <id>', 'session id').requiredOption('--actor <actor>', 'actor id (a person or an agent identity)')
-    .option('--project <project>', 'project').option('--machine <machine>', 'machine id')
+  sessions
+    .command('register')
+    .description('register (or re-register) a session')
+    .requiredOption('--session <id>', 'session id')
+    .requiredOption('--actor <actor>', 'actor id (a person or an agent identity)')
+    .option('--project <project>', 'project')
+    .option('--machine <machine>', 'machine id')
     .option('--harness <harness>', 'claude | codex | cursor | other')
-    .option('--model <model>', 'requested model (served facts are attested separately)').option('--effort <effort>', 'requested effort')
-    .option('--window <tokens>', 'requested context window').option('--probe', 'a probe session: left out of machine usage windows')
+    .option('--model <model>', 'requested model (served facts are attested separately)')
+    .option('--effort <effort>', 'requested effort')
+    .option('--window <tokens>', 'requested context window')
+    .option('--probe', 'a probe session: left out of machine usage windows')
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(RegisterOptions, raw);
-      const r = await withDb(({ db }) => sessionActivities({ db }).registerSession({ sessionId: o.session, actorId: o.actor, project: o.project, machine: o.machine, harness: o.harness, probe: o.probe, requestedModel: o.model, requestedEffort: o.effort, requestedWindow: o.window }));
-      emit(!!o.json, { ...r.session, registered: r.registered }, () => `${r.registered ? 'registered' : 're-registered'} session ${r.session.session_id} for ${r.session.actor_id}`);
+      const r = await withDb(({ db }) =>
+        sessionActivities({ db }).registerSession({
+          sessionId: o.session,
+          actorId: o.actor,
+          project: o.project,
+          machine: o.machine,
+          harness: o.harness,
+          probe: o.probe,
+          requestedModel: o.model,
+          requestedEffort: o.effort,
+          requestedWindow: o.window,
+        }),
+      );
+      emit(
+        !!o.json,
+        { ...r.session, registered: r.registered },
+        () =>
+          `${r.registered ? 'registered' : 're-registered'} session ${r.session.session_id} for ${r.session.actor_id}`,
+      );
     });
 
-  sessions.command('heartbeat').description('keep a session and its claims alive')
-    .requiredOption('--session <id>', 'session id').option('--json', 'print JSON')
+  sessions
+    .command('heartbeat')
+    .description('keep a session and its claims alive')
+    .requiredOption('--session <id>', 'session id')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(SessionOpt, raw);
       const s = await withDb(({ db }) => sessionActivities({ db }).heartbeatSession({ sessionId: o.session }));
       emit(!!o.json, s, () => `session ${s.session_id} alive at ${s.heartbeat_at}`);
     });
 
-  sessions.command('end').description('end a session; its non-sticky claims are released, sticky holds stay (C5)')
+  sessions
+    .command('end')
+    .description('end a session; its non-sticky claims are released, sticky holds stay (C5)')
     .requiredOption('--session <id>', 'session id')
     .option('--if-claim-free', 'end only if the session holds no live non-sticky claim')
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(SessionOpt.extend({ ifClaimFree: z.boolean().optional() }), raw);
-      const r = await withDb(({ db, line }) => sessionActivities({ db, line }).endSession({ sessionId: o.session, ifClaimFree: o.ifClaimFree }));
+      const r = await withDb(({ db, line }) =>
+        sessionActivities({ db, line }).endSession({ sessionId: o.session, ifClaimFree: o.ifClaimFree }),
+      );
       for (const w of r.warnings) process.stderr.write(`warning: ${w}\n`);
-      emit(!!o.json, { ...r.session, ended: r.ended, released_claims: r.released_claims, retained_sticky_claims: r.retained_sticky_claims, blocking_claims: r.blocking_claims }, () => {
-        const lines = [r.ended ? `ended session ${r.session.session_id}` : `session ${r.session.session_id} not ended${r.blocking_claims.length ? ' (holds claims)' : ' (already ended)'}`];
-        for (const c of r.released_claims) lines.push(`  released ${claimTarget(c)} (claim ${c.claim_id})`);
-        for (const c of r.retained_sticky_claims) lines.push(`  kept sticky ${claimTarget(c)} (claim ${c.claim_id}); an operator releases it`);
-        for (const c of r.blocking_claims) lines.push(`  still holds ${claimTarget(c)} (claim ${c.claim_id})`);
-        return lines.join('\n');
-      });
+      emit(
+        !!o.json,
+        {
+          ...r.session,
+          ended: r.ended,
+          released_claims: r.released_claims,
+          retained_sticky_claims: r.retained_sticky_claims,
+          blocking_claims: r.blocking_claims,
+        },
+        () => {
+          const lines = [
+            r.ended
+              ? `ended session ${r.session.session_id}`
+              : `session ${r.session.session_id} not ended${r.blocking_claims.length ? ' (holds claims)' : ' (already ended)'}`,
+          ];
+          for (const c of r.released_claims) lines.push(`  released ${claimTarget(c)} (claim ${c.claim_id})`);
+          for (const c of r.retained_sticky_claims)
+            lines.push(`  kept sticky ${claimTarget(c)} (claim ${c.claim_id}); an operator releases it`);
+          for (const c of r.blocking_claims) lines.push(`  still holds ${claimTarget(c)} (claim ${c.claim_id})`);
+          return lines.join('\n');
+        },
+      );
     });
 
-  sessions.command('list').description('list sessions with their measured usage and derived cost')
-    .option('--project <project>', 'only this project').option('--active-only', 'only live sessions')
-    .option('--usage-last-24h', 'the 24-hour usage cohort (U13); combines with no other filter').option('--json', 'print JSON')
+  sessions
+    .command('list')
+    .description('list sessions with their measured usage and derived cost')
+    .option('--project <project>', 'only this project')
+    .option('--active-only', 'only live sessions')
+    .option('--usage-last-24h', 'the 24-hour usage cohort (U13); combines with no other filter')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ project: nonEmpty.optional(), activeOnly: z.boolean().optional(), usageLast24h: z.boolean().optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(
+        z.object({
+          project: nonEmpty.optional(),
+          activeOnly: z.boolean().optional(),
+          usageLast24h: z.boolean().optional(),
+          json: z.boolean().optional(),
+        }),
+        raw,
+      );
       if (o.usageLast24h && (o.project || o.activeOnly)) {
         throw usageError('usage_last_24h_exclusive', '--usage-last-24h is exclusive of every other filter', {
-          recovery: 'run it alone: yoke sessions list --usage-last-24h --json', details: { project: o.project ?? null, active_only: !!o.activeOnly },
+          recovery: 'run it alone: yoke sessions list --usage-last-24h --json',
+          details: { project: o.project ?? null, active_only: !!o.activeOnly },
         });
       }
       const rows = await withDb(async ({ db }) => {
@@ -76,8 +139,22 @@ export function registerSessions(program: Command): void {
         const fields = await usage.usageFields(list.map((s) => s.session_id));
         return list.map((s) => ({ ...s, ...fields.get(s.session_id)! }));
       });
-      emit(!!o.json, rows, () => table(['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'TOKENS', 'COST', 'ENDED'],
-        rows.map((s) => [s.session_id, s.actor_id, s.project, s.machine_id, s.harness, s.usage_tokens ?? s.usage_status,
-          s.usage_cost_usd === null ? s.usage_cost_status : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`, s.ended_at ?? s.terminated_at])));
+      emit(!!o.json, rows, () =>
+        table(
+          ['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'TOKENS', 'COST', 'ENDED'],
+          rows.map((s) => [
+            s.session_id,
+            s.actor_id,
+            s.project,
+            s.machine_id,
+            s.harness,
+            s.usage_tokens ?? s.usage_status,
+            s.usage_cost_usd === null
+              ? s.usage_cost_status
+              : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`,
+            s.ended_at ?? s.terminated_at,
+          ]),
+        ),
+      );
     });
 }

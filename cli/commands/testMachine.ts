@@ -13,8 +13,13 @@ import { reportLine } from './coordinationClaim';
 
 const Json = z.object({ json: z.boolean().optional() });
 const AddOptions = Json.extend({
-  host: nonEmpty, port: z.coerce.number().int().min(1).max(65535), user: nonEmpty, identityFile: nonEmpty,
-  hostKeyFile: nonEmpty.optional(), verifyCommand: nonEmpty.optional(), captureCommand: nonEmpty.optional(),
+  host: nonEmpty,
+  port: z.coerce.number().int().min(1).max(65535),
+  user: nonEmpty,
+  identityFile: nonEmpty,
+  hostKeyFile: nonEmpty.optional(),
+  verifyCommand: nonEmpty.optional(),
+  captureCommand: nonEmpty.optional(),
 });
 const CheckOptions = Json.extend({ session: nonEmpty.optional() });
 
@@ -25,19 +30,37 @@ async function machines(ctx: CommandContext) {
 }
 
 function machineTable(rows: TestMachineView[]): string {
-  return table(['MACHINE', 'ADDRESS', 'HEALTH', 'LAST VERIFICATION', 'HOLDER', 'WAITING', 'HOST KEY'], rows.map((m) => [
-    m.name, `${m.user}@${m.host}:${m.port}`, m.healthy ? 'healthy' : 'UNHEALTHY',
-    m.last_verification ? `${m.last_verification.passed ? 'passed' : m.last_verification.reason} ${m.last_verification.finished_at}` : 'never',
-    m.holder ? `${m.holder.session_id}${m.holder.reserved_until ? ' (reserved)' : ''}` : 'free', m.waiting, m.host_key_fingerprint,
-  ]));
+  return table(
+    ['MACHINE', 'ADDRESS', 'HEALTH', 'LAST VERIFICATION', 'HOLDER', 'WAITING', 'HOST KEY'],
+    rows.map((m) => [
+      m.name,
+      `${m.user}@${m.host}:${m.port}`,
+      m.healthy ? 'healthy' : 'UNHEALTHY',
+      m.last_verification
+        ? `${m.last_verification.passed ? 'passed' : m.last_verification.reason} ${m.last_verification.finished_at}`
+        : 'never',
+      m.holder ? `${m.holder.session_id}${m.holder.reserved_until ? ' (reserved)' : ''}` : 'free',
+      m.waiting,
+      m.host_key_fingerprint,
+    ]),
+  );
 }
 
 function waitsTable(rows: WaitView[]): string {
-  return table(['MACHINE', 'POS', 'SESSION', 'STATE', 'QUEUED', 'RESUME', 'RATIONALE'], rows.map((w) => [
-    w.test_machine, w.position, w.session_id + (w.session_live ? '' : ' (ended)'),
-    w.state === 'reserved' ? `reserved until ${w.reserved_until}` : w.state + (w.cancel_reason ? ` (${w.cancel_reason})` : ''),
-    w.queued_at, w.resume_command, w.rationale,
-  ]));
+  return table(
+    ['MACHINE', 'POS', 'SESSION', 'STATE', 'QUEUED', 'RESUME', 'RATIONALE'],
+    rows.map((w) => [
+      w.test_machine,
+      w.position,
+      w.session_id + (w.session_live ? '' : ' (ended)'),
+      w.state === 'reserved'
+        ? `reserved until ${w.reserved_until}`
+        : w.state + (w.cancel_reason ? ` (${w.cancel_reason})` : ''),
+      w.queued_at,
+      w.resume_command,
+      w.rationale,
+    ]),
+  );
 }
 
 /**
@@ -48,7 +71,8 @@ async function runCheck(ctx: CommandContext, testMachine: string, sessionId: str
   await (await machines(ctx)).listTestMachines({ name: testMachine }).then((rows) => {
     if (!rows.length) {
       throw refusal('test_machine_not_found', `no test machine is named ${testMachine}`, {
-        recovery: 'see yoke test-machine list', details: { test_machine: testMachine },
+        recovery: 'see yoke test-machine list',
+        details: { test_machine: testMachine },
       });
     }
   });
@@ -57,66 +81,117 @@ async function runCheck(ctx: CommandContext, testMachine: string, sessionId: str
   const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');
   warn(json, `${kind === 'verification' ? 'verifying' : 'capturing golden state of'} ${testMachine} over SSH...`);
   const input: CheckInput = { testMachine, sessionId, kind };
-  const report = await client.workflow.execute('testMachineCheck', {
+  const report = (await client.workflow.execute('testMachineCheck', {
     workflowId: checkWorkflowId(testMachine, kind, randomUUID()),
     taskQueue: ctx.config.taskQueue,
     args: [input],
-    typedSearchAttributes: [{ key: defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD), value: testMachine }],
-  }) as { check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome };
+    typedSearchAttributes: [
+      { key: defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD), value: testMachine },
+    ],
+  })) as { check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome };
   return report;
 }
 
 export function registerTestMachine(program: Command): void {
-  const tm = program.command('test-machine').description('physical QA test machines reached over SSH, their health and waiting lines');
+  const tm = program
+    .command('test-machine')
+    .description('physical QA test machines reached over SSH, their health and waiting lines');
 
-  tm.command('add').description('add a machine and pin its SSH host key').argument('<name>', 'machine name (its key is QA_HOST:<name>)')
-    .requiredOption('--host <host>', 'address').requiredOption('--port <port>', 'SSH port').requiredOption('--user <user>', 'SSH user')
+  tm.command('add')
+    .description('add a machine and pin its SSH host key')
+    .argument('<name>', 'machine name (its key is QA_HOST:<name>)')
+    .requiredOption('--host <host>', 'address')
+    .requiredOption('--port <port>', 'SSH port')
+    .requiredOption('--user <user>', 'SSH user')
     .requiredOption('--identity-file <file>', 'private key to log in with')
-    .option('--host-key-file <file>', 'the host\'s public key to pin (default: trust on first use, recorded)')
+    .option('--host-key-file <file>', "the host's public key to pin (default: trust on first use, recorded)")
     .option('--verify-command <cmd>', 'command whose success means the machine is healthy (default: true)')
     .option('--capture-command <cmd>', 'golden capture command (default: true)')
     .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(AddOptions, raw);
       const m = await withDb(async (ctx) => (await machines(ctx)).addTestMachine({ name, ...o }));
-      emit(!!o.json, m, () => `added ${m.name} (${m.user}@${m.host}:${m.port}), host key ${m.host_key_fingerprint} pinned (${m.host_key_source})`);
+      emit(
+        !!o.json,
+        m,
+        () =>
+          `added ${m.name} (${m.user}@${m.host}:${m.port}), host key ${m.host_key_fingerprint} pinned (${m.host_key_source})`,
+      );
     });
 
-  tm.command('list').description('machines with health, holder and line length').option('--json', 'print JSON')
+  tm.command('list')
+    .description('machines with health, holder and line length')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(Json, raw);
       const rows = await withDb(async (ctx) => (await machines(ctx)).listTestMachines());
       emit(!!o.json, rows, () => machineTable(rows));
     });
 
-  tm.command('remove').description('remove a machine nobody holds (its waits are cancelled)').argument('<name>', 'machine').option('--json', 'print JSON')
+  tm.command('remove')
+    .description('remove a machine nobody holds (its waits are cancelled)')
+    .argument('<name>', 'machine')
+    .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(Json, raw);
       const r = await withDb(async (ctx) => (await machines(ctx)).removeTestMachine({ name }));
-      emit(!!o.json, r, () => `removed ${r.name}${r.cancelled_waits ? `; cancelled ${r.cancelled_waits} wait(s)` : ''}`);
+      emit(
+        !!o.json,
+        r,
+        () => `removed ${r.name}${r.cancelled_waits ? `; cancelled ${r.cancelled_waits} wait(s)` : ''}`,
+      );
     });
 
-  for (const [command, kind] of [['verify', 'verification'], ['golden-capture', 'golden_capture']] as const) {
+  for (const [command, kind] of [
+    ['verify', 'verification'],
+    ['golden-capture', 'golden_capture'],
+  ] as const) {
     tm.command(command)
-      .description(kind === 'verification' ? 'run the verification command over SSH and record the result (W2, W8)' : 'run the golden capture command over SSH and record it')
-      .argument('<name>', 'machine').option('--session <id>', 'acting session (default $YOKE_SESSION_ID)').option('--json', 'print JSON')
+      .description(
+        kind === 'verification'
+          ? 'run the verification command over SSH and record the result (W2, W8)'
+          : 'run the golden capture command over SSH and record it',
+      )
+      .argument('<name>', 'machine')
+      .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
+      .option('--json', 'print JSON')
       .action(async (name: string, raw) => {
         const o = parseOptions(CheckOptions, raw);
         const sessionId = actingSession(o);
         const report = await withDb((ctx) => runCheck(ctx, name, sessionId, kind, !!o.json));
         reportLine(!!o.json, { reservations: report.reservations, warnings: [] });
-        emit(!!o.json, report, () => `${kind.replace('_', ' ')} of ${name}: ${report.check.passed ? 'passed' : `FAILED (${report.check.reason})`}${report.outcome.output_excerpt ? `\n${report.outcome.output_excerpt.trimEnd()}` : ''}`);
+        emit(
+          !!o.json,
+          report,
+          () =>
+            `${kind.replace('_', ' ')} of ${name}: ${report.check.passed ? 'passed' : `FAILED (${report.check.reason})`}${report.outcome.output_excerpt ? `\n${report.outcome.output_excerpt.trimEnd()}` : ''}`,
+        );
         if (report.check.reason === 'host_key_mismatch') {
-          throw new YokeError('refusal', 'host_key_mismatch', `${name} presented a host key other than the pinned one; recorded as a failed verification`, `if the machine was re-imaged, re-pin it: yoke test-machine remove ${name}, then add it again with --host-key-file`, { test_machine: name });
+          throw new YokeError(
+            'refusal',
+            'host_key_mismatch',
+            `${name} presented a host key other than the pinned one; recorded as a failed verification`,
+            `if the machine was re-imaged, re-pin it: yoke test-machine remove ${name}, then add it again with --host-key-file`,
+            { test_machine: name },
+          );
         }
         if (!report.check.passed) {
-          throw new YokeError('refusal', `${kind}_failed`, `${kind.replace('_', ' ')} of ${name} failed: ${report.check.reason}`, `inspect the machine; ${report.check.kind === 'verification' ? 'it stays unhealthy (its line waits) until a verification passes' : 'its health is unchanged'}`, { test_machine: name, reason: report.check.reason });
+          throw new YokeError(
+            'refusal',
+            `${kind}_failed`,
+            `${kind.replace('_', ' ')} of ${name} failed: ${report.check.reason}`,
+            `inspect the machine; ${report.check.kind === 'verification' ? 'it stays unhealthy (its line waits) until a verification passes' : 'its health is unchanged'}`,
+            { test_machine: name, reason: report.check.reason },
+          );
         }
       });
   }
 
-  tm.command('waits').description('the waiting line: position, session, state, queued_at, resume_command, rationale')
-    .argument('[name]', 'only this machine').option('--all', 'include settled waits (granted, cancelled)').option('--json', 'print JSON')
+  tm.command('waits')
+    .description('the waiting line: position, session, state, queued_at, resume_command, rationale')
+    .argument('[name]', 'only this machine')
+    .option('--all', 'include settled waits (granted, cancelled)')
+    .option('--json', 'print JSON')
     .action(async (name: string | undefined, raw) => {
       const o = parseOptions(Json.extend({ all: z.boolean().optional() }), raw);
       const rows = await withDb(async (ctx) => (await machines(ctx)).listWaits({ testMachine: name, all: o.all }));

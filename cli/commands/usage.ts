@@ -13,13 +13,25 @@ async function usage(ctx: CommandContext) {
 /** `yoke hooks usage`, `yoke pricing import|list`, `yoke machines usage`. */
 export function registerUsage(program: Command): void {
   const hooks = program.command('hooks').description('entry points harness hooks call');
-  hooks.command('usage').description('fold a session\'s harness artifact into its measured usage (only new bytes; absolute totals)')
-    .requiredOption('--session <id>', 'session').requiredOption('--harness <harness>', 'claude | codex | cursor')
+  hooks
+    .command('usage')
+    .description("fold a session's harness artifact into its measured usage (only new bytes; absolute totals)")
+    .requiredOption('--session <id>', 'session')
+    .requiredOption('--harness <harness>', 'claude | codex | cursor')
     .requiredOption('--artifact <path>', 'transcript / rollout / result capture (repeatable)', collect)
-    .option('--async', 'hand the fold to the session\'s fold workflow (session-usage/<session>) and return')
+    .option('--async', "hand the fold to the session's fold workflow (session-usage/<session>) and return")
     .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ session: nonEmpty, harness: z.enum(['claude', 'codex', 'cursor']), artifact: z.array(nonEmpty).min(1), async: z.boolean().optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(
+        z.object({
+          session: nonEmpty,
+          harness: z.enum(['claude', 'codex', 'cursor']),
+          artifact: z.array(nonEmpty).min(1),
+          async: z.boolean().optional(),
+          json: z.boolean().optional(),
+        }),
+        raw,
+      );
       if (o.async) {
         const queued = await withDb(async (ctx) => {
           const client = await ctx.temporal.get(); // a fold request waits in the queue for a worker
@@ -27,54 +39,113 @@ export function registerUsage(program: Command): void {
           const { resolve } = await import('node:path');
           const workflowId = usageWorkflowId(o.session);
           await client.workflow.signalWithStart('sessionUsage', {
-            workflowId, taskQueue: ctx.config.taskQueue, args: [{ sessionId: o.session }],
-            signal: foldRequested, signalArgs: [{ harness: o.harness, artifacts: o.artifact.map((a) => resolve(a)) }],
+            workflowId,
+            taskQueue: ctx.config.taskQueue,
+            args: [{ sessionId: o.session }],
+            signal: foldRequested,
+            signalArgs: [{ harness: o.harness, artifacts: o.artifact.map((a) => resolve(a)) }],
           });
           return { session_id: o.session, queued: true, workflow_id: workflowId };
         });
         emit(!!o.json, queued, () => `fold of ${queued.session_id} queued on ${queued.workflow_id}`);
         return;
       }
-      const r = await withDb(async (ctx) => (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact }));
-      emit(!!o.json, r, () => `${r.session_id}: ${r.usage_tokens} tokens (${r.status})${r.reasons.length ? `; ${r.reasons.join('; ')}` : ''}${r.replaced ? '' : ' (kept the earlier measured reading)'}`);
+      const r = await withDb(async (ctx) =>
+        (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact }),
+      );
+      emit(
+        !!o.json,
+        r,
+        () =>
+          `${r.session_id}: ${r.usage_tokens} tokens (${r.status})${r.reasons.length ? `; ${r.reasons.join('; ')}` : ''}${r.replaced ? '' : ' (kept the earlier measured reading)'}`,
+      );
     });
 
-  hooks.command('status-line').description('Claude status line: reads its JSON on stdin, attests the served model and window, prints a line (U3)')
+  hooks
+    .command('status-line')
+    .description('Claude status line: reads its JSON on stdin, attests the served model and window, prints a line (U3)')
     .action(async () => {
       const { statusLine } = await import('../statusLine');
       process.exitCode = await statusLine();
     });
 
-  hooks.command('served-model').description('settle provider-attested served facts for a session (U2, U4); retried when the write fails')
-    .requiredOption('--session <id>', 'session').requiredOption('--model <model>', 'served model, as the provider stated it')
-    .option('--window <tokens>', 'served context window').option('--effort <effort>', 'served effort (recorded with the model)').option('--json', 'print JSON')
+  hooks
+    .command('served-model')
+    .description('settle provider-attested served facts for a session (U2, U4); retried when the write fails')
+    .requiredOption('--session <id>', 'session')
+    .requiredOption('--model <model>', 'served model, as the provider stated it')
+    .option('--window <tokens>', 'served context window')
+    .option('--effort <effort>', 'served effort (recorded with the model)')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ session: nonEmpty, model: nonEmpty, window: z.coerce.number().int().positive().optional(), effort: nonEmpty.optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(
+        z.object({
+          session: nonEmpty,
+          model: nonEmpty,
+          window: z.coerce.number().int().positive().optional(),
+          effort: nonEmpty.optional(),
+          json: z.boolean().optional(),
+        }),
+        raw,
+      );
       const r = await withDb(async ({ db }) => {
         const { sessionActivities } = await import('../../activities/sessions');
         return sessionActivities({ db }).attestServed({ sessionId: o.session, model: o.model, window: o.window });
       });
-      emit(!!o.json, r, () => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`);
+      emit(
+        !!o.json,
+        r,
+        () => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`,
+      );
     });
 
-  const pricing = program.command('pricing').description('the pricing catalog: immutable revisions with effective dates');
-  pricing.command('import').description('import a pricing revision (JSON)').argument('<file>', 'revision file').option('--json', 'print JSON')
+  const pricing = program
+    .command('pricing')
+    .description('the pricing catalog: immutable revisions with effective dates');
+  pricing
+    .command('import')
+    .description('import a pricing revision (JSON)')
+    .argument('<file>', 'revision file')
+    .option('--json', 'print JSON')
     .action(async (file: string, raw) => {
       const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
       const r = await withDb(async (ctx) => (await usage(ctx)).importPricing({ file }));
       emit(!!o.json, r, () => `${r.imported ? 'imported' : 'already present:'} revision ${r.revision_id}`);
     });
-  pricing.command('list').description('pricing revisions, oldest first').option('--json', 'print JSON')
+  pricing
+    .command('list')
+    .description('pricing revisions, oldest first')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
       const rows = await withDb(async (ctx) => (await usage(ctx)).listPricing());
-      emit(!!o.json, rows, () => table(['REVISION', 'EFFECTIVE', 'MODELS', 'ESTIMATED'], rows.map((r) => [r.revision_id, r.effective_at, r.models, r.estimated ? 'yes' : 'no'])));
+      emit(!!o.json, rows, () =>
+        table(
+          ['REVISION', 'EFFECTIVE', 'MODELS', 'ESTIMATED'],
+          rows.map((r) => [r.revision_id, r.effective_at, r.models, r.estimated ? 'yes' : 'no']),
+        ),
+      );
     });
 
-  program.command('machines').description('machines').command('usage').description('24-hour usage per machine (U13)').option('--json', 'print JSON')
+  program
+    .command('machines')
+    .description('machines')
+    .command('usage')
+    .description('24-hour usage per machine (U13)')
+    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
       const rows = await withDb(async (ctx) => (await usage(ctx)).machinesUsage());
-      emit(!!o.json, rows, () => table(['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'], rows.map((m) => [m.machine_id, m['24H TOKENS'], `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`, m['24H SESSIONS']])));
+      emit(!!o.json, rows, () =>
+        table(
+          ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
+          rows.map((m) => [
+            m.machine_id,
+            m['24H TOKENS'],
+            `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
+            m['24H SESSIONS'],
+          ]),
+        ),
+      );
     });
 }

@@ -35,8 +35,12 @@ export function zeroBuckets(): Buckets {
 
 export function addBuckets(a: Buckets, b: Buckets): Buckets {
   return {
-    input: a.input + b.input, cached_input: a.cached_input + b.cached_input, cache_write: a.cache_write + b.cache_write,
-    cache_write_long: a.cache_write_long + b.cache_write_long, output: a.output + b.output, reasoning: a.reasoning + b.reasoning,
+    input: a.input + b.input,
+    cached_input: a.cached_input + b.cached_input,
+    cache_write: a.cache_write + b.cache_write,
+    cache_write_long: a.cache_write_long + b.cache_write_long,
+    output: a.output + b.output,
+    reasoning: a.reasoning + b.reasoning,
   };
 }
 
@@ -51,8 +55,12 @@ export function requestInput(b: Buckets): number {
 
 function scaled(b: Buckets, by: number): Buckets {
   return {
-    input: b.input * by, cached_input: b.cached_input * by, cache_write: b.cache_write * by,
-    cache_write_long: b.cache_write_long * by, output: b.output * by, reasoning: b.reasoning * by,
+    input: b.input * by,
+    cached_input: b.cached_input * by,
+    cache_write: b.cache_write * by,
+    cache_write_long: b.cache_write_long * by,
+    output: b.output * by,
+    reasoning: b.reasoning * by,
   };
 }
 

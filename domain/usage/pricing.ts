@@ -32,25 +32,41 @@ export interface Cost {
 export function rateKeyFor(model: string, rates: Record<string, ModelRates>): string | undefined {
   const bare = model.replace(/\[[^\]]*\]$/, '').trim();
   if (rates[bare]) return bare;
-  return Object.keys(rates).filter((k) => bare.startsWith(`${k}-`) || bare === k).sort((a, b) => b.length - a.length)[0];
+  return Object.keys(rates)
+    .filter((k) => bare.startsWith(`${k}-`) || bare === k)
+    .sort((a, b) => b.length - a.length)[0];
 }
 
 /** The revision in force at `at`: the newest whose effective_at is not after it. */
 export function revisionAt(revisions: PricingRevision[], at: string): PricingRevision | undefined {
-  return revisions.filter((r) => Date.parse(r.effective_at) <= Date.parse(at)).sort((a, b) => Date.parse(b.effective_at) - Date.parse(a.effective_at))[0];
+  return revisions
+    .filter((r) => Date.parse(r.effective_at) <= Date.parse(at))
+    .sort((a, b) => Date.parse(b.effective_at) - Date.parse(a.effective_at))[0];
 }
 
 function minus(a: Buckets, b: Buckets): Buckets {
   return {
-    input: a.input - b.input, cached_input: a.cached_input - b.cached_input, cache_write: a.cache_write - b.cache_write,
-    cache_write_long: a.cache_write_long - b.cache_write_long, output: a.output - b.output, reasoning: a.reasoning - b.reasoning,
+    input: a.input - b.input,
+    cached_input: a.cached_input - b.cached_input,
+    cache_write: a.cache_write - b.cache_write,
+    cache_write_long: a.cache_write_long - b.cache_write_long,
+    output: a.output - b.output,
+    reasoning: a.reasoning - b.reasoning,
   };
 }
 
 export function costOf(totals: UsageTotals, revision: PricingRevision | undefined): Cost {
   const models = Object.keys(totals).filter((m) => BILLABLE_BUCKETS.some((b) => totals[m]!.all[b] > 0));
-  if (!revision) return { usd: null, status: 'unavailable', revision_id: null, estimated: false, gaps: ['no pricing revision was in force at the session start'] };
-  if (models.length === 0) return { usd: 0, status: 'priced', revision_id: revision.revision_id, estimated: revision.estimated, gaps: [] };
+  if (!revision)
+    return {
+      usd: null,
+      status: 'unavailable',
+      revision_id: null,
+      estimated: false,
+      gaps: ['no pricing revision was in force at the session start'],
+    };
+  if (models.length === 0)
+    return { usd: 0, status: 'priced', revision_id: revision.revision_id, estimated: revision.estimated, gaps: [] };
   let usd = 0;
   let priced = 0;
   const gaps: string[] = [];
@@ -64,7 +80,10 @@ export function costOf(totals: UsageTotals, revision: PricingRevision | undefine
     const usage = totals[model]!;
     const standard = minus(usage.all, usage.above_200k);
     let complete = true;
-    for (const [part, parts] of [[standard, rates], [usage.above_200k, rates.above_200k ?? rates]] as const) {
+    for (const [part, parts] of [
+      [standard, rates],
+      [usage.above_200k, rates.above_200k ?? rates],
+    ] as const) {
       for (const bucket of BILLABLE_BUCKETS) {
         if (part[bucket] === 0) continue;
         const rate = parts[bucket] ?? (part === usage.above_200k ? rates[bucket] : undefined);
@@ -79,5 +98,11 @@ export function costOf(totals: UsageTotals, revision: PricingRevision | undefine
     if (complete) priced++;
   }
   const status = gaps.length === 0 ? 'priced' : priced === 0 && usd === 0 ? 'unavailable' : 'partial';
-  return { usd: status === 'unavailable' ? null : Math.round(usd * 1e6) / 1e6, status, revision_id: revision.revision_id, estimated: revision.estimated, gaps };
+  return {
+    usd: status === 'unavailable' ? null : Math.round(usd * 1e6) / 1e6,
+    status,
+    revision_id: revision.revision_id,
+    estimated: revision.estimated,
+    gaps,
+  };
 }

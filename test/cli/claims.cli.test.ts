@@ -10,7 +10,20 @@ beforeAll(async () => {
     ['projects', 'create', 'web', '--prefix', 'WEB'],
     ['projects', 'grant', 'web', '--actor', 'ops', '--permission', 'claims.release'],
     ['sessions', 'register', '--session', 'op', '--actor', 'ops', '--project', 'web'],
-    ['sessions', 'register', '--session', 'w1', '--actor', 'alice', '--project', 'web', '--machine', 'm1', '--harness', 'claude'],
+    [
+      'sessions',
+      'register',
+      '--session',
+      'w1',
+      '--actor',
+      'alice',
+      '--project',
+      'web',
+      '--machine',
+      'm1',
+      '--harness',
+      'claude',
+    ],
     ['sessions', 'register', '--session', 'w2', '--actor', 'bob', '--project', 'web'],
     ['claims', 'steering', 'take', '--project', 'web', '--session', 'op'],
   ]);
@@ -20,38 +33,112 @@ afterAll(async () => {
 });
 
 test('C6 acquire by operator key prints the claim row with the documented JSON fields', async () => {
-  const r = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:cli-lab', '--json'], { YOKE_SESSION_ID: 'w1' });
+  const r = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:cli-lab', '--json'], {
+    YOKE_SESSION_ID: 'w1',
+  });
   expect(r.code).toBe(0);
   const row = json(r);
-  for (const field of ['claim_id', 'key', 'target_kind', 'scope', 'project_id', 'item_id', 'session_id', 'claimed_at', 'heartbeat_at', 'released_at', 'release_reason']) {
+  for (const field of [
+    'claim_id',
+    'key',
+    'target_kind',
+    'scope',
+    'project_id',
+    'item_id',
+    'session_id',
+    'claimed_at',
+    'heartbeat_at',
+    'released_at',
+    'release_reason',
+  ]) {
     expect(row).toHaveProperty(field);
   }
-  expect(row).toMatchObject({ key: 'QA_HOST:cli-lab', target_kind: 'qa_admission', scope: { test_machine: 'cli-lab' }, session_id: 'w1', released_at: null });
+  expect(row).toMatchObject({
+    key: 'QA_HOST:cli-lab',
+    target_kind: 'qa_admission',
+    scope: { test_machine: 'cli-lab' },
+    session_id: 'w1',
+    released_at: null,
+  });
 });
 
 test('C3 a refused acquire exits 1 with code, message naming the holder, and recovery on stderr', async () => {
-  const held = json(await run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:busy', '--session', 'w1', '--json']));
+  const held = json(
+    await run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:busy', '--session', 'w1', '--json']),
+  );
   const human = await run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:busy', '--session', 'w2']);
   expect(human.code).toBe(1);
   expect(human.stderr).toMatch(new RegExp(`^claim_held: QA_HOST:busy is held by claim ${held.claim_id} \\(session w1`));
   expect(human.stderr).toMatch(/\nrecovery: /);
-  const machine = await run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:busy', '--session', 'w2', '--json']);
+  const machine = await run([
+    'claims',
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:busy',
+    '--session',
+    'w2',
+    '--json',
+  ]);
   expect(machine.code).toBe(1);
-  expect(jsonError(machine)).toMatchObject({ code: 'claim_held', details: { holder: { claim_id: held.claim_id, session_id: 'w1' } } });
+  expect(jsonError(machine)).toMatchObject({
+    code: 'claim_held',
+    details: { holder: { claim_id: held.claim_id, session_id: 'w1' } },
+  });
   expect(machine.stdout).toBe('');
 });
 
 test('C7 list --key QA_HOST:<machine> --active-only --json ignores --project', async () => {
   await run(['projects', 'create', 'api', '--json']);
-  const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:listed', '--session', 'w1', '--json']));
-  const r = await run(['coordination-claim', 'list', '--key', 'QA_HOST:listed', '--active-only', '--project', 'api', '--json']);
+  const held = json(
+    await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:listed', '--session', 'w1', '--json']),
+  );
+  const r = await run([
+    'coordination-claim',
+    'list',
+    '--key',
+    'QA_HOST:listed',
+    '--active-only',
+    '--project',
+    'api',
+    '--json',
+  ]);
   expect(r.code).toBe(0);
   expect(json<{ claim_id: number }[]>(r).map((c) => c.claim_id)).toEqual([held.claim_id]);
 });
 
 test('C8 C11 the operator release from a steering seat warns, records the reason, and refuses in a hook context', async () => {
-  const held = json(await run(['coordination-claim', 'acquire', '--key', 'LIVE_DB_MIGRATION:orders', '--project', 'web', '--item', 'WEB-4', '--session', 'w1', '--json']));
-  const args = ['coordination-claim', 'release', '--project', 'web', '--key', 'LIVE_DB_MIGRATION:orders', '--claim-id', String(held.claim_id), '--holder-session-id', 'w1', '--reason', 'author gone', '--session', 'op'];
+  const held = json(
+    await run([
+      'coordination-claim',
+      'acquire',
+      '--key',
+      'LIVE_DB_MIGRATION:orders',
+      '--project',
+      'web',
+      '--item',
+      'WEB-4',
+      '--session',
+      'w1',
+      '--json',
+    ]),
+  );
+  const args = [
+    'coordination-claim',
+    'release',
+    '--project',
+    'web',
+    '--key',
+    'LIVE_DB_MIGRATION:orders',
+    '--claim-id',
+    String(held.claim_id),
+    '--holder-session-id',
+    'w1',
+    '--reason',
+    'author gone',
+    '--session',
+    'op',
+  ];
 
   const hook = await run([...args, '--json'], { YOKE_HOOK_CONTEXT: '1' });
   expect(hook.code).toBe(1);
@@ -64,15 +151,30 @@ test('C8 C11 the operator release from a steering seat warns, records the reason
   const done = await run(args);
   expect(done.code).toBe(0);
   expect(done.stderr).toContain('WARNOperatorLeaseRelease');
-  const events = json(await run(['events', 'list', '--type', 'WARNOperatorLeaseRelease', '--claim-id', String(held.claim_id), '--json']));
+  const events = json(
+    await run(['events', 'list', '--type', 'WARNOperatorLeaseRelease', '--claim-id', String(held.claim_id), '--json']),
+  );
   expect(events).toHaveLength(1);
-  const [row] = json(await run(['coordination-claim', 'list', '--key', 'LIVE_DB_MIGRATION:orders', '--project', 'web', '--json']));
+  const [row] = json(
+    await run(['coordination-claim', 'list', '--key', 'LIVE_DB_MIGRATION:orders', '--project', 'web', '--json']),
+  );
   expect(row).toMatchObject({ claim_id: held.claim_id, release_reason: 'author gone', item: 'WEB-4' });
 });
 
-test('C9 claims work release --claim-id N --reason TEXT releases the holder\'s QA host', async () => {
+test("C9 claims work release --claim-id N --reason TEXT releases the holder's QA host", async () => {
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:done', '--session', 'w2', '--json']));
-  const r = await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'run complete', '--session', 'w2', '--json']);
+  const r = await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(held.claim_id),
+    '--reason',
+    'run complete',
+    '--session',
+    'w2',
+    '--json',
+  ]);
   expect(r.code).toBe(0);
   expect(json(r)).toMatchObject({ claim_id: held.claim_id, release_reason: 'run complete' });
 });
@@ -108,7 +210,18 @@ test('usage and validation errors exit 2 naming the problem', async () => {
   const missing = await run(['coordination-claim', 'acquire', '--session', 'w1']);
   expect(missing.code).toBe(2);
   expect(missing.stderr).toMatch(/^usage: required option '--key <key>' not specified/);
-  const badId = await run(['claims', 'work', 'release', '--claim-id', 'abc', '--reason', 'x', '--session', 'w1', '--json']);
+  const badId = await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    'abc',
+    '--reason',
+    'x',
+    '--session',
+    'w1',
+    '--json',
+  ]);
   expect(badId.code).toBe(2);
   expect(jsonError(badId)).toMatchObject({ code: 'invalid_argument', details: { option: '--claim-id' } });
   const noSession = await run(['claims', 'item', 'take', 'WEB-1']);

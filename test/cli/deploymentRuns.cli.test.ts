@@ -1,4 +1,3 @@
-
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, setUp } from '../helpers/cli';
@@ -17,9 +16,17 @@ beforeAll(async () => {
   t = await createTestDatabase();
   w = await startTestWorker(t.db);
   [stage, prod] = await Promise.all([startHttpTarget(), startHttpTarget()]);
-  env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue, YOKE_SESSION_ID: 'd1' };
+  env = {
+    TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!,
+    YOKE_TASK_QUEUE: w.taskQueue,
+    YOKE_SESSION_ID: 'd1',
+  };
   file = writeDefinition(releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url }));
-  await setUp(run, [['apply', '-f', file], ['sessions', 'register', '--session', 'd1', '--actor', 'driver'], ['sessions', 'register', '--session', 'd2', '--actor', 'other']]);
+  await setUp(run, [
+    ['apply', '-f', file],
+    ['sessions', 'register', '--session', 'd1', '--actor', 'driver'],
+    ['sessions', 'register', '--session', 'd2', '--actor', 'other'],
+  ]);
 }, 60_000);
 
 afterAll(async () => {
@@ -28,26 +35,55 @@ afterAll(async () => {
   await t.drop();
 });
 
-const createArgs = (key: string, extra: string[] = []) =>
-  ['deployment-runs', 'create', '--project', 'web', '--flow', 'release', '--target', 'stage', '--candidate', 'abcdef1234', '--idempotency-key', key, '--item', 'WEB-1', ...extra];
+const createArgs = (key: string, extra: string[] = []) => [
+  'deployment-runs',
+  'create',
+  '--project',
+  'web',
+  '--flow',
+  'release',
+  '--target',
+  'stage',
+  '--candidate',
+  'abcdef1234',
+  '--idempotency-key',
+  key,
+  '--item',
+  'WEB-1',
+  ...extra,
+];
 
 test('apply is idempotent, --dry-run writes nothing, and every problem in a bad file is named with its path and line', async () => {
   const again = json(await run(['apply', '-f', file, '--json']));
   expect(again.summary).toMatchObject({ create: 0, update: 0 });
-  const changed = writeDefinition({ ...releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url }), items: [{ id: 'WEB-9', title: 'New' }] });
+  const changed = writeDefinition({
+    ...releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url }),
+    items: [{ id: 'WEB-9', title: 'New' }],
+  });
   const dry = await run(['apply', '-f', changed, '--dry-run']);
   expect(dry.stdout).toMatch(/^would apply web: 1 to create/);
   expect(dry.stdout).toContain('+ item WEB-9');
   expect(json(await run(['apply', '-f', changed, '--dry-run', '--json'])).summary.create).toBe(1); // still not written
 
-  const bad = writeDefinition({ project: 'web', item_prefix: 'WEB', environments: [{ name: 'stage', tier: 'moon' }],
-    flows: [{ name: 'f', stages: [{ name: 'd', kind: 'deploy', target: 'nowhere' }] }] });
+  const bad = writeDefinition({
+    project: 'web',
+    item_prefix: 'WEB',
+    environments: [{ name: 'stage', tier: 'moon' }],
+    flows: [{ name: 'f', stages: [{ name: 'd', kind: 'deploy', target: 'nowhere' }] }],
+  });
   const refused = await run(['apply', '-f', bad, '--json']);
   expect(refused.code).toBe(2);
   const error = jsonError(refused);
   expect(error.code).toBe('invalid_project_definition');
   const problems = (error.details.problems as { path: string; line: number | null }[]).map((p) => p.path);
-  expect(problems).toEqual(expect.arrayContaining(['environments[0].tier', 'environments[0]', 'flows[0].stages[0].action', 'flows[0].stages[0].target']));
+  expect(problems).toEqual(
+    expect.arrayContaining([
+      'environments[0].tier',
+      'environments[0]',
+      'flows[0].stages[0].action',
+      'flows[0].stages[0].target',
+    ]),
+  );
   expect((error.details.problems as { line: number | null }[]).every((p) => typeof p.line === 'number')).toBe(true);
 });
 
@@ -56,14 +92,31 @@ test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 w
   expect(first.code).toBe(0);
   const receipt = json(first);
   expect(receipt).toMatchObject({ replayed: false, idempotency_basis: 'recorded_key', member_items: ['WEB-1'] });
-  expect(receipt.warnings).toEqual([expect.objectContaining({ requirement_id: 'WEB-1/prod-canary', declared_environment: 'production' })]);
+  expect(receipt.warnings).toEqual([
+    expect.objectContaining({ requirement_id: 'WEB-1/prod-canary', declared_environment: 'production' }),
+  ]);
   expect(json(await run([...createArgs('cli-1'), '--json']))).toMatchObject({ run_id: receipt.run_id, replayed: true });
   const conflict = await run(createArgs('cli-1', ['--item', 'WEB-2']));
   expect(conflict.code).toBe(1);
-  expect(conflict.stderr).toMatch(new RegExp(`^idempotency_key_conflict: idempotency key cli-1 already created run ${receipt.run_id} with a different items`));
-  const missingKey = await run(['deployment-runs', 'create', '--project', 'web', '--flow', 'release', '--target', 'stage', '--candidate', 'abcdef1234']);
+  expect(conflict.stderr).toMatch(
+    new RegExp(
+      `^idempotency_key_conflict: idempotency key cli-1 already created run ${receipt.run_id} with a different items`,
+    ),
+  );
+  const missingKey = await run([
+    'deployment-runs',
+    'create',
+    '--project',
+    'web',
+    '--flow',
+    'release',
+    '--target',
+    'stage',
+    '--candidate',
+    'abcdef1234',
+  ]);
   expect(missingKey.code).toBe(2);
-  expect(missingKey.stderr).toContain("--idempotency-key");
+  expect(missingKey.stderr).toContain('--idempotency-key');
 });
 
 test('I2 a create that times out is repeated once under the same key and reports deployment_run_create_timeout_recovered', async () => {
@@ -78,7 +131,9 @@ test('I2 a create that times out is repeated once under the same key and reports
   await admin.end();
   const r = await pending;
   expect(r.code).toBe(0);
-  expect(json(r).warnings).toEqual(expect.arrayContaining([expect.objectContaining({ code: 'deployment_run_create_timeout_recovered' })]));
+  expect(json(r).warnings).toEqual(
+    expect.arrayContaining([expect.objectContaining({ code: 'deployment_run_create_timeout_recovered' })]),
+  );
 
   // two timeouts: the user is told to re-run the identical command
   const admin2 = new Client({ connectionString: t.url });
@@ -89,53 +144,114 @@ test('I2 a create that times out is repeated once under the same key and reports
   await admin2.query('ROLLBACK');
   await admin2.end();
   expect(twice.code).toBe(3);
-  expect(jsonError(twice)).toMatchObject({ code: 'deployment_run_create_timeout', recovery: expect.stringContaining('re-run the identical command') });
+  expect(jsonError(twice)).toMatchObject({
+    code: 'deployment_run_create_timeout',
+    recovery: expect.stringContaining('re-run the identical command'),
+  });
 }, 30_000);
 
 test('O2 R1 execute starts the workflow and makes you the driver; watch --json follows it stage by stage', async () => {
   const receipt = json(await run([...createArgs('cli-exec'), '--json']));
   const executed = await run(['deployment-runs', 'execute', receipt.run_id, '--json']);
   expect(executed.code).toBe(0);
-  expect(json(executed)).toMatchObject({ status: 'executing', driver_session_id: 'd1', occupancy_units: [stage.url, prod.url].sort() });
+  expect(json(executed)).toMatchObject({
+    status: 'executing',
+    driver_session_id: 'd1',
+    occupancy_units: [stage.url, prod.url].sort(),
+  });
   // operators find runs by project, status and item in the Web UI / temporal workflow list
   const listed = async (query: string) => {
     const ids: string[] = [];
     for await (const wf of w.client.workflow.list({ query })) ids.push(wf.workflowId);
     return ids;
   };
-  await until(async () => (await listed(`YokeProject = "web" AND YokeRunStatus = "executing" AND YokeItem = "WEB-1"`)).includes(`deployment-run/${receipt.run_id}`));
-  const elsewhere = await run(['deployment-runs', 'add-item', receipt.run_id, 'WEB-2', '--json'], { YOKE_SESSION_ID: 'd2' });
+  await until(async () =>
+    (await listed(`YokeProject = "web" AND YokeRunStatus = "executing" AND YokeItem = "WEB-1"`)).includes(
+      `deployment-run/${receipt.run_id}`,
+    ),
+  );
+  const elsewhere = await run(['deployment-runs', 'add-item', receipt.run_id, 'WEB-2', '--json'], {
+    YOKE_SESSION_ID: 'd2',
+  });
   expect(elsewhere.code).toBe(1);
   expect(jsonError(elsewhere)).toMatchObject({ code: 'run_driven_elsewhere', details: { driver_session_id: 'd1' } });
 
-  const other = json(await run(['deployment-runs', 'create', '--project', 'web', '--flow', 'hotfix', '--target', 'stage', '--candidate', 'fedcba9876', '--idempotency-key', 'cli-other', '--json']));
+  const other = json(
+    await run([
+      'deployment-runs',
+      'create',
+      '--project',
+      'web',
+      '--flow',
+      'hotfix',
+      '--target',
+      'stage',
+      '--candidate',
+      'fedcba9876',
+      '--idempotency-key',
+      'cli-other',
+      '--json',
+    ]),
+  );
   const occupied = await run(['deployment-runs', 'execute', other.run_id], { YOKE_SESSION_ID: 'd2' });
   expect(occupied.code).toBe(1);
-  expect(occupied.stderr).toMatch(new RegExp(`^target_occupied: origin ${stage.url.replace(/[.]/g, '\\.')} is occupied by run ${receipt.run_id} \\(project web, stage`));
+  expect(occupied.stderr).toMatch(
+    new RegExp(
+      `^target_occupied: origin ${stage.url.replace(/[.]/g, '\\.')} is occupied by run ${receipt.run_id} \\(project web, stage`,
+    ),
+  );
   expect(occupied.stderr).toContain(`recovery: re-run the start once ${receipt.run_id} finishes deploying`);
 
   const watching = run(['deployment-runs', 'watch', receipt.run_id, '--json', '--interval-ms', '100']);
   for (const check of ['smoke-test', 'WEB-1/checkout-e2e']) {
-    await until(async () => (await run(['deployment-runs', 'qa-verdict', receipt.run_id, '--check', check, '--status', 'passed'])).code === 0);
+    await until(
+      async () =>
+        (await run(['deployment-runs', 'qa-verdict', receipt.run_id, '--check', check, '--status', 'passed'])).code ===
+        0,
+    );
   }
   await until(async () => (await run(['deployment-runs', 'approve', receipt.run_id, '--stage', 'signoff'])).code === 0);
   const watched = await watching;
   expect(watched.code).toBe(0);
-  const lines = watched.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const lines = watched.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   expect(lines[lines.length - 1]).toMatchObject({ run_id: receipt.run_id, status: 'succeeded' });
   expect(lines.some((l) => l.current_stage === 'stage-qa')).toBe(true);
   expect(prod.deploys).toContain('abcdef1234');
   await until(async () => (await listed(`YokeRunStatus = "succeeded"`)).includes(`deployment-run/${receipt.run_id}`));
 
   const fields = json(await run(['deployment-runs', 'get', receipt.run_id, 'status', 'carried_work', '--json']));
-  expect(fields).toEqual({ run_id: receipt.run_id, status: 'succeeded', carried_work: { recorded: true, items: [{ item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e'], derived: true }] } });
+  expect(fields).toEqual({
+    run_id: receipt.run_id,
+    status: 'succeeded',
+    carried_work: {
+      recorded: true,
+      items: [{ item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e'], derived: true }],
+    },
+  });
   const unknown = await run(['deployment-runs', 'get', receipt.run_id, 'colour']);
   expect(unknown.code).toBe(2);
 }, 60_000);
 
 test('O2 execute without a worker still occupies and refuses the next start; the run waits for a worker', async () => {
   const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
-  const args = (key: string) => ['deployment-runs', 'create', '--project', 'web', '--flow', 'preview-a', '--target', 'preview-a', '--candidate', 'abcdef1234', '--idempotency-key', key, '--json'];
+  const args = (key: string) => [
+    'deployment-runs',
+    'create',
+    '--project',
+    'web',
+    '--flow',
+    'preview-a',
+    '--target',
+    'preview-a',
+    '--candidate',
+    'abcdef1234',
+    '--idempotency-key',
+    key,
+    '--json',
+  ];
   const first = json(await run(args('pa-1'), noWorker));
   const second = json(await run(args('pa-2'), noWorker));
   const started = await run(['deployment-runs', 'execute', first.run_id], noWorker);
@@ -143,8 +259,18 @@ test('O2 execute without a worker still occupies and refuses the next start; the
   expect(started.stderr).toContain('no yoke worker polls task queue "nobody-polls-this"');
   const refused = await run(['deployment-runs', 'execute', second.run_id, '--json'], noWorker);
   expect(refused.code).toBe(1);
-  expect(jsonError(refused)).toMatchObject({ code: 'target_occupied', details: { origin: 'preview:web/pr-a', holder: { run_id: first.run_id } } });
-  expect((await run(['deployment-runs', 'terminalize', first.run_id, '--disposition', 'cancelled', '--reason', 'test over'], noWorker)).code).toBe(0);
+  expect(jsonError(refused)).toMatchObject({
+    code: 'target_occupied',
+    details: { origin: 'preview:web/pr-a', holder: { run_id: first.run_id } },
+  });
+  expect(
+    (
+      await run(
+        ['deployment-runs', 'terminalize', first.run_id, '--disposition', 'cancelled', '--reason', 'test over'],
+        noWorker,
+      )
+    ).code,
+  ).toBe(0);
 });
 
 async function until(ok: () => Promise<boolean>): Promise<void> {
@@ -154,4 +280,3 @@ async function until(ok: () => Promise<boolean>): Promise<void> {
   }
   throw new Error('condition not reached');
 }
-

@@ -35,16 +35,39 @@ afterAll(async () => {
 });
 
 const addArgs = (name: string, extra: string[] = []) => [
-  'test-machine', 'add', name, '--host', host.host, '--port', String(host.port), '--user', host.user, '--identity-file', host.identityFile,
-  '--verify-command', `test -f ${join(host.dir, 'healthy')}`, ...extra, '--json',
+  'test-machine',
+  'add',
+  name,
+  '--host',
+  host.host,
+  '--port',
+  String(host.port),
+  '--user',
+  host.user,
+  '--identity-file',
+  host.identityFile,
+  '--verify-command',
+  `test -f ${join(host.dir, 'healthy')}`,
+  ...extra,
+  '--json',
 ];
 
 test('test-machine add pins the host key (file or first use); list --json shows health, holder and line', async () => {
   const pinned = await run(addArgs('lab', ['--host-key-file', host.hostKeyFile]));
   expect(pinned.code).toBe(0);
-  expect(json(pinned)).toMatchObject({ name: 'lab', host_key_source: 'host_key_file', healthy: true, holder: null, waiting: 0 });
+  expect(json(pinned)).toMatchObject({
+    name: 'lab',
+    host_key_source: 'host_key_file',
+    healthy: true,
+    holder: null,
+    waiting: 0,
+  });
   const tofu = await run(addArgs('lab-tofu'));
-  expect(json(tofu)).toMatchObject({ name: 'lab-tofu', host_key_source: 'trust_on_first_use', host_key_fingerprint: json(pinned).host_key_fingerprint });
+  expect(json(tofu)).toMatchObject({
+    name: 'lab-tofu',
+    host_key_source: 'trust_on_first_use',
+    host_key_fingerprint: json(pinned).host_key_fingerprint,
+  });
   const again = await run(addArgs('lab', ['--host-key-file', host.hostKeyFile]));
   expect(again.code).toBe(1);
   expect(jsonError(again).code).toBe('test_machine_exists');
@@ -61,10 +84,17 @@ test('W4 W5 a refused acquire joins the line with its own command as resume_comm
   const args = ['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q1'];
   const refused = await run(args);
   expect(refused.code).toBe(1);
-  expect(refused.stderr).toMatch(/^claim_held: QA_HOST:lab is held by claim \d+ \(session w1.*joined the waiting line at position 1/);
+  expect(refused.stderr).toMatch(
+    /^claim_held: QA_HOST:lab is held by claim \d+ \(session w1.*joined the waiting line at position 1/,
+  );
   expect(refused.stderr).toContain('recovery: you are number 1 in line');
   const [wait] = json<Record<string, unknown>[]>(await run(['test-machine', 'waits', 'lab', '--json']));
-  expect(wait).toMatchObject({ position: 1, session_id: 'q1', state: 'waiting', resume_command: `yoke ${args.join(' ')}` });
+  expect(wait).toMatchObject({
+    position: 1,
+    session_id: 'q1',
+    state: 'waiting',
+    resume_command: `yoke ${args.join(' ')}`,
+  });
   expect(wait!.rationale).toContain('claim_held');
   // joining again keeps the first queued_at
   await run([...args, '--json']);
@@ -73,24 +103,87 @@ test('W4 W5 a refused acquire joins the line with its own command as resume_comm
 });
 
 test('W7 acquire --wait blocks showing its position, is woken when the holder releases, and takes the turn', async () => {
-  const holder = json<{ claim_id: number }[]>(await run(['coordination-claim', 'list', '--key', 'QA_HOST:lab', '--active-only', '--json']))[0]!;
+  const holder = json<{ claim_id: number }[]>(
+    await run(['coordination-claim', 'list', '--key', 'QA_HOST:lab', '--active-only', '--json']),
+  )[0]!;
   // q2 queues behind q1 and waits; q1 is woken first and takes its turn with the same command
-  const waiting = runInBackground(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q2', '--wait', '--json']);
-  await until(async () => json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some((x) => x.session_id === 'q2'));
-  const released = await run(['claims', 'work', 'release', '--claim-id', String(holder.claim_id), '--reason', 'suite done', '--session', 'w1', '--json']);
+  const waiting = runInBackground([
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab',
+    '--session',
+    'q2',
+    '--wait',
+    '--json',
+  ]);
+  await until(async () =>
+    json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
+      (x) => x.session_id === 'q2',
+    ),
+  );
+  const released = await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(holder.claim_id),
+    '--reason',
+    'suite done',
+    '--session',
+    'w1',
+    '--json',
+  ]);
   expect(json(released).reservations).toEqual([expect.objectContaining({ session_id: 'q1' })]);
-  const q1 = await run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q1', '--json']);
+  const q1 = await run([
+    'claims',
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab',
+    '--session',
+    'q1',
+    '--json',
+  ]);
   expect(json(q1)).toMatchObject({ session_id: 'q1', consumed_reservation: true });
-  await run(['claims', 'work', 'release', '--claim-id', String(json(q1).claim_id), '--reason', 'done', '--session', 'q1']);
+  await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(json(q1).claim_id),
+    '--reason',
+    'done',
+    '--session',
+    'q1',
+  ]);
   const q2 = await waiting;
   expect(q2.code).toBe(0);
   expect(json(q2)).toMatchObject({ session_id: 'q2', consumed_reservation: true });
-  await run(['claims', 'work', 'release', '--claim-id', String(json(q2).claim_id), '--reason', 'done', '--session', 'q2']);
+  await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(json(q2).claim_id),
+    '--reason',
+    'done',
+    '--session',
+    'q2',
+  ]);
 }, 60_000);
 
 test('W7 without --json, --wait shows position and elapsed time while it waits', async () => {
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']));
-  const waiting = runInBackground(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'q1', '--wait']);
+  const waiting = runInBackground([
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab',
+    '--session',
+    'q1',
+    '--wait',
+  ]);
   await until(async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab', '--json'])).length > 0);
   await new Promise((r) => setTimeout(r, 1_500)); // let it print a progress line
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
@@ -98,7 +191,17 @@ test('W7 without --json, --wait shows position and elapsed time while it waits',
   expect(r.code).toBe(0);
   expect(r.stderr).toMatch(/waiting for QA_HOST:lab: position 1 of 1, \d+s/);
   expect(r.stdout).toMatch(/^took your reserved turn: claim \d+: QA_HOST:lab/);
-  await run(['claims', 'work', 'release', '--claim-id', String(/claim (\d+)/.exec(r.stdout)![1]), '--reason', 'done', '--session', 'q1']);
+  await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(/claim (\d+)/.exec(r.stdout)![1]),
+    '--reason',
+    'done',
+    '--session',
+    'q1',
+  ]);
 }, 60_000);
 
 test('W2 W3 test-machine verify records the verification over SSH; failures exit 1 naming the reason', async () => {
@@ -118,17 +221,25 @@ test('W2 W3 test-machine verify records the verification over SSH; failures exit
   const down = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json']);
   expect(down.code).toBe(1);
   expect(json(down).check).toMatchObject({ passed: false, reason: 'ssh_unavailable' });
-  expect(json<{ name: string; healthy: boolean }[]>(await run(['test-machine', 'list', '--json'])).find((m) => m.name === 'lab')!.healthy).toBe(false);
+  expect(
+    json<{ name: string; healthy: boolean }[]>(await run(['test-machine', 'list', '--json'])).find(
+      (m) => m.name === 'lab',
+    )!.healthy,
+  ).toBe(false);
   await host.start();
   expect((await run(['test-machine', 'verify', 'lab', '--session', 'op'])).code).toBe(0);
 }, 60_000);
 
 test('verify without a worker on the task queue exits 3 naming the queue; remove refuses a held machine', async () => {
-  const noWorker = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json'], { YOKE_TASK_QUEUE: 'nobody-polls-this' });
+  const noWorker = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json'], {
+    YOKE_TASK_QUEUE: 'nobody-polls-this',
+  });
   expect(noWorker.code).toBe(3);
   expect(jsonError(noWorker)).toMatchObject({ code: 'no_worker', details: { task_queue: 'nobody-polls-this' } });
 
-  const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-tofu', '--session', 'w1', '--json']));
+  const held = json(
+    await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-tofu', '--session', 'w1', '--json']),
+  );
   const busy = await run(['test-machine', 'remove', 'lab-tofu', '--json']);
   expect(busy.code).toBe(1);
   expect(jsonError(busy).code).toBe('test_machine_in_use');
@@ -138,7 +249,9 @@ test('verify without a worker on the task queue exits 3 naming the queue; remove
 
 function runInBackground(args: string[]): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [yokeBin, ...args], { env: { PATH: process.env.PATH, DATABASE_URL: t.url, ...env } });
+    const child = spawn(process.execPath, [yokeBin, ...args], {
+      env: { PATH: process.env.PATH, DATABASE_URL: t.url, ...env },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

@@ -18,7 +18,20 @@ beforeAll(async () => {
   env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue };
   dir = fixtureDir();
   await setUp(run, [
-    ['sessions', 'register', '--session', 'c1', '--actor', 'alice', '--harness', 'claude', '--machine', 'mac-1', '--model', 'claude-opus-4-6'],
+    [
+      'sessions',
+      'register',
+      '--session',
+      'c1',
+      '--actor',
+      'alice',
+      '--harness',
+      'claude',
+      '--machine',
+      'mac-1',
+      '--model',
+      'claude-opus-4-6',
+    ],
     ['sessions', 'register', '--session', 'c2', '--actor', 'bob', '--harness', 'claude', '--machine', 'mac-1'],
   ]);
 }, 60_000);
@@ -43,26 +56,58 @@ function withStdin(args: string[], stdin: string): Promise<CliResult> {
 test('U5 U12 hooks usage folds a transcript; sessions list --json carries usage_tokens, usage_status, usage_cost_usd, usage_cost_status, usage_note', async () => {
   const transcript = join(dir, 'c1.jsonl');
   writeLines(transcript, [claudeAssistant('m1', { input: 1_000_000, output: 100_000 }, { model: 'claude-opus-4-6' })]);
-  const folded = await run(['hooks', 'usage', '--session', 'c1', '--harness', 'claude', '--artifact', transcript, '--json']);
+  const folded = await run([
+    'hooks',
+    'usage',
+    '--session',
+    'c1',
+    '--harness',
+    'claude',
+    '--artifact',
+    transcript,
+    '--json',
+  ]);
   expect(folded.code).toBe(0);
   expect(json(folded)).toMatchObject({ session_id: 'c1', status: 'measured', usage_tokens: 1_100_000 });
   const rows = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json']));
   expect(rows.find((r) => r.session_id === 'c1')).toMatchObject({
-    usage_tokens: 1_100_000, usage_status: 'measured', usage_cost_usd: 7.5, usage_cost_status: 'priced', usage_note: expect.stringContaining('known undercount'),
-    requested: { model: 'claude-opus-4-6' }, served: { model: null },
+    usage_tokens: 1_100_000,
+    usage_status: 'measured',
+    usage_cost_usd: 7.5,
+    usage_cost_status: 'priced',
+    usage_note: expect.stringContaining('known undercount'),
+    requested: { model: 'claude-opus-4-6' },
+    served: { model: null },
   });
-  expect(rows.find((r) => r.session_id === 'c2')).toMatchObject({ usage_tokens: null, usage_status: 'unavailable', usage_cost_usd: null });
+  expect(rows.find((r) => r.session_id === 'c2')).toMatchObject({
+    usage_tokens: null,
+    usage_status: 'unavailable',
+    usage_cost_usd: null,
+  });
 });
 
 test('U10 hooks usage --async hands the fold to session-usage/<session>, which runs requests in order', async () => {
   const transcript = join(dir, 'c2.jsonl');
   writeLines(transcript, [claudeAssistant('x1', { input: 10, output: 5 })]);
-  const queued = await run(['hooks', 'usage', '--session', 'c2', '--harness', 'claude', '--artifact', transcript, '--async', '--json']);
+  const queued = await run([
+    'hooks',
+    'usage',
+    '--session',
+    'c2',
+    '--harness',
+    'claude',
+    '--artifact',
+    transcript,
+    '--async',
+    '--json',
+  ]);
   expect(json(queued)).toEqual({ session_id: 'c2', queued: true, workflow_id: 'session-usage/c2' });
   writeLines(transcript, [claudeAssistant('x2', { input: 20, output: 5 })], true);
   await run(['hooks', 'usage', '--session', 'c2', '--harness', 'claude', '--artifact', transcript, '--async']);
   for (let i = 0; i < 100; i++) {
-    const row = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find((r) => r.session_id === 'c2')!;
+    const row = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find(
+      (r) => r.session_id === 'c2',
+    )!;
     if (row.usage_tokens === 40) return;
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -76,14 +121,29 @@ test('U13 --usage-last-24h is exclusive of every other filter; machines usage su
   const cohort = json<{ session_id: string }[]>(await run(['sessions', 'list', '--usage-last-24h', '--json']));
   expect(cohort.map((r) => r.session_id).sort()).toEqual(['c1', 'c2']);
   const machines = await run(['machines', 'usage', '--json']);
-  expect(json(machines)).toEqual([expect.objectContaining({ machine_id: 'mac-1', '24H SESSIONS': 2, '24H TOKENS': expect.any(Number), '24H API COST': expect.any(Number) })]);
+  expect(json(machines)).toEqual([
+    expect.objectContaining({
+      machine_id: 'mac-1',
+      '24H SESSIONS': 2,
+      '24H TOKENS': expect.any(Number),
+      '24H API COST': expect.any(Number),
+    }),
+  ]);
   const human = await run(['machines', 'usage']);
   expect(human.stdout).toMatch(/MACHINE\s+24H TOKENS\s+24H API COST\s+24H SESSIONS/);
 });
 
 test('U12 pricing import adds an immutable revision; pricing list shows the shipped one', async () => {
   const file = join(dir, 'rev.json');
-  writeFileSync(file, JSON.stringify({ revision_id: 'r-2027', effective_at: '2027-01-01T00:00:00Z', source: 'vendor sheet', rates: { 'claude-opus-4-6': { input: 4, output: 20 } } }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      revision_id: 'r-2027',
+      effective_at: '2027-01-01T00:00:00Z',
+      source: 'vendor sheet',
+      rates: { 'claude-opus-4-6': { input: 4, output: 20 } },
+    }),
+  );
   expect(json(await run(['pricing', 'import', file, '--json']))).toEqual({ revision_id: 'r-2027', imported: true });
   const list = json<{ revision_id: string }[]>(await run(['pricing', 'list', '--json']));
   expect(list.map((r) => r.revision_id)).toEqual(['litellm-2025-12', 'r-2027']);
@@ -94,20 +154,41 @@ test('U12 pricing import adds an immutable revision; pricing list shows the ship
 });
 
 test('U3 the status line attests the served model and window and prints model, window and tokens', async () => {
-  const status = { session_id: 'c1', transcript_path: '/x', model: { id: 'claude-opus-4-6[1m]', display_name: 'Opus 4.6' }, context_window: { context_window_size: 1_000_000, total_input_tokens: 5, total_output_tokens: 5 } };
+  const status = {
+    session_id: 'c1',
+    transcript_path: '/x',
+    model: { id: 'claude-opus-4-6[1m]', display_name: 'Opus 4.6' },
+    context_window: { context_window_size: 1_000_000, total_input_tokens: 5, total_output_tokens: 5 },
+  };
   const r = await withStdin(['hooks', 'status-line'], JSON.stringify(status));
   expect(r.code).toBe(0);
   expect(r.stdout.trim()).toBe('Opus 4.6 · 1M ctx · 1.1M tokens');
-  const [row] = json<{ served: { model: string; window: number } }[]>(await run(['sessions', 'list', '--json'])).filter((s) => (s as unknown as { session_id: string }).session_id === 'c1');
+  const [row] = json<{ served: { model: string; window: number } }[]>(await run(['sessions', 'list', '--json'])).filter(
+    (s) => (s as unknown as { session_id: string }).session_id === 'c1',
+  );
   expect(row!.served).toMatchObject({ model: 'claude-opus-4-6[1m]', window: 1_000_000 });
   const garbage = await withStdin(['hooks', 'status-line'], 'not json');
   expect(garbage.code).toBe(0);
 });
 
 test('U4 the served-model hook settles served facts; an unregistered session is refused', async () => {
-  const settled = await run(['hooks', 'served-model', '--session', 'c2', '--model', 'claude-sonnet-4-5-20250929', '--window', '200000', '--json']);
+  const settled = await run([
+    'hooks',
+    'served-model',
+    '--session',
+    'c2',
+    '--model',
+    'claude-sonnet-4-5-20250929',
+    '--window',
+    '200000',
+    '--json',
+  ]);
   expect(settled.code).toBe(0);
-  expect(json(settled)).toMatchObject({ session_id: 'c2', served: { model: 'claude-sonnet-4-5-20250929', window: 200000, attested_at: expect.any(String) }, requested: { model: null } });
+  expect(json(settled)).toMatchObject({
+    session_id: 'c2',
+    served: { model: 'claude-sonnet-4-5-20250929', window: 200000, attested_at: expect.any(String) },
+    requested: { model: null },
+  });
   const unknown = await run(['hooks', 'served-model', '--session', 'ghost', '--model', 'm', '--json']);
   expect(unknown.code).toBe(1);
   expect(jsonError(unknown).code).toBe('session_not_registered');

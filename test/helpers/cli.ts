@@ -16,12 +16,17 @@ const HOME = mkdtempSync(join(tmpdir(), 'yoke-cli-'));
 /** Runs the built `yoke` binary against a test database, the way a user would. */
 export function yoke(databaseUrl: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [yokeBin, ...args], {
-      env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, YOKE_HOME: HOME, ...env },
-    }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [yokeBin, ...args],
+      {
+        env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, YOKE_HOME: HOME, ...env },
+      },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -30,7 +35,12 @@ export function json<T = any>(r: CliResult): T {
 }
 
 /** The JSON error object a --json command writes on stderr. */
-export function jsonError(r: CliResult): { code: string; message: string; recovery: string; details: Record<string, unknown> } {
+export function jsonError(r: CliResult): {
+  code: string;
+  message: string;
+  recovery: string;
+  details: Record<string, unknown>;
+} {
   return JSON.parse(r.stderr.trim().split('\n').pop()!).error;
 }
 

@@ -12,7 +12,10 @@ import { YokeError } from '../../domain/errors';
 /** The activities under test, over one database. */
 export function services(db: Kysely<Database>, line?: Partial<LineOptions>) {
   return {
-    ...claimActivities({ db, line }), ...projectActivities({ db }), ...sessionActivities({ db, line }), ...sweepActivities({ db, line }),
+    ...claimActivities({ db, line }),
+    ...projectActivities({ db }),
+    ...sessionActivities({ db, line }),
+    ...sweepActivities({ db, line }),
     ...testMachineActivities({ db, line }),
   };
 }
@@ -44,5 +47,9 @@ export async function refusalOf(p: Promise<unknown>): Promise<YokeError> {
 
 /** Moves a session's heartbeat into the past, as if it had gone quiet that long ago. */
 export async function ageSession(db: Kysely<Database>, sessionId: string, seconds: number): Promise<void> {
-  await db.updateTable('sessions').set({ heartbeat_at: sql`now() - make_interval(secs => ${seconds})` }).where('session_id', '=', sessionId).execute();
+  await db
+    .updateTable('sessions')
+    .set({ heartbeat_at: sql`now() - make_interval(secs => ${seconds})` })
+    .where('session_id', '=', sessionId)
+    .execute();
 }

@@ -25,7 +25,9 @@ export default async function globalSetup(): Promise<void> {
   try {
     // Leftovers of an interrupted earlier run: databases named after a process that is gone
     // (another test run going on at the same time keeps its own).
-    const stale = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname ~ '^yoke_(t|tpl)_[0-9]+'");
+    const stale = await admin.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname ~ '^yoke_(t|tpl)_[0-9]+'",
+    );
     for (const { datname } of stale.rows) {
       const pid = Number(/^yoke_(?:t|tpl)_(\d+)/.exec(datname)![1]);
       if (!processAlive(pid)) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);

@@ -39,8 +39,16 @@ export function writeDefinition(definition: object, name = 'project.yaml'): stri
 }
 
 /** The usual shape for tests: deploy to stage, run-level QA on stage, approval, deploy production. */
-export function releaseDefinition(opts: { project: string; prefix: string; stageUrl: string; prodUrl: string; extraStages?: object[] }) {
-  const deploy = (url: string) => ({ http: { method: 'POST', url: `${url}/deploy?sha={{candidate}}`, expect_status: 200 } });
+export function releaseDefinition(opts: {
+  project: string;
+  prefix: string;
+  stageUrl: string;
+  prodUrl: string;
+  extraStages?: object[];
+}) {
+  const deploy = (url: string) => ({
+    http: { method: 'POST', url: `${url}/deploy?sha={{candidate}}`, expect_status: 200 },
+  });
   return {
     project: opts.project,
     item_prefix: opts.prefix,
@@ -52,7 +60,9 @@ export function releaseDefinition(opts: { project: string; prefix: string; stage
     ],
     flows: [
       {
-        name: 'release', delivery_custody: true, completion_flow: true,
+        name: 'release',
+        delivery_custody: true,
+        completion_flow: true,
         stages: [
           { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deploy(opts.stageUrl) },
           { name: 'stage-qa', kind: 'qa', target: 'stage', scope: 'run', checks: [{ name: 'smoke-test' }] },
@@ -61,13 +71,17 @@ export function releaseDefinition(opts: { project: string; prefix: string; stage
           ...(opts.extraStages ?? []),
         ],
       },
-      { name: 'hotfix', stages: [{ name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deploy(opts.stageUrl) }] },
+      {
+        name: 'hotfix',
+        stages: [{ name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deploy(opts.stageUrl) }],
+      },
       { name: 'preview-a', stages: [{ name: 'go', kind: 'auto', target: 'preview-a' }] },
       { name: 'preview-b', stages: [{ name: 'go', kind: 'auto', target: 'preview-b' }] },
     ],
     items: [
       {
-        id: `${opts.prefix}-1`, title: 'Checkout',
+        id: `${opts.prefix}-1`,
+        title: 'Checkout',
         obligations: [
           { case: 'checkout-e2e', qa_phase: 'post_deploy', target_env: 'stage' },
           { case: 'prod-canary', qa_phase: 'post_deploy', target_env: 'production' },
@@ -76,7 +90,11 @@ export function releaseDefinition(opts: { project: string; prefix: string; stage
           { case: 'waived-one', qa_phase: 'post_deploy', target_env: 'stage', waived: true },
         ],
       },
-      { id: `${opts.prefix}-2`, title: 'Gift cards', obligations: [{ case: 'gift-smoke', qa_phase: 'post_deploy', target_env: 'stage' }] },
+      {
+        id: `${opts.prefix}-2`,
+        title: 'Gift cards',
+        obligations: [{ case: 'gift-smoke', qa_phase: 'post_deploy', target_env: 'stage' }],
+      },
       { id: `${opts.prefix}-3`, title: 'Docs' },
     ],
   };

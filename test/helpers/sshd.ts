@@ -33,23 +33,41 @@ export async function startSshHost(name: string): Promise<SshHost> {
   keygen(join(dir, 'host_key'));
   keygen(join(dir, 'client_key'));
   writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'client_key.pub')));
-  writeFileSync(join(dir, 'sshd_config'), [
-    `Port ${port}`, 'ListenAddress 127.0.0.1', `HostKey ${join(dir, 'host_key')}`,
-    `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`, `PidFile ${join(dir, 'sshd.pid')}`,
-    'StrictModes no', 'UsePAM no', 'PasswordAuthentication no', 'KbdInteractiveAuthentication no',
-    'PermitRootLogin prohibit-password', 'PubkeyAuthentication yes', 'LogLevel ERROR',
-  ].join('\n') + '\n');
+  writeFileSync(
+    join(dir, 'sshd_config'),
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${join(dir, 'host_key')}`,
+      `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+      `PidFile ${join(dir, 'sshd.pid')}`,
+      'StrictModes no',
+      'UsePAM no',
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'PermitRootLogin prohibit-password',
+      'PubkeyAuthentication yes',
+      'LogLevel ERROR',
+    ].join('\n') + '\n',
+  );
   mkdirSync('/run/sshd', { recursive: true }); // sshd's privilege-separation directory
 
   let child: ChildProcess | undefined;
   const host: SshHost = {
-    name, host: '127.0.0.1', port, user: userInfo().username,
-    identityFile: join(dir, 'client_key'), hostKeyFile: join(dir, 'host_key.pub'), dir,
+    name,
+    host: '127.0.0.1',
+    port,
+    user: userInfo().username,
+    identityFile: join(dir, 'client_key'),
+    hostKeyFile: join(dir, 'host_key.pub'),
+    dir,
     async start() {
       child = spawn(SSHD, ['-D', '-e', '-f', join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
       let stderr = '';
       child.stderr!.on('data', (d) => (stderr += d));
-      const exited = new Promise<never>((_, reject) => child!.once('exit', (code) => reject(new Error(`sshd for ${name} exited ${code}: ${stderr}`))));
+      const exited = new Promise<never>((_, reject) =>
+        child!.once('exit', (code) => reject(new Error(`sshd for ${name} exited ${code}: ${stderr}`))),
+      );
       await Promise.race([waitForPort(port, '127.0.0.1', 10_000, `sshd ${name}`), exited]);
       child.removeAllListeners('exit');
     },

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { createActivities } from '../../workers/activities';
@@ -12,7 +19,17 @@ let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 /** Jest never transforms workflow code: the worker bundles it, once per test file. */
 function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: { log: () => undefined, info: () => undefined, warn: () => undefined, error: console.error, debug: () => undefined, trace: () => undefined } });
+  bundle ??= bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: {
+      log: () => undefined,
+      info: () => undefined,
+      warn: () => undefined,
+      error: console.error,
+      debug: () => undefined,
+      trace: () => undefined,
+    },
+  });
   return bundle;
 }
 
@@ -23,15 +40,25 @@ export interface TestWorker {
 }
 
 /** A real worker on the run's dev server, on a task queue of its own, over the test's database. */
-export async function startTestWorker(db: Kysely<Database>, opts: { reservationLifetimeMs?: number } = {}): Promise<TestWorker> {
+export async function startTestWorker(
+  db: Kysely<Database>,
+  opts: { reservationLifetimeMs?: number } = {},
+): Promise<TestWorker> {
   const address = process.env.YOKE_TEST_TEMPORAL_ADDRESS!;
   const nativeConnection = await NativeConnection.connect({ address });
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
   const taskQueue = `test-${randomUUID()}`;
   const worker = await Worker.create({
-    connection: nativeConnection, taskQueue, workflowBundle: await workflowBundle(),
-    activities: createActivities({ db, temporal: { client, taskQueue }, reservationLifetimeMs: opts.reservationLifetimeMs, ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: 30_000 } }),
+    connection: nativeConnection,
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({
+      db,
+      temporal: { client, taskQueue },
+      reservationLifetimeMs: opts.reservationLifetimeMs,
+      ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: 30_000 },
+    }),
   });
   const running = worker.run();
   return {

@@ -21,23 +21,62 @@ describe('coordination claims', () => {
   test('C1 every claim kind lives in the one work_claims table and one session heartbeat carries them all', async () => {
     const item = await s.takeItem({ sessionId: 'w1', item: 'WEB-1' });
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
-    const grant = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_QUALIFICATION:beta-route', project: 'web' });
-    const rows = await t.db.selectFrom('work_claims').select(['claim_id', 'target_kind']).where('session_id', '=', 'w1').orderBy('claim_id').execute();
-    expect(rows.map((r) => r.target_kind)).toEqual(['item', 'qa_admission', 'migration_serialization', 'route_qualification']);
-    expect(rows.map((r) => r.claim_id)).toEqual([item.claim.claim_id, qa.claim.claim_id, mig.claim.claim_id, grant.claim.claim_id]);
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
+    const grant = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'ROUTE_QUALIFICATION:beta-route',
+      project: 'web',
+    });
+    const rows = await t.db
+      .selectFrom('work_claims')
+      .select(['claim_id', 'target_kind'])
+      .where('session_id', '=', 'w1')
+      .orderBy('claim_id')
+      .execute();
+    expect(rows.map((r) => r.target_kind)).toEqual([
+      'item',
+      'qa_admission',
+      'migration_serialization',
+      'route_qualification',
+    ]);
+    expect(rows.map((r) => r.claim_id)).toEqual([
+      item.claim.claim_id,
+      qa.claim.claim_id,
+      mig.claim.claim_id,
+      grant.claim.claim_id,
+    ]);
 
-    await t.db.updateTable('work_claims').set({ heartbeat_at: sql`now() - interval '1 hour'` }).execute();
+    await t.db
+      .updateTable('work_claims')
+      .set({ heartbeat_at: sql`now() - interval '1 hour'` })
+      .execute();
     await s.heartbeatSession({ sessionId: 'w1' });
-    const fresh = await t.db.selectFrom('work_claims').select(sql<boolean>`heartbeat_at > now() - interval '1 minute'`.as('fresh'))
-      .where('session_id', '=', 'w1').execute();
+    const fresh = await t.db
+      .selectFrom('work_claims')
+      .select(sql<boolean>`heartbeat_at > now() - interval '1 minute'`.as('fresh'))
+      .where('session_id', '=', 'w1')
+      .execute();
     expect(fresh.every((r) => r.fresh)).toBe(true);
   });
 
   test('C2 the three coordination kinds record their scopes', async () => {
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-7' });
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-7',
+    });
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:mac-mini-lab' });
-    const grant = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_QUALIFICATION:beta-route', project: 'web' });
+    const grant = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'ROUTE_QUALIFICATION:beta-route',
+      project: 'web',
+    });
     const web = await t.db.selectFrom('projects').selectAll().where('name', '=', 'web').executeTakeFirstOrThrow();
     expect(mig.claim.target_kind).toBe('migration_serialization');
     expect(mig.claim.scope).toEqual({ project_id: web.project_id, model: 'orders', item_id: mig.claim.item_id });
@@ -50,29 +89,56 @@ describe('coordination claims', () => {
 
   test('C3 the database refuses a second live holder even when the application is bypassed', async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    const duplicate = t.db.insertInto('work_claims').values({
-      target_kind: 'qa_admission', scope: JSON.stringify({ test_machine: 'lab-1' }), key: 'QA_HOST:lab-1', session_id: 'w2',
-    }).execute();
+    const duplicate = t.db
+      .insertInto('work_claims')
+      .values({
+        target_kind: 'qa_admission',
+        scope: JSON.stringify({ test_machine: 'lab-1' }),
+        key: 'QA_HOST:lab-1',
+        session_id: 'w2',
+      })
+      .execute();
     await expect(duplicate).rejects.toMatchObject({ code: '23505', constraint: 'work_claims_live_qa_admission' });
     expect((await liveRow(qa.claim.claim_id)).released_at).toBeNull();
   });
 
   test('C3 exclusivity units: migration on (project, model), QA host on the machine alone, grants on (project, grant)', async () => {
-    await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
+    await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
     // another item of the same project and model is refused; the same model in another project is free
-    const migRefusal = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-2' }));
+    const migRefusal = await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w2', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-2' }),
+    );
     expect(migRefusal.code).toBe('claim_held');
-    await expect(s.acquireCoordinationClaim({ sessionId: 'a1', key: 'LIVE_DB_MIGRATION:orders', project: 'api', item: 'API-1' })).resolves.toMatchObject({ reentered: false });
-    await expect(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'LIVE_DB_MIGRATION:users', project: 'web', item: 'WEB-2' })).resolves.toMatchObject({ reentered: false });
+    await expect(
+      s.acquireCoordinationClaim({ sessionId: 'a1', key: 'LIVE_DB_MIGRATION:orders', project: 'api', item: 'API-1' }),
+    ).resolves.toMatchObject({ reentered: false });
+    await expect(
+      s.acquireCoordinationClaim({ sessionId: 'w2', key: 'LIVE_DB_MIGRATION:users', project: 'web', item: 'WEB-2' }),
+    ).resolves.toMatchObject({ reentered: false });
 
     // a QA host is one machine whichever project drives it
     await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1', project: 'web' });
-    const qaRefusal = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'a1', key: 'QA_HOST:lab-1', project: 'api' }));
+    const qaRefusal = await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'a1', key: 'QA_HOST:lab-1', project: 'api' }),
+    );
     expect(qaRefusal.code).toBe('claim_held');
 
     await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_QUALIFICATION:beta', project: 'web' });
-    expect((await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'ROUTE_QUALIFICATION:beta', project: 'web' }))).code).toBe('claim_held');
-    await expect(s.acquireCoordinationClaim({ sessionId: 'a1', key: 'ROUTE_QUALIFICATION:beta', project: 'api' })).resolves.toMatchObject({ reentered: false });
+    expect(
+      (
+        await refusalOf(
+          s.acquireCoordinationClaim({ sessionId: 'w2', key: 'ROUTE_QUALIFICATION:beta', project: 'web' }),
+        )
+      ).code,
+    ).toBe('claim_held');
+    await expect(
+      s.acquireCoordinationClaim({ sessionId: 'a1', key: 'ROUTE_QUALIFICATION:beta', project: 'api' }),
+    ).resolves.toMatchObject({ reentered: false });
   });
 
   test('C3 a refused acquire names the holder claim id, session and since when, and the recovery', async () => {
@@ -83,26 +149,54 @@ describe('coordination claims', () => {
     expect(refusal.message).toContain('session w1');
     expect(refusal.message).toContain(held.claim.claimed_at);
     expect(refusal.recovery).toContain(`--claim-id ${held.claim.claim_id} --holder-session-id w1`);
-    expect(refusal.details).toMatchObject({ key: 'QA_HOST:lab-1', holder: { claim_id: held.claim.claim_id, session_id: 'w1' } });
+    expect(refusal.details).toMatchObject({
+      key: 'QA_HOST:lab-1',
+      holder: { claim_id: held.claim.claim_id, session_id: 'w1' },
+    });
   });
 
   test('C4 the owning item re-enters and heartbeats its migration hold; another item is refused', async () => {
-    const first = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
-    await t.db.updateTable('work_claims').set({ heartbeat_at: sql`now() - interval '1 hour'` }).where('claim_id', '=', first.claim.claim_id).execute();
+    const first = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
+    await t.db
+      .updateTable('work_claims')
+      .set({ heartbeat_at: sql`now() - interval '1 hour'` })
+      .where('claim_id', '=', first.claim.claim_id)
+      .execute();
     // the same item, from another lane of the same item, re-enters the same hold
-    const again = await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
+    const again = await s.acquireCoordinationClaim({
+      sessionId: 'w2',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
     expect(again.reentered).toBe(true);
     expect(again.claim.claim_id).toBe(first.claim.claim_id);
     expect(new Date(again.claim.heartbeat_at).getTime()).toBeGreaterThan(Date.now() - 60_000);
-    const other = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-2' }));
+    const other = await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-2' }),
+    );
     expect(other.code).toBe('claim_held');
     expect(other.message).toContain('for item WEB-1');
   });
 
   test('C5 the stale-session sweep skips sticky kinds and reclaims liveness-bound ones', async () => {
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    const grant = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_QUALIFICATION:beta', project: 'web' });
+    const grant = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'ROUTE_QUALIFICATION:beta',
+      project: 'web',
+    });
     const item = await s.takeItem({ sessionId: 'w1', item: 'WEB-2' });
     await ageSession(t.db, 'w1', 3600);
     const result = await s.sweepStaleSessions({ staleAfterMs: 60_000 });
@@ -112,12 +206,20 @@ describe('coordination claims', () => {
     expect((await liveRow(qa.claim.claim_id)).released_at).toBeNull();
     expect((await liveRow(grant.claim.claim_id)).release_reason).toBe('stale_session_sweep');
     // a second sweep finds nothing more: sticky holds wait for the operator
-    expect(await s.sweepStaleSessions({ staleAfterMs: 60_000 })).toEqual({ terminated_sessions: [], released_claim_ids: [], expired_reservation_claim_ids: [] });
+    expect(await s.sweepStaleSessions({ staleAfterMs: 60_000 })).toEqual({
+      terminated_sessions: [],
+      released_claim_ids: [],
+      expired_reservation_claim_ids: [],
+    });
   });
 
   test('C5 session end releases non-sticky claims and keeps sticky ones', async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    const grant = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_QUALIFICATION:beta', project: 'web' });
+    const grant = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'ROUTE_QUALIFICATION:beta',
+      project: 'web',
+    });
     const ended = await s.endSession({ sessionId: 'w1' });
     expect(ended.ended).toBe(true);
     expect(ended.released_claims.map((c) => c.claim_id)).toEqual([grant.claim.claim_id]);
@@ -139,10 +241,19 @@ describe('coordination claims', () => {
   });
 
   test('C6 each coordination claim is addressed by its operator key', async () => {
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:primary', project: 'web', item: 'WEB-1' });
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:primary',
+      project: 'web',
+      item: 'WEB-1',
+    });
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'qa_host:lab-1' });
     const grant = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_GRANT:tok-123', project: 'web' });
-    expect([mig.claim.key, qa.claim.key, grant.claim.key]).toEqual(['LIVE_DB_MIGRATION:primary', 'QA_HOST:lab-1', 'ROUTE_QUALIFICATION:tok-123']);
+    expect([mig.claim.key, qa.claim.key, grant.claim.key]).toEqual([
+      'LIVE_DB_MIGRATION:primary',
+      'QA_HOST:lab-1',
+      'ROUTE_QUALIFICATION:tok-123',
+    ]);
     const listed = await s.listCoordinationClaims({ key: 'QA_HOST:lab-1', activeOnly: true });
     expect(listed.map((c) => c.claim_id)).toEqual([qa.claim.claim_id]);
     const bad = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w1', key: 'PRINTER:lab' }));
@@ -152,17 +263,34 @@ describe('coordination claims', () => {
 
   test('C7 listing a QA_HOST key ignores any project filter', async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1', project: 'web' });
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
     const viaOtherProject = await s.listCoordinationClaims({ key: 'QA_HOST:lab-1', project: 'api', activeOnly: true });
     expect(viaOtherProject.map((c) => c.claim_id)).toEqual([qa.claim.claim_id]);
     // other key kinds do honour the project filter
-    expect(await s.listCoordinationClaims({ key: 'LIVE_DB_MIGRATION:orders', project: 'api', activeOnly: true })).toEqual([]);
-    expect((await s.listCoordinationClaims({ key: 'LIVE_DB_MIGRATION:orders', project: 'web' })).map((c) => c.claim_id)).toEqual([mig.claim.claim_id]);
+    expect(
+      await s.listCoordinationClaims({ key: 'LIVE_DB_MIGRATION:orders', project: 'api', activeOnly: true }),
+    ).toEqual([]);
+    expect(
+      (await s.listCoordinationClaims({ key: 'LIVE_DB_MIGRATION:orders', project: 'web' })).map((c) => c.claim_id),
+    ).toEqual([mig.claim.claim_id]);
   });
 
   test('C8 a QA host is recovered only from a steering seat on the holder project with claims.release', async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    const release = (actingSessionId: string) => s.operatorRelease({ actingSessionId, key: 'QA_HOST:lab-1', claimId: qa.claim.claim_id, holderSessionId: 'w1', reason: 'suite hung', project: 'api' });
+    const release = (actingSessionId: string) =>
+      s.operatorRelease({
+        actingSessionId,
+        key: 'QA_HOST:lab-1',
+        claimId: qa.claim.claim_id,
+        holderSessionId: 'w1',
+        reason: 'suite hung',
+        project: 'api',
+      });
 
     // a session without a seat on web (the holder's project) is refused
     expect((await refusalOf(release('w2'))).code).toBe('steering_seat_required');
@@ -181,25 +309,69 @@ describe('coordination claims', () => {
   });
 
   test('C8 other key kinds require --project for the operator release, and the holder must match', async () => {
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
-    const noProject = await refusalOf(s.operatorRelease({ actingSessionId: 'op', key: 'LIVE_DB_MIGRATION:orders', claimId: mig.claim.claim_id, holderSessionId: 'w1', reason: 'r' }));
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
+    const noProject = await refusalOf(
+      s.operatorRelease({
+        actingSessionId: 'op',
+        key: 'LIVE_DB_MIGRATION:orders',
+        claimId: mig.claim.claim_id,
+        holderSessionId: 'w1',
+        reason: 'r',
+      }),
+    );
     expect(noProject).toMatchObject({ code: 'project_required', kind: 'usage' });
-    const wrongHolder = await refusalOf(s.operatorRelease({ actingSessionId: 'op', key: 'LIVE_DB_MIGRATION:orders', claimId: mig.claim.claim_id, holderSessionId: 'w2', reason: 'r', project: 'web' }));
+    const wrongHolder = await refusalOf(
+      s.operatorRelease({
+        actingSessionId: 'op',
+        key: 'LIVE_DB_MIGRATION:orders',
+        claimId: mig.claim.claim_id,
+        holderSessionId: 'w2',
+        reason: 'r',
+        project: 'web',
+      }),
+    );
     expect(wrongHolder.code).toBe('holder_session_mismatch');
-    const wrongProject = await refusalOf(s.operatorRelease({ actingSessionId: 'op', key: 'LIVE_DB_MIGRATION:orders', claimId: mig.claim.claim_id, holderSessionId: 'w1', reason: 'r', project: 'api' }));
+    const wrongProject = await refusalOf(
+      s.operatorRelease({
+        actingSessionId: 'op',
+        key: 'LIVE_DB_MIGRATION:orders',
+        claimId: mig.claim.claim_id,
+        holderSessionId: 'w1',
+        reason: 'r',
+        project: 'api',
+      }),
+    );
     expect(wrongProject.code).toBe('claim_project_mismatch');
     expect((await liveRow(mig.claim.claim_id)).released_at).toBeNull();
   });
 
   test('C9 a QA host holder releases by claim id; a stranger without authority cannot', async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    const stranger = await refusalOf(s.releaseWorkClaim({ actingSessionId: 'a1', claimId: qa.claim.claim_id, reason: 'mine now' }));
+    const stranger = await refusalOf(
+      s.releaseWorkClaim({ actingSessionId: 'a1', claimId: qa.claim.claim_id, reason: 'mine now' }),
+    );
     expect(stranger.code).toBe('steering_seat_required');
-    const released = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'run complete' });
-    expect(released).toMatchObject({ operator_event_id: null, claim: { release_reason: 'run complete', released_by_session_id: 'w1' } });
+    const released = await s.releaseWorkClaim({
+      actingSessionId: 'w1',
+      claimId: qa.claim.claim_id,
+      reason: 'run complete',
+    });
+    expect(released).toMatchObject({
+      operator_event_id: null,
+      claim: { release_reason: 'run complete', released_by_session_id: 'w1' },
+    });
     // a retry of the same release answers the same; the host is free for the next taker
-    await expect(s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'run complete' })).resolves.toMatchObject({ claim: { claim_id: qa.claim.claim_id } });
-    await expect(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1' })).resolves.toMatchObject({ reentered: false });
+    await expect(
+      s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'run complete' }),
+    ).resolves.toMatchObject({ claim: { claim_id: qa.claim.claim_id } });
+    await expect(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1' })).resolves.toMatchObject({
+      reentered: false,
+    });
   });
 
   test('C10 a hold keeps its stored project authority after the holder moves to another project', async () => {
@@ -209,15 +381,43 @@ describe('coordination claims', () => {
     await s.registerSession({ sessionId: 'opa', actorId: 'ops', project: 'api' });
     await s.takeSteeringSeat({ sessionId: 'opa', project: 'api' });
     await s.grantPermission({ project: 'api', actor: 'ops', permission: 'claims.release' });
-    const viaApi = await refusalOf(s.operatorRelease({ actingSessionId: 'opa', key: 'QA_HOST:lab-1', claimId: qa.claim.claim_id, holderSessionId: 'w1', reason: 'r' }));
+    const viaApi = await refusalOf(
+      s.operatorRelease({
+        actingSessionId: 'opa',
+        key: 'QA_HOST:lab-1',
+        claimId: qa.claim.claim_id,
+        holderSessionId: 'w1',
+        reason: 'r',
+      }),
+    );
     expect(viaApi.code).toBe('steering_seat_required');
     expect(viaApi.message).toContain('web');
-    await expect(s.operatorRelease({ actingSessionId: 'op', key: 'QA_HOST:lab-1', claimId: qa.claim.claim_id, holderSessionId: 'w1', reason: 'r' })).resolves.toMatchObject({ claim: { project: 'web' } });
+    await expect(
+      s.operatorRelease({
+        actingSessionId: 'op',
+        key: 'QA_HOST:lab-1',
+        claimId: qa.claim.claim_id,
+        holderSessionId: 'w1',
+        reason: 'r',
+      }),
+    ).resolves.toMatchObject({ claim: { project: 'web' } });
   });
 
   test('C11 a stranded migration lease: event before release, reason kept for good, refused from a hook', async () => {
-    const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
-    const input = { actingSessionId: 'op', key: 'LIVE_DB_MIGRATION:orders', claimId: mig.claim.claim_id, holderSessionId: 'w1', reason: 'author left; migration verified complete', project: 'web' };
+    const mig = await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
+    const input = {
+      actingSessionId: 'op',
+      key: 'LIVE_DB_MIGRATION:orders',
+      claimId: mig.claim.claim_id,
+      holderSessionId: 'w1',
+      reason: 'author left; migration verified complete',
+      project: 'web',
+    };
 
     const fromHook = await refusalOf(s.operatorRelease({ ...input, hookContext: true }));
     expect(fromHook.code).toBe('hook_context_refused');
@@ -225,12 +425,24 @@ describe('coordination claims', () => {
     expect(await t.db.selectFrom('events').selectAll().execute()).toEqual([]);
 
     const done = await s.operatorRelease(input);
-    const [event] = await t.db.selectFrom('events').selectAll().where('event_type', '=', 'WARNOperatorLeaseRelease').execute();
+    const [event] = await t.db
+      .selectFrom('events')
+      .selectAll()
+      .where('event_type', '=', 'WARNOperatorLeaseRelease')
+      .execute();
     const row = await liveRow(mig.claim.claim_id);
-    expect(event).toMatchObject({ claim_id: mig.claim.claim_id, session_id: 'op', payload: { holder_session_id: 'w1', reason: input.reason, sticky: true } });
+    expect(event).toMatchObject({
+      claim_id: mig.claim.claim_id,
+      session_id: 'op',
+      payload: { holder_session_id: 'w1', reason: input.reason, sticky: true },
+    });
     expect(done.operator_event_id).toBe(event!.event_id);
     expect(event!.created_at.getTime()).toBeLessThanOrEqual(row.released_at!.getTime());
-    expect(row).toMatchObject({ release_reason: input.reason, released_by_session_id: 'op', released_by_actor_id: 'ops' });
+    expect(row).toMatchObject({
+      release_reason: input.reason,
+      released_by_session_id: 'op',
+      released_by_actor_id: 'ops',
+    });
 
     // the reason is permanent: a second operator release is refused and changes nothing
     const again = await refusalOf(s.operatorRelease({ ...input, reason: 'another reason' }));
@@ -243,24 +455,50 @@ describe('coordination claims', () => {
     expect(take.code).toBe('deploy_lock_retired');
     // holds taken before the retirement are still rows in work_claims
     const legacy = async (sessionId: string, target: string) =>
-      (await t.db.insertInto('work_claims').values({
-        target_kind: 'deploy_serialization', scope: JSON.stringify({ project_id: 1, target }), key: `DEPLOY:${target}`, project_id: 1, session_id: sessionId,
-      }).returning('claim_id').executeTakeFirstOrThrow()).claim_id;
+      (
+        await t.db
+          .insertInto('work_claims')
+          .values({
+            target_kind: 'deploy_serialization',
+            scope: JSON.stringify({ project_id: 1, target }),
+            key: `DEPLOY:${target}`,
+            project_id: 1,
+            session_id: sessionId,
+          })
+          .returning('claim_id')
+          .executeTakeFirstOrThrow()
+      ).claim_id;
     const heldByW1 = await legacy('w1', 'web');
     const heldByW2 = await legacy('w2', 'web-preview');
 
-    const byKey = await refusalOf(s.operatorRelease({ actingSessionId: 'op', key: 'DEPLOY:web', claimId: heldByW1, holderSessionId: 'w1', reason: 'r', project: 'web' }));
+    const byKey = await refusalOf(
+      s.operatorRelease({
+        actingSessionId: 'op',
+        key: 'DEPLOY:web',
+        claimId: heldByW1,
+        holderSessionId: 'w1',
+        reason: 'r',
+        project: 'web',
+      }),
+    );
     expect(byKey.code).toBe('deploy_lock_retired');
     await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: heldByW1, reason: 'retired lock' });
 
     // not sticky: the sweep frees one whose holder ended
     await s.endSession({ sessionId: 'w2', reason: 'crashed' });
-    await t.db.updateTable('work_claims').set({ released_at: null, release_reason: null }).where('claim_id', '=', heldByW2).execute();
+    await t.db
+      .updateTable('work_claims')
+      .set({ released_at: null, release_reason: null })
+      .where('claim_id', '=', heldByW2)
+      .execute();
     expect((await s.sweepStaleSessions({ staleAfterMs: 3_600_000 })).released_claim_ids).toEqual([heldByW2]);
 
     const history = await s.listCoordinationClaims({});
-    expect(history.filter((c) => c.target_kind === 'deploy_serialization').map((c) => [c.claim_id, c.release_reason])).toEqual([
-      [heldByW1, 'retired lock'], [heldByW2, 'stale_session_sweep'],
+    expect(
+      history.filter((c) => c.target_kind === 'deploy_serialization').map((c) => [c.claim_id, c.release_reason]),
+    ).toEqual([
+      [heldByW1, 'retired lock'],
+      [heldByW2, 'stale_session_sweep'],
     ]);
   });
 });

@@ -16,9 +16,27 @@ beforeEach(async () => {
   t = await createTestDatabase();
   r = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000 });
   const apply = projectDefinitionActivities({ db: t.db }).applyProjectDefinition;
-  await apply({ file: writeDefinition(releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: 'http://stage.example.test', prodUrl: 'https://web.example.test' })) });
+  await apply({
+    file: writeDefinition(
+      releaseDefinition({
+        project: 'web',
+        prefix: 'WEB',
+        stageUrl: 'http://stage.example.test',
+        prodUrl: 'https://web.example.test',
+      }),
+    ),
+  });
   // api's stage environment is on the same server as web's: one occupancy unit (O3)
-  await apply({ file: writeDefinition(releaseDefinition({ project: 'api', prefix: 'API', stageUrl: 'HTTP://Stage.Example.Test:80/api', prodUrl: 'https://api.example.test' })) });
+  await apply({
+    file: writeDefinition(
+      releaseDefinition({
+        project: 'api',
+        prefix: 'API',
+        stageUrl: 'HTTP://Stage.Example.Test:80/api',
+        prodUrl: 'https://api.example.test',
+      }),
+    ),
+  });
   const sessions = sessionActivities({ db: t.db });
   for (const id of ['d1', 'd2']) await sessions.registerSession({ sessionId: id, actorId: id });
 });
@@ -27,7 +45,16 @@ afterEach(async () => {
 });
 
 const create = (over: Partial<Parameters<DeploymentRunActivities['createRun']>[0]> = {}) =>
-  r.createRun({ sessionId: 'd1', project: 'web', flow: 'release', target: 'stage', candidate: SHA, idempotencyKey: 'k1', items: ['WEB-1'], ...over });
+  r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: SHA,
+    idempotencyKey: 'k1',
+    items: ['WEB-1'],
+    ...over,
+  });
 
 async function stageStep(runId: string, ordinal: number, ok = true) {
   await r.beginStage({ runId, ordinal });
@@ -37,11 +64,23 @@ async function stageStep(runId: string, ordinal: number, ok = true) {
 describe('idempotent creation', () => {
   test('I1 the same key and request return the original run with replayed: true; the receipt shows idempotency_basis', async () => {
     const first = await create();
-    expect(first).toMatchObject({ replayed: false, idempotency_key: 'k1', idempotency_basis: 'recorded_key', status: 'created' });
+    expect(first).toMatchObject({
+      replayed: false,
+      idempotency_key: 'k1',
+      idempotency_basis: 'recorded_key',
+      status: 'created',
+    });
     const again = await create({ items: ['web-1'], candidate: SHA.toUpperCase() }); // canonical form: same request
     expect(again).toMatchObject({ run_id: first.run_id, replayed: true });
-    const stored = await t.db.selectFrom('deployment_runs').select(['create_idempotency_key', 'create_request']).where('run_id', '=', first.run_id).executeTakeFirstOrThrow();
-    expect(stored).toMatchObject({ create_idempotency_key: 'k1', create_request: { project: 'web', flow: 'release', target: 'stage', candidate: SHA, items: ['WEB-1'] } });
+    const stored = await t.db
+      .selectFrom('deployment_runs')
+      .select(['create_idempotency_key', 'create_request'])
+      .where('run_id', '=', first.run_id)
+      .executeTakeFirstOrThrow();
+    expect(stored).toMatchObject({
+      create_idempotency_key: 'k1',
+      create_request: { project: 'web', flow: 'release', target: 'stage', candidate: SHA, items: ['WEB-1'] },
+    });
   });
 
   test('I1 the same key with a changed input refuses idempotency_key_conflict naming the run and the differing fields', async () => {
@@ -57,22 +96,42 @@ describe('idempotent creation', () => {
 
   test('I1 race: 20 concurrent creates with one key make one run and 19 replays', async () => {
     const pools = Array.from({ length: 20 }, () => deploymentRunActivities({ db: t.connect(1) }));
-    const receipts = await Promise.all(pools.map((p) => p.createRun({ project: 'web', flow: 'release', target: 'stage', candidate: SHA, idempotencyKey: 'same', items: ['WEB-2'] })));
+    const receipts = await Promise.all(
+      pools.map((p) =>
+        p.createRun({
+          project: 'web',
+          flow: 'release',
+          target: 'stage',
+          candidate: SHA,
+          idempotencyKey: 'same',
+          items: ['WEB-2'],
+        }),
+      ),
+    );
     expect(new Set(receipts.map((x) => x.run_id)).size).toBe(1);
     expect(receipts.filter((x) => x.replayed)).toHaveLength(19);
   });
 
   test('O5 creation serializes per project under a transaction-scoped advisory lock; a timeout says so', async () => {
-    const project = await t.db.selectFrom('projects').select('project_id').where('name', '=', 'web').executeTakeFirstOrThrow();
+    const project = await t.db
+      .selectFrom('projects')
+      .select('project_id')
+      .where('name', '=', 'web')
+      .executeTakeFirstOrThrow();
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const holder = t.connect(1).transaction().execute(async (trx) => {
-      await advisoryXactLock(trx, `run-create:${project.project_id}`);
-      await held;
-    });
+    const holder = t
+      .connect(1)
+      .transaction()
+      .execute(async (trx) => {
+        await advisoryXactLock(trx, `run-create:${project.project_id}`);
+        await held;
+      });
     await new Promise((x) => setTimeout(x, 100));
     // another project's creation is not behind web's lock
-    await expect(create({ project: 'api', items: [], idempotencyKey: 'api-1' })).resolves.toMatchObject({ replayed: false });
+    await expect(create({ project: 'api', items: [], idempotencyKey: 'api-1' })).resolves.toMatchObject({
+      replayed: false,
+    });
     const timedOut = await refusalOf(create({ lockTimeoutMs: 300 }));
     expect(timedOut).toMatchObject({ code: 'deployment_run_create_timeout', kind: 'unreachable' });
     const waiting = create();
@@ -85,95 +144,226 @@ describe('idempotent creation', () => {
 describe('membership and admission', () => {
   test('D3 members are deployment_run_items rows; zero members is a valid environment-level deploy', async () => {
     const withItems = await create({ items: ['WEB-1', 'WEB-2'] });
-    const rows = await t.db.selectFrom('deployment_run_items').select(['run_id', 'item_id', 'added_at', 'delivery_intent', 'requirement_selection', 'requirement_snapshot', 'containment_attestation'])
-      .where('run_id', '=', withItems.run_id).execute();
+    const rows = await t.db
+      .selectFrom('deployment_run_items')
+      .select([
+        'run_id',
+        'item_id',
+        'added_at',
+        'delivery_intent',
+        'requirement_selection',
+        'requirement_snapshot',
+        'containment_attestation',
+      ])
+      .where('run_id', '=', withItems.run_id)
+      .execute();
     expect(rows).toHaveLength(2);
-    expect(rows[0]).toMatchObject({ delivery_intent: 'final', requirement_selection: null, requirement_snapshot: null, containment_attestation: null });
+    expect(rows[0]).toMatchObject({
+      delivery_intent: 'final',
+      requirement_selection: null,
+      requirement_snapshot: null,
+      containment_attestation: null,
+    });
     const empty = await create({ items: [], idempotencyKey: 'env-only' });
     expect(empty.member_items).toEqual([]);
-    await expect(r.executeRun({ sessionId: 'd1', runId: empty.run_id })).resolves.toMatchObject({ status: 'executing' });
+    await expect(r.executeRun({ sessionId: 'd1', runId: empty.run_id })).resolves.toMatchObject({
+      status: 'executing',
+    });
   });
 
   test('D5 a derived selection is validated but not stored; the freeze derives again and writes it back concrete', async () => {
     const run = await create();
     const before = await r.getRun({ runId: run.run_id });
     // unwaived, unsuperseded, unbound post-deploy rows without plan_id on a QA-stage target; never pre-merge
-    expect(before.member_items![0]).toMatchObject({ item: 'WEB-1', requirement_selection: ['WEB-1/checkout-e2e'], selection_derived: true });
+    expect(before.member_items![0]).toMatchObject({
+      item: 'WEB-1',
+      requirement_selection: ['WEB-1/checkout-e2e'],
+      selection_derived: true,
+    });
     // an obligation minted between admission and the freeze belongs in the frozen list
-    const item = await t.db.selectFrom('backlog_items').select('item_id').where('number', '=', 1).where('project_id', '=', sql<number>`(SELECT project_id FROM projects WHERE name = 'web')`).executeTakeFirstOrThrow();
-    await t.db.insertInto('item_qa_cases').values({ item_id: item.item_id, case_key: 'late-case', qa_phase: 'post_deploy', target_env: 'stage' }).execute();
+    const item = await t.db
+      .selectFrom('backlog_items')
+      .select('item_id')
+      .where('number', '=', 1)
+      .where('project_id', '=', sql<number>`(SELECT project_id FROM projects WHERE name = 'web')`)
+      .executeTakeFirstOrThrow();
+    await t.db
+      .insertInto('item_qa_cases')
+      .values({ item_id: item.item_id, case_key: 'late-case', qa_phase: 'post_deploy', target_env: 'stage' })
+      .execute();
     await r.executeRun({ sessionId: 'd1', runId: run.run_id });
-    const row = await t.db.selectFrom('deployment_run_items').select('requirement_selection').where('run_id', '=', run.run_id).executeTakeFirstOrThrow();
+    const row = await t.db
+      .selectFrom('deployment_run_items')
+      .select('requirement_selection')
+      .where('run_id', '=', run.run_id)
+      .executeTakeFirstOrThrow();
     expect(row.requirement_selection).toEqual(['WEB-1/checkout-e2e', 'WEB-1/late-case']);
     const frozen = await r.getRun({ runId: run.run_id });
-    expect(frozen.carried_work).toEqual({ recorded: true, items: [{ item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e', 'WEB-1/late-case'], derived: true }] });
+    expect(frozen.carried_work).toEqual({
+      recorded: true,
+      items: [{ item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e', 'WEB-1/late-case'], derived: true }],
+    });
   });
 
   test('D5 an explicit --requirement-id / --plan-id selection is stored verbatim; an unknown one is refused', async () => {
     const run = await create({ requirementIds: ['WEB-1/prod-canary'], planIds: ['PLAN-7'] });
-    const row = await t.db.selectFrom('deployment_run_items').select('requirement_selection').where('run_id', '=', run.run_id).executeTakeFirstOrThrow();
+    const row = await t.db
+      .selectFrom('deployment_run_items')
+      .select('requirement_selection')
+      .where('run_id', '=', run.run_id)
+      .executeTakeFirstOrThrow();
     expect(row.requirement_selection).toEqual(['WEB-1/prod-canary', 'plan:PLAN-7']);
     const unknown = await refusalOf(create({ idempotencyKey: 'k2', requirementIds: ['WEB-1/nope'] }));
     expect(unknown.code).toBe('unknown_requirement');
-    expect(await t.db.selectFrom('deployment_runs').select('run_id').where('create_idempotency_key', '=', 'k2').execute()).toEqual([]);
+    expect(
+      await t.db.selectFrom('deployment_runs').select('run_id').where('create_idempotency_key', '=', 'k2').execute(),
+    ).toEqual([]);
   });
 
   test('D6 an obligation no QA stage targets is named with its row, declared environment and the stage targets', async () => {
     const run = await create();
-    expect(run.warnings).toEqual([expect.objectContaining({ requirement_id: 'WEB-1/prod-canary', declared_environment: 'production', run_stage_targets: ['stage'] })]);
-    const added = await r.addItem({ sessionId: 'd1', runId: run.run_id, item: 'WEB-2', requirementIds: [], planIds: [] });
+    expect(run.warnings).toEqual([
+      expect.objectContaining({
+        requirement_id: 'WEB-1/prod-canary',
+        declared_environment: 'production',
+        run_stage_targets: ['stage'],
+      }),
+    ]);
+    const added = await r.addItem({
+      sessionId: 'd1',
+      runId: run.run_id,
+      item: 'WEB-2',
+      requirementIds: [],
+      planIds: [],
+    });
     expect(added.warnings).toEqual([]);
     const hotfix = await create({ flow: 'hotfix', idempotencyKey: 'hf' });
-    expect(hotfix.warnings.map((w) => w.requirement_id)).toEqual(['WEB-1/checkout-e2e', 'WEB-1/planned', 'WEB-1/prod-canary']);
+    expect(hotfix.warnings.map((w) => w.requirement_id)).toEqual([
+      'WEB-1/checkout-e2e',
+      'WEB-1/planned',
+      'WEB-1/prod-canary',
+    ]);
     expect(hotfix.warnings[0]!.message).toContain('no environment');
   });
 
   test('Q3 deployment_run_qa rows are materialized at creation from flow defaults and item roll-ups', async () => {
     const run = await create({ items: ['WEB-1', 'WEB-2'] });
-    const qa = await t.db.selectFrom('deployment_run_qa').select(['check_name', 'source', 'blocking', 'status', 'stage_name']).where('run_id', '=', run.run_id).orderBy('check_name').execute();
+    const qa = await t.db
+      .selectFrom('deployment_run_qa')
+      .select(['check_name', 'source', 'blocking', 'status', 'stage_name'])
+      .where('run_id', '=', run.run_id)
+      .orderBy('check_name')
+      .execute();
     expect(qa).toEqual([
-      { check_name: 'WEB-1/checkout-e2e', source: 'item-rollup', blocking: true, status: 'pending', stage_name: 'stage-qa' },
-      { check_name: 'WEB-2/gift-smoke', source: 'item-rollup', blocking: true, status: 'pending', stage_name: 'stage-qa' },
+      {
+        check_name: 'WEB-1/checkout-e2e',
+        source: 'item-rollup',
+        blocking: true,
+        status: 'pending',
+        stage_name: 'stage-qa',
+      },
+      {
+        check_name: 'WEB-2/gift-smoke',
+        source: 'item-rollup',
+        blocking: true,
+        status: 'pending',
+        stage_name: 'stage-qa',
+      },
       { check_name: 'smoke-test', source: 'flow-default', blocking: true, status: 'pending', stage_name: 'stage-qa' },
     ]);
   });
 
   test('D4 start-for-item creates, enrols and validates in one transaction; a refusal writes nothing', async () => {
     const started = await r.startForItem({ sessionId: 'd1', items: ['WEB-2'], candidate: SHA });
-    expect(started).toMatchObject({ project: 'web', flow: 'release', target: 'production', member_items: ['WEB-2'], idempotency_basis: null });
+    expect(started).toMatchObject({
+      project: 'web',
+      flow: 'release',
+      target: 'production',
+      member_items: ['WEB-2'],
+      idempotency_basis: null,
+    });
     const runsBefore = await t.db.selectFrom('deployment_runs').select('run_id').execute();
-    expect((await refusalOf(r.startForItem({ items: ['WEB-1', 'API-1'], candidate: SHA }))).code).toBe('items_span_projects');
-    expect((await refusalOf(r.startForItem({ items: ['WEB-1'], candidate: SHA, requirementIds: ['WEB-1/missing'] }))).code).toBe('unknown_requirement');
+    expect((await refusalOf(r.startForItem({ items: ['WEB-1', 'API-1'], candidate: SHA }))).code).toBe(
+      'items_span_projects',
+    );
+    expect(
+      (await refusalOf(r.startForItem({ items: ['WEB-1'], candidate: SHA, requirementIds: ['WEB-1/missing'] }))).code,
+    ).toBe('unknown_requirement');
     expect(await t.db.selectFrom('deployment_runs').select('run_id').execute()).toEqual(runsBefore);
-    expect(await t.db.selectFrom('deployment_run_items').select('run_id').where('run_id', 'not in', runsBefore.map((x) => x.run_id)).execute()).toEqual([]);
+    expect(
+      await t.db
+        .selectFrom('deployment_run_items')
+        .select('run_id')
+        .where(
+          'run_id',
+          'not in',
+          runsBefore.map((x) => x.run_id),
+        )
+        .execute(),
+    ).toEqual([]);
   });
 
   test('D1 get lists members and audited removals; carried_work is derived live before the freeze and recorded at it', async () => {
     const run = await create({ items: ['WEB-1', 'WEB-2'] });
     const live = await r.getRun({ runId: run.run_id, fields: ['carried_work'] });
     expect(live).toEqual({ run_id: run.run_id, carried_work: { recorded: false, items: expect.any(Array) } });
-    const removed = await r.removeItem({ sessionId: 'd1', runId: run.run_id, item: 'WEB-2', reason: 'moved to the next release' });
+    const removed = await r.removeItem({
+      sessionId: 'd1',
+      runId: run.run_id,
+      item: 'WEB-2',
+      reason: 'moved to the next release',
+    });
     expect(removed).toMatchObject({ item: 'WEB-2', reason: 'moved to the next release', later_run_id: null });
     const next = await create({ idempotencyKey: 'k-next', items: ['WEB-2'] });
     const view = await r.getRun({ runId: run.run_id, fields: ['member_items', 'membership_removals'] });
     expect(view.member_items!.map((m) => m.item)).toEqual(['WEB-1']);
-    expect(view.membership_removals).toEqual([expect.objectContaining({ item: 'WEB-2', reason: 'moved to the next release', later_run_id: next.run_id, removed_at: expect.any(String) })]);
+    expect(view.membership_removals).toEqual([
+      expect.objectContaining({
+        item: 'WEB-2',
+        reason: 'moved to the next release',
+        later_run_id: next.run_id,
+        removed_at: expect.any(String),
+      }),
+    ]);
     // its unsettled roll-up was retracted with the removal
-    const rollup = await t.db.selectFrom('deployment_run_qa').select(['retraction']).where('run_id', '=', run.run_id).where('check_name', '=', 'WEB-2/gift-smoke').executeTakeFirstOrThrow();
+    const rollup = await t.db
+      .selectFrom('deployment_run_qa')
+      .select(['retraction'])
+      .where('run_id', '=', run.run_id)
+      .where('check_name', '=', 'WEB-2/gift-smoke')
+      .executeTakeFirstOrThrow();
     expect(rollup.retraction).toBe('manual');
-    await expect(refusalOf(r.getRun({ runId: run.run_id, fields: ['nope'] }))).resolves.toMatchObject({ code: 'unknown_run_field', kind: 'usage' });
+    await expect(refusalOf(r.getRun({ runId: run.run_id, fields: ['nope'] }))).resolves.toMatchObject({
+      code: 'unknown_run_field',
+      kind: 'usage',
+    });
   });
 
   test('D2 member_closure appears only when asked and changes nothing', async () => {
     const run = await create();
     expect(await r.getRun({ runId: run.run_id })).not.toHaveProperty('member_closure');
-    const snapshot = async () => JSON.stringify(await Promise.all(['deployment_runs', 'deployment_run_items', 'deployment_run_qa', 'item_qa_cases'].map((table) => sql`SELECT * FROM ${sql.table(table)} ORDER BY 1, 2`.execute(t.db).then((x) => x.rows))));
+    const snapshot = async () =>
+      JSON.stringify(
+        await Promise.all(
+          ['deployment_runs', 'deployment_run_items', 'deployment_run_qa', 'item_qa_cases'].map((table) =>
+            sql`SELECT * FROM ${sql.table(table)} ORDER BY 1, 2`.execute(t.db).then((x) => x.rows),
+          ),
+        ),
+      );
     const before = await snapshot();
     const view = await r.getRun({ runId: run.run_id, includeMemberClosure: true });
-    expect(view.member_closure).toEqual([{
-      item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e'], phases: ['post_deploy'], targets: ['stage'], blocked: true,
-      blocked_reasons: ['WEB-1/checkout-e2e pending'], atomic_siblings: [], other_target_deferrals: [expect.stringContaining('WEB-1/prod-canary declares environment production')],
-    }]);
+    expect(view.member_closure).toEqual([
+      {
+        item: 'WEB-1',
+        requirement_ids: ['WEB-1/checkout-e2e'],
+        phases: ['post_deploy'],
+        targets: ['stage'],
+        blocked: true,
+        blocked_reasons: ['WEB-1/checkout-e2e pending'],
+        atomic_siblings: [],
+        other_target_deferrals: [expect.stringContaining('WEB-1/prod-canary declares environment production')],
+      },
+    ]);
     expect(await snapshot()).toBe(before);
   });
 });
@@ -188,10 +378,17 @@ describe('occupancy, drivers and lifecycle', () => {
     expect(refused.code).toBe('target_occupied');
     expect(refused.details).toEqual({
       origin: 'http://stage.example.test',
-      holder: { run_id: web.run_id, project: 'web', stage: 'deploy-stage', open_lines: ['deploying: stage deploy-stage'] },
+      holder: {
+        run_id: web.run_id,
+        project: 'web',
+        stage: 'deploy-stage',
+        open_lines: ['deploying: stage deploy-stage'],
+      },
     });
     expect(refused.message).toContain(`occupied by run ${web.run_id} (project web, stage deploy-stage)`);
-    expect(refused.recovery).toContain(`yoke deployment-runs terminalize ${web.run_id} --disposition cancelled --reason R`);
+    expect(refused.recovery).toContain(
+      `yoke deployment-runs terminalize ${web.run_id} --disposition cancelled --reason R`,
+    );
     expect((await r.getRun({ runId: api.run_id })).status).toBe('created');
   });
 
@@ -202,13 +399,17 @@ describe('occupancy, drivers and lifecycle', () => {
     await r.beginStage({ runId: web.run_id, ordinal: 1 });
     const other = await create({ idempotencyKey: 'k2', items: [] });
     const refused = await refusalOf(r.executeRun({ sessionId: 'd2', runId: other.run_id }));
-    expect((refused.details.holder as { open_lines: string[] }).open_lines).toEqual(['qa: stage stage-qa awaits WEB-1/checkout-e2e, smoke-test']);
+    expect((refused.details.holder as { open_lines: string[] }).open_lines).toEqual([
+      'qa: stage stage-qa awaits WEB-1/checkout-e2e, smoke-test',
+    ]);
     await r.recordQaVerdict({ sessionId: 'd2', runId: web.run_id, checkName: 'smoke-test', status: 'passed' });
     await r.recordQaVerdict({ sessionId: 'd2', runId: web.run_id, checkName: 'WEB-1/checkout-e2e', status: 'waived' });
     await r.finishStage({ runId: web.run_id, ordinal: 1, result: { ok: true, detail: 'qa settled' } });
     // still executing (approval and production deploy ahead), but no longer occupying
     expect((await r.getRun({ runId: web.run_id })).occupancy).toMatchObject({ occupying: false });
-    await expect(r.executeRun({ sessionId: 'd2', runId: other.run_id })).resolves.toMatchObject({ status: 'executing' });
+    await expect(r.executeRun({ sessionId: 'd2', runId: other.run_id })).resolves.toMatchObject({
+      status: 'executing',
+    });
   });
 
   test('O1 a flow without QA stages holds its origins until terminal', async () => {
@@ -226,21 +427,32 @@ describe('occupancy, drivers and lifecycle', () => {
     const a2 = await create({ flow: 'preview-a', target: 'preview-a', idempotencyKey: 'a2', items: [] });
     const b = await create({ flow: 'preview-b', target: 'preview-b', idempotencyKey: 'b', items: [] });
     expect((await r.executeRun({ sessionId: 'd1', runId: a1.run_id })).occupancy_units).toEqual(['preview:web/pr-a']);
-    expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: a2.run_id }))).details.origin).toBe('preview:web/pr-a');
+    expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: a2.run_id }))).details.origin).toBe(
+      'preview:web/pr-a',
+    );
     await expect(r.executeRun({ sessionId: 'd1', runId: b.run_id })).resolves.toMatchObject({ status: 'executing' });
     const release = await create({ target: 'production', idempotencyKey: 'prod', items: [] });
-    expect((await r.executeRun({ sessionId: 'd1', runId: release.run_id })).occupancy_units).toEqual(['http://stage.example.test', 'https://web.example.test']);
+    expect((await r.executeRun({ sessionId: 'd1', runId: release.run_id })).occupancy_units).toEqual([
+      'http://stage.example.test',
+      'https://web.example.test',
+    ]);
   });
 
   test('O2 race: two runs on environments sharing one origin started at the same instant: exactly one executes', async () => {
     const web = await create();
     const api = await create({ project: 'api', items: ['API-1'], idempotencyKey: 'api' });
     const [a, b] = [deploymentRunActivities({ db: t.connect(1) }), deploymentRunActivities({ db: t.connect(1) })];
-    const outcomes = await Promise.allSettled([a.executeRun({ sessionId: 'd1', runId: web.run_id }), b.executeRun({ sessionId: 'd2', runId: api.run_id })]);
+    const outcomes = await Promise.allSettled([
+      a.executeRun({ sessionId: 'd1', runId: web.run_id }),
+      b.executeRun({ sessionId: 'd2', runId: api.run_id }),
+    ]);
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     const loser = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')!.reason as YokeError;
     expect(loser.code).toBe('target_occupied');
-    expect(loser.details).toMatchObject({ origin: 'http://stage.example.test', holder: { open_lines: [expect.stringMatching(/^deploying: stage /)] } });
+    expect(loser.details).toMatchObject({
+      origin: 'http://stage.example.test',
+      holder: { open_lines: [expect.stringMatching(/^deploying: stage /)] },
+    });
   });
 
   test('O4 failure retracts unsettled run requirements in the status transaction; retry restores them; cancelled runs cannot restart', async () => {
@@ -248,12 +460,34 @@ describe('occupancy, drivers and lifecycle', () => {
     await r.executeRun({ sessionId: 'd1', runId: run.run_id });
     await r.recordQaVerdict({ sessionId: 'd1', runId: run.run_id, checkName: 'smoke-test', status: 'passed' });
     await r.removeItem({ sessionId: 'd1', runId: run.run_id, item: 'WEB-2', reason: 'not ready' }); // a manual retraction
-    const failed = await r.terminalizeRun({ sessionId: 'd1', runId: run.run_id, disposition: 'failed', reason: 'stage smoke broke' });
+    const failed = await r.terminalizeRun({
+      sessionId: 'd1',
+      runId: run.run_id,
+      disposition: 'failed',
+      reason: 'stage smoke broke',
+    });
     expect(failed).toEqual({ run_id: run.run_id, status: 'failed', retracted: ['WEB-1/checkout-e2e'] });
-    const qa = async () => Object.fromEntries((await t.db.selectFrom('deployment_run_qa').select(['check_name', 'status', 'retraction']).where('run_id', '=', run.run_id).execute()).map((q) => [q.check_name, `${q.status}/${q.retraction}`]));
-    expect(await qa()).toEqual({ 'WEB-1/checkout-e2e': 'pending/automatic', 'WEB-2/gift-smoke': 'pending/manual', 'smoke-test': 'passed/null' });
+    const qa = async () =>
+      Object.fromEntries(
+        (
+          await t.db
+            .selectFrom('deployment_run_qa')
+            .select(['check_name', 'status', 'retraction'])
+            .where('run_id', '=', run.run_id)
+            .execute()
+        ).map((q) => [q.check_name, `${q.status}/${q.retraction}`]),
+      );
+    expect(await qa()).toEqual({
+      'WEB-1/checkout-e2e': 'pending/automatic',
+      'WEB-2/gift-smoke': 'pending/manual',
+      'smoke-test': 'passed/null',
+    });
     await r.retryRun({ sessionId: 'd1', runId: run.run_id });
-    expect(await qa()).toEqual({ 'WEB-1/checkout-e2e': 'pending/null', 'WEB-2/gift-smoke': 'pending/manual', 'smoke-test': 'passed/null' });
+    expect(await qa()).toEqual({
+      'WEB-1/checkout-e2e': 'pending/null',
+      'WEB-2/gift-smoke': 'pending/manual',
+      'smoke-test': 'passed/null',
+    });
     expect((await r.getRun({ runId: run.run_id })).status).toBe('executing');
     await r.terminalizeRun({ sessionId: 'd1', runId: run.run_id, disposition: 'cancelled', reason: 'abandoned' });
     expect((await refusalOf(r.retryRun({ sessionId: 'd1', runId: run.run_id }))).code).toBe('run_cancelled');
@@ -274,11 +508,23 @@ describe('occupancy, drivers and lifecycle', () => {
       expect(refused.code).toBe('run_driven_elsewhere');
       expect(refused.details).toMatchObject({ driver_session_id: 'd1' });
     }
-    await expect(r.heartbeatRun({ sessionId: 'd1', runId: run.run_id })).resolves.toMatchObject({ driver_session_id: 'd1', took_over: false });
+    await expect(r.heartbeatRun({ sessionId: 'd1', runId: run.run_id })).resolves.toMatchObject({
+      driver_session_id: 'd1',
+      took_over: false,
+    });
     // a lapsed attachment frees the run by itself
-    await t.db.updateTable('deployment_runs').set({ driver_heartbeat_at: sql`now() - interval '11 minutes'` }).where('run_id', '=', run.run_id).execute();
+    await t.db
+      .updateTable('deployment_runs')
+      .set({ driver_heartbeat_at: sql`now() - interval '11 minutes'` })
+      .where('run_id', '=', run.run_id)
+      .execute();
     expect((await r.getRun({ runId: run.run_id })).driver).toMatchObject({ session_id: 'd1', live: false });
-    await expect(r.addItem({ sessionId: 'd2', runId: run.run_id, item: 'WEB-2', requirementIds: [], planIds: [] })).resolves.toMatchObject({ item: 'WEB-2' });
-    await expect(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id })).resolves.toMatchObject({ driver_session_id: 'd2', took_over: true });
+    await expect(
+      r.addItem({ sessionId: 'd2', runId: run.run_id, item: 'WEB-2', requirementIds: [], planIds: [] }),
+    ).resolves.toMatchObject({ item: 'WEB-2' });
+    await expect(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id })).resolves.toMatchObject({
+      driver_session_id: 'd2',
+      took_over: true,
+    });
   });
 });

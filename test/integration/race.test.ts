@@ -12,7 +12,8 @@ beforeEach(async () => {
   t = await createTestDatabase();
   const s = services(t.db);
   await seedLab(s);
-  for (let i = 0; i < RACERS; i++) await s.registerSession({ sessionId: `racer-${i}`, actorId: `agent-${i}`, project: 'web' });
+  for (let i = 0; i < RACERS; i++)
+    await s.registerSession({ sessionId: `racer-${i}`, actorId: `agent-${i}`, project: 'web' });
 });
 afterEach(async () => {
   await t.drop();
@@ -32,12 +33,19 @@ async function race(acquire: (db: Kysely<Database>, i: number) => Promise<unknow
 }
 
 async function liveCount(key: string): Promise<number> {
-  const rows = await t.db.selectFrom('work_claims').select('claim_id').where('key', '=', key).where('released_at', 'is', null).execute();
+  const rows = await t.db
+    .selectFrom('work_claims')
+    .select('claim_id')
+    .where('key', '=', key)
+    .where('released_at', 'is', null)
+    .execute();
   return rows.length;
 }
 
 test('C3 race: 20 concurrent acquirers of one QA_HOST key, exactly one wins', async () => {
-  const { winners, codes } = await race((db, i) => claimActivities({ db }).acquireCoordinationClaim({ sessionId: `racer-${i}`, key: 'QA_HOST:lab-1' }));
+  const { winners, codes } = await race((db, i) =>
+    claimActivities({ db }).acquireCoordinationClaim({ sessionId: `racer-${i}`, key: 'QA_HOST:lab-1' }),
+  );
   expect(winners).toHaveLength(1);
   expect(codes).toEqual(Array(RACERS - 1).fill('claim_held'));
   expect(await liveCount('QA_HOST:lab-1')).toBe(1);
@@ -45,7 +53,13 @@ test('C3 race: 20 concurrent acquirers of one QA_HOST key, exactly one wins', as
 
 test('C3 race: 20 items of one project race for one migration model, exactly one wins', async () => {
   const { winners, codes } = await race((db, i) =>
-    claimActivities({ db }).acquireCoordinationClaim({ sessionId: `racer-${i}`, key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: `WEB-${i + 1}` }));
+    claimActivities({ db }).acquireCoordinationClaim({
+      sessionId: `racer-${i}`,
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: `WEB-${i + 1}`,
+    }),
+  );
   expect(winners).toHaveLength(1);
   expect(codes).toEqual(Array(RACERS - 1).fill('claim_held'));
   expect(await liveCount('LIVE_DB_MIGRATION:orders')).toBe(1);
@@ -53,7 +67,12 @@ test('C3 race: 20 items of one project race for one migration model, exactly one
 
 test('C3 race: 20 concurrent acquirers of one route qualification grant, exactly one wins', async () => {
   const { winners, codes } = await race((db, i) =>
-    claimActivities({ db }).acquireCoordinationClaim({ sessionId: `racer-${i}`, key: 'ROUTE_QUALIFICATION:beta', project: 'web' }));
+    claimActivities({ db }).acquireCoordinationClaim({
+      sessionId: `racer-${i}`,
+      key: 'ROUTE_QUALIFICATION:beta',
+      project: 'web',
+    }),
+  );
   expect(winners).toHaveLength(1);
   expect(codes).toEqual(Array(RACERS - 1).fill('claim_held'));
   expect(await liveCount('ROUTE_QUALIFICATION:beta')).toBe(1);

@@ -7,7 +7,14 @@ import { UNRECORDED_USAGE_UNDERCOUNT } from '../../domain/usage/buckets';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
 import {
-  claudeAssistant, claudeProgress, claudeUser, codexMeta, codexTokens, codexTurn, fixtureDir, writeLines,
+  claudeAssistant,
+  claudeProgress,
+  claudeUser,
+  codexMeta,
+  codexTokens,
+  codexTurn,
+  fixtureDir,
+  writeLines,
 } from '../helpers/usageFixtures';
 
 let t: TestDatabase;
@@ -19,23 +26,46 @@ beforeEach(async () => {
   u = sessionUsageActivities({ db: t.db });
   dir = fixtureDir();
   const s = sessionActivities({ db: t.db });
-  for (const [id, harness] of [['c1', 'claude'], ['x1', 'codex'], ['k1', 'cursor']] as const) await s.registerSession({ sessionId: id, actorId: 'a', harness, machine: 'm1' });
+  for (const [id, harness] of [
+    ['c1', 'claude'],
+    ['x1', 'codex'],
+    ['k1', 'cursor'],
+  ] as const)
+    await s.registerSession({ sessionId: id, actorId: 'a', harness, machine: 'm1' });
 });
 afterEach(async () => {
   await t.drop();
 });
 
-const foldClaude = (path: string, session = 'c1') => u.foldSessionUsage({ sessionId: session, harness: 'claude', artifacts: [path] });
+const foldClaude = (path: string, session = 'c1') =>
+  u.foldSessionUsage({ sessionId: session, harness: 'claude', artifacts: [path] });
 const fields = async (id: string) => (await u.usageFields([id])).get(id)!;
 const model = 'claude-sonnet-4-5-20250929';
 
 describe('Claude transcripts', () => {
   test('U5 U7 message.usage becomes disjoint buckets: cache writes split by lifetime, thinking inside output, iterations ignored', async () => {
     const main = join(dir, 's1.jsonl');
-    writeLines(main, [claudeAssistant('m1', { input: 100, cacheRead: 1000, cacheCreate: 700, write5m: 200, write1h: 400, output: 50, thinking: 20 })]);
+    writeLines(main, [
+      claudeAssistant('m1', {
+        input: 100,
+        cacheRead: 1000,
+        cacheCreate: 700,
+        write5m: 200,
+        write1h: 400,
+        output: 50,
+        thinking: 20,
+      }),
+    ]);
     const r = await foldClaude(main);
     // the 100-token remainder of the aggregate not covered by the split is a 5-minute write
-    expect(r.totals[model]!.all).toEqual({ input: 100, cached_input: 1000, cache_write: 300, cache_write_long: 400, output: 50, reasoning: 20 });
+    expect(r.totals[model]!.all).toEqual({
+      input: 100,
+      cached_input: 1000,
+      cache_write: 300,
+      cache_write_long: 400,
+      output: 50,
+      reasoning: 20,
+    });
     expect(r.usage_tokens).toBe(100 + 1000 + 300 + 400 + 50); // reasoning is never added again
     expect(r.status).toBe('measured');
     expect((await fields('c1')).usage_note).toContain(UNRECORDED_USAGE_UNDERCOUNT);
@@ -45,10 +75,20 @@ describe('Claude transcripts', () => {
     const main = join(dir, 's1.jsonl');
     const streamed = [1, 1, 1130].map((output) => claudeAssistant('m1', { input: 10, output }));
     const later = Array.from({ length: 6 }, (_, i) => claudeAssistant(`z${i}`, { input: 1, output: 1 })); // closes m1 before its replay appears
-    writeLines(main, [...streamed, claudeProgress(claudeAssistant('sub1', { input: 5, output: 7 }).message), claudeUser({ input_tokens: 999, output_tokens: 999 }),
-      claudeAssistant('syn', { input: 999, output: 999 }, { model: '<synthetic>' }), ...later]);
-    writeLines(join(dir, 's1', 'subagents', 'agent-a1.jsonl'), [claudeAssistant('sub1', { input: 5, output: 7 }), claudeAssistant('m1', { input: 10, output: 1130 }, { sidechain: true })]);
-    writeLines(join(dir, 's1', 'subagents', 'agent-a2.jsonl'), [claudeAssistant('sub2', { input: 3, output: 4 }, { model: 'claude-opus-4-5' })]);
+    writeLines(main, [
+      ...streamed,
+      claudeProgress(claudeAssistant('sub1', { input: 5, output: 7 }).message),
+      claudeUser({ input_tokens: 999, output_tokens: 999 }),
+      claudeAssistant('syn', { input: 999, output: 999 }, { model: '<synthetic>' }),
+      ...later,
+    ]);
+    writeLines(join(dir, 's1', 'subagents', 'agent-a1.jsonl'), [
+      claudeAssistant('sub1', { input: 5, output: 7 }),
+      claudeAssistant('m1', { input: 10, output: 1130 }, { sidechain: true }),
+    ]);
+    writeLines(join(dir, 's1', 'subagents', 'agent-a2.jsonl'), [
+      claudeAssistant('sub2', { input: 3, output: 4 }, { model: 'claude-opus-4-5' }),
+    ]);
     const r = await foldClaude(main);
     expect(r.totals[model]!.all).toMatchObject({ input: 21, output: 1143 });
     expect(r.totals['claude-opus-4-5']!.all).toMatchObject({ input: 3, output: 4 });
@@ -60,9 +100,17 @@ describe('Claude transcripts', () => {
     writeLines(main, [claudeAssistant('m1', { input: 10, output: 5 })]);
     expect((await foldClaude(main)).usage_tokens).toBe(15);
     expect((await foldClaude(main)).usage_tokens).toBe(15);
-    writeLines(main, [claudeAssistant('m2', { input: 20, output: 10 }), claudeAssistant('m1', { input: 10, output: 5 })], true);
+    writeLines(
+      main,
+      [claudeAssistant('m2', { input: 20, output: 10 }), claudeAssistant('m1', { input: 10, output: 5 })],
+      true,
+    );
     expect((await foldClaude(main)).usage_tokens).toBe(45);
-    const cp = await t.db.selectFrom('session_usage').select('checkpoint').where('session_id', '=', 'c1').executeTakeFirstOrThrow();
+    const cp = await t.db
+      .selectFrom('session_usage')
+      .select('checkpoint')
+      .where('session_id', '=', 'c1')
+      .executeTakeFirstOrThrow();
     expect((cp.checkpoint as { files: Record<string, { offset: number }> }).files[main]!.offset).toBeGreaterThan(0);
     // a half-written last row is left for the next fold, never split
     appendFileSync(main, JSON.stringify(claudeAssistant('m3', { input: 1, output: 1 })).slice(0, 40));
@@ -71,7 +119,11 @@ describe('Claude transcripts', () => {
 
   test('U9 an oversized irrelevant row costs no completeness; an unreadable assistant row marks partial with its reason', async () => {
     const main = join(dir, 's1.jsonl');
-    const snapshot = JSON.stringify({ type: 'file-history-snapshot', snapshot: 'x'.repeat(9 * 1024 * 1024), usage: 'mentions usage' });
+    const snapshot = JSON.stringify({
+      type: 'file-history-snapshot',
+      snapshot: 'x'.repeat(9 * 1024 * 1024),
+      usage: 'mentions usage',
+    });
     writeFileSync(main, `${JSON.stringify(claudeAssistant('m1', { input: 10, output: 5 }))}\n${snapshot}\n`);
     const clean = await foldClaude(main);
     expect(clean).toMatchObject({ status: 'measured', usage_tokens: 15, reasons: [] });
@@ -84,7 +136,10 @@ describe('Claude transcripts', () => {
 
   test('U10 a truncated file is re-read from the start and marked partial; a reading of nothing never replaces a measured one', async () => {
     const main = join(dir, 's1.jsonl');
-    writeLines(main, [claudeAssistant('m1', { input: 10, output: 5 }), claudeAssistant('m2', { input: 10, output: 5 })]);
+    writeLines(main, [
+      claudeAssistant('m1', { input: 10, output: 5 }),
+      claudeAssistant('m2', { input: 10, output: 5 }),
+    ]);
     await foldClaude(main);
     writeLines(main, [claudeAssistant('m3', { input: 1, output: 1 })]);
     const rotated = await foldClaude(main);
@@ -93,7 +148,10 @@ describe('Claude transcripts', () => {
     expect(rotated.usage_tokens).toBe(32); // what was measured is never unlearned
     // a re-fold (new reader version) that finds nothing readable measures nothing: the measured reading stays
     truncateSync(main, 0);
-    await t.db.updateTable('session_usage').set({ checkpoint: JSON.stringify({ reader_version: 0, files: {}, reasons: [] }) }).execute();
+    await t.db
+      .updateTable('session_usage')
+      .set({ checkpoint: JSON.stringify({ reader_version: 0, files: {}, reasons: [] }) })
+      .execute();
     const kept = await foldClaude(main);
     expect(kept).toMatchObject({ replaced: false, status: 'partial', usage_tokens: 32 });
   });
@@ -103,14 +161,25 @@ describe('Claude transcripts', () => {
     writeLines(none, [{ type: 'user', message: { role: 'user', content: 'hello' } }]);
     const r = await foldClaude(none);
     expect(r).toMatchObject({ status: 'unavailable', usage_tokens: 0 });
-    expect(await fields('c1')).toMatchObject({ usage_tokens: null, usage_status: 'unavailable', usage_cost_usd: null, usage_cost_status: 'unavailable' });
+    expect(await fields('c1')).toMatchObject({
+      usage_tokens: null,
+      usage_status: 'unavailable',
+      usage_cost_usd: null,
+      usage_cost_status: 'unavailable',
+    });
     expect((await fields('c1')).usage_note).toMatch(/^no usage source was found/);
-    expect(await fields('x1')).toMatchObject({ usage_status: 'unavailable', usage_note: expect.stringContaining('nothing has been folded') });
+    expect(await fields('x1')).toMatchObject({
+      usage_status: 'unavailable',
+      usage_note: expect.stringContaining('nothing has been folded'),
+    });
   });
 
   test('U10 concurrent fold requests for one session are serialized and count every call once', async () => {
     const main = join(dir, 's1.jsonl');
-    writeLines(main, Array.from({ length: 200 }, (_, i) => claudeAssistant(`m${i}`, { input: 1, output: 1 })));
+    writeLines(
+      main,
+      Array.from({ length: 200 }, (_, i) => claudeAssistant(`m${i}`, { input: 1, output: 1 })),
+    );
     const pools = Array.from({ length: 5 }, () => sessionUsageActivities({ db: t.connect(1) }));
     await Promise.all(pools.map((p) => p.foldSessionUsage({ sessionId: 'c1', harness: 'claude', artifacts: [main] })));
     expect((await fields('c1')).usage_tokens).toBe(400);
@@ -120,7 +189,12 @@ describe('Claude transcripts', () => {
     const main = join(dir, 's1.jsonl');
     writeLines(main, [claudeAssistant('m1', { input: 10, output: 5 })]);
     await foldClaude(main);
-    await t.db.updateTable('session_usage').set({ checkpoint: JSON.stringify({ reader_version: 0, files: { [main]: { offset: 999999, size: 1 } }, reasons: [] }) }).execute();
+    await t.db
+      .updateTable('session_usage')
+      .set({
+        checkpoint: JSON.stringify({ reader_version: 0, files: { [main]: { offset: 999999, size: 1 } }, reasons: [] }),
+      })
+      .execute();
     expect((await foldClaude(main)).usage_tokens).toBe(15);
   });
 });
@@ -129,11 +203,16 @@ describe('Codex rollouts', () => {
   test('U5 U6 cumulative token_count totals per thread; info:null and re-emitted totals cannot inflate; child threads summed once', async () => {
     const parent = join(dir, 'rollout-2026-11-29T10-00-00-aaaaaaaa-0000-0000-0000-000000000001.jsonl');
     writeLines(parent, [
-      codexMeta('aaaaaaaa-0000-0000-0000-000000000001', '2026-11-29T10:00:00Z'), codexTurn('gpt-5-codex'),
+      codexMeta('aaaaaaaa-0000-0000-0000-000000000001', '2026-11-29T10:00:00Z'),
+      codexTurn('gpt-5-codex'),
       codexTokens('2026-11-29T10:00:02Z', null),
       codexTokens('2026-11-29T10:00:03Z', { input: 1000, cached: 400, output: 300, reasoning: 100 }),
       codexTokens('2026-11-29T10:00:04Z', { input: 1000, cached: 400, output: 300, reasoning: 100 }), // re-emitted
-      { timestamp: '2026-11-29T10:00:05Z', type: 'response_item', payload: { type: 'SubAgentActivity', thread_id: 'bbbbbbbb-0000-0000-0000-000000000002' } },
+      {
+        timestamp: '2026-11-29T10:00:05Z',
+        type: 'response_item',
+        payload: { type: 'SubAgentActivity', thread_id: 'bbbbbbbb-0000-0000-0000-000000000002' },
+      },
     ]);
     const child = join(dir, 'rollout-2026-11-29T10-00-06-bbbbbbbb-0000-0000-0000-000000000002.jsonl');
     writeLines(child, [
@@ -146,38 +225,85 @@ describe('Codex rollouts', () => {
     ]);
     const r = await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] });
     // input excludes cached input; output includes reasoning (a labelled subset)
-    expect(r.totals['gpt-5-codex']!.all).toEqual({ input: 600 + 150, cached_input: 400 + 50, cache_write: 0, cache_write_long: 0, output: 380, reasoning: 130 });
-    expect((await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] })).usage_tokens).toBe(r.usage_tokens);
+    expect(r.totals['gpt-5-codex']!.all).toEqual({
+      input: 600 + 150,
+      cached_input: 400 + 50,
+      cache_write: 0,
+      cache_write_long: 0,
+      output: 380,
+      reasoning: 130,
+    });
+    expect((await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] })).usage_tokens).toBe(
+      r.usage_tokens,
+    );
   });
 
   test('U3 Codex attests its served model and context window from the rollout; a request never attests', async () => {
     const path = join(dir, 'rollout-w.jsonl');
-    writeLines(path, [codexMeta('dddddddd-0000-0000-0000-000000000004', '2026-11-29T10:00:00Z'), codexTurn('gpt-5.1-codex'),
-      codexTokens('2026-11-29T10:00:03Z', { input: 10, cached: 0, output: 1, reasoning: 0 })]);
+    writeLines(path, [
+      codexMeta('dddddddd-0000-0000-0000-000000000004', '2026-11-29T10:00:00Z'),
+      codexTurn('gpt-5.1-codex'),
+      codexTokens('2026-11-29T10:00:03Z', { input: 10, cached: 0, output: 1, reasoning: 0 }),
+    ]);
     await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
-    const row = await t.db.selectFrom('sessions').select(['served_model', 'served_window', 'requested_model']).where('session_id', '=', 'x1').executeTakeFirstOrThrow();
+    const row = await t.db
+      .selectFrom('sessions')
+      .select(['served_model', 'served_window', 'requested_model'])
+      .where('session_id', '=', 'x1')
+      .executeTakeFirstOrThrow();
     expect(row).toEqual({ served_model: 'gpt-5.1-codex', served_window: 272000, requested_model: null });
   });
 
   test('U8 a thread served by several models gets a cost_caveat, separate from token completeness', async () => {
     const path = join(dir, 'rollout-x.jsonl');
-    writeLines(path, [codexMeta('cccccccc-0000-0000-0000-000000000003', '2026-11-29T10:00:00Z'), codexTurn('gpt-5-codex'), codexTurn('gpt-5.2-codex'),
-      codexTokens('2026-11-29T10:00:03Z', { input: 100, cached: 0, output: 10, reasoning: 0 })]);
+    writeLines(path, [
+      codexMeta('cccccccc-0000-0000-0000-000000000003', '2026-11-29T10:00:00Z'),
+      codexTurn('gpt-5-codex'),
+      codexTurn('gpt-5.2-codex'),
+      codexTokens('2026-11-29T10:00:03Z', { input: 100, cached: 0, output: 10, reasoning: 0 }),
+    ]);
     const r = await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
     expect(r.status).toBe('measured');
-    expect(await fields('x1')).toMatchObject({ usage_status: 'measured', cost_caveat: expect.stringContaining('several models served thread') });
+    expect(await fields('x1')).toMatchObject({
+      usage_status: 'measured',
+      cost_caveat: expect.stringContaining('several models served thread'),
+    });
   });
 });
 
 describe('Cursor', () => {
   test('U11 a settled print-mode result is folded once per request_id; a half-written capture is not read; older builds are unavailable', async () => {
     const capture = join(dir, 'result.json');
-    writeFileSync(capture, JSON.stringify({ type: 'result', subtype: 'success', is_error: false, session_id: 'k', request_id: 'r1', usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 50, cacheWriteTokens: 5 } }).slice(0, 30));
-    expect((await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [capture] })).status).toBe('unavailable');
-    writeFileSync(capture, JSON.stringify({ type: 'result', subtype: 'success', is_error: false, session_id: 'k', request_id: 'r1', usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 50, cacheWriteTokens: 5 } }));
+    writeFileSync(
+      capture,
+      JSON.stringify({
+        type: 'result',
+        subtype: 'success',
+        is_error: false,
+        session_id: 'k',
+        request_id: 'r1',
+        usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 50, cacheWriteTokens: 5 },
+      }).slice(0, 30),
+    );
+    expect((await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [capture] })).status).toBe(
+      'unavailable',
+    );
+    writeFileSync(
+      capture,
+      JSON.stringify({
+        type: 'result',
+        subtype: 'success',
+        is_error: false,
+        session_id: 'k',
+        request_id: 'r1',
+        usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 50, cacheWriteTokens: 5 },
+      }),
+    );
     const r = await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [capture] });
     expect(r.usage_tokens).toBe(175);
-    expect((await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [capture] })).usage_tokens).toBe(175);
+    expect((await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [capture] })).usage_tokens).toBe(
+      175,
+    );
     const old = join(dir, 'old.json');
     writeFileSync(old, JSON.stringify({ type: 'result', subtype: 'success', session_id: 'k', request_id: '' }));
     const s = sessionActivities({ db: t.db });
@@ -190,12 +316,37 @@ describe('Cursor', () => {
   test('U6 Cursor child turns flagged is_subagent_session count, deduplicated by generation_id', async () => {
     const hooks = join(dir, 'hooks.jsonl');
     writeLines(hooks, [
-      { hook_event_name: 'stop', conversation_id: 'c', generation_id: 'g1', status: 'completed', loop_count: 1, input_tokens: 10, output_tokens: 2 },
-      { hook_event_name: 'stop', conversation_id: 'c', generation_id: 'g1', status: 'completed', loop_count: 1, input_tokens: 10, output_tokens: 2 },
-      { hook_event_name: 'stop', conversation_id: 'c', generation_id: 'g2', is_subagent_session: true, input_tokens: 5, output_tokens: 1 },
+      {
+        hook_event_name: 'stop',
+        conversation_id: 'c',
+        generation_id: 'g1',
+        status: 'completed',
+        loop_count: 1,
+        input_tokens: 10,
+        output_tokens: 2,
+      },
+      {
+        hook_event_name: 'stop',
+        conversation_id: 'c',
+        generation_id: 'g1',
+        status: 'completed',
+        loop_count: 1,
+        input_tokens: 10,
+        output_tokens: 2,
+      },
+      {
+        hook_event_name: 'stop',
+        conversation_id: 'c',
+        generation_id: 'g2',
+        is_subagent_session: true,
+        input_tokens: 5,
+        output_tokens: 1,
+      },
       { hook_event_name: 'stop', conversation_id: 'c', generation_id: 'g3', status: 'completed' },
     ]);
-    expect((await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [hooks] })).usage_tokens).toBe(18);
+    expect((await u.foldSessionUsage({ sessionId: 'k1', harness: 'cursor', artifacts: [hooks] })).usage_tokens).toBe(
+      18,
+    );
   });
 });
 
@@ -211,21 +362,53 @@ describe('cost and views', () => {
     // m1 is above 200k input: 6 + 22.5; m2 at the standard input rate: 0.3
     expect(await fields('c1')).toMatchObject({ usage_cost_usd: 28.8, usage_cost_status: 'priced' });
     const revision = join(dir, 'rev.json');
-    writeFileSync(revision, JSON.stringify({ revision_id: 'future', effective_at: '2099-01-01T00:00:00Z', source: 'test', rates: { 'claude-sonnet-4-20250514': { input: 1000, output: 1000 } } }));
+    writeFileSync(
+      revision,
+      JSON.stringify({
+        revision_id: 'future',
+        effective_at: '2099-01-01T00:00:00Z',
+        source: 'test',
+        rates: { 'claude-sonnet-4-20250514': { input: 1000, output: 1000 } },
+      }),
+    );
     expect(await u.importPricing({ file: revision })).toEqual({ revision_id: 'future', imported: true });
     expect((await fields('c1')).usage_cost_usd).toBe(28.8); // a later revision does not reprice this session
-    writeFileSync(revision, JSON.stringify({ revision_id: 'future', effective_at: '2099-01-01T00:00:00Z', source: 'test', rates: { x: { input: 1 } } }));
+    writeFileSync(
+      revision,
+      JSON.stringify({
+        revision_id: 'future',
+        effective_at: '2099-01-01T00:00:00Z',
+        source: 'test',
+        rates: { x: { input: 1 } },
+      }),
+    );
     expect((await refusalOf(u.importPricing({ file: revision }))).code).toBe('pricing_revision_immutable');
     await expect(sql`UPDATE pricing_revisions SET source = 'tampered'`.execute(t.db)).rejects.toThrow(/immutable/);
   });
 
   test('U12 an unknown model gives a named partial cost; an estimated revision stays labelled; price gaps never block capture', async () => {
     const revision = join(dir, 'est.json');
-    writeFileSync(revision, JSON.stringify({ revision_id: 'est-1', effective_at: '2020-01-01T00:00:00Z', source: 'guess', estimated: true, rates: { 'claude-sonnet-4-5': { input: 3, output: 15 } } }));
+    writeFileSync(
+      revision,
+      JSON.stringify({
+        revision_id: 'est-1',
+        effective_at: '2020-01-01T00:00:00Z',
+        source: 'guess',
+        estimated: true,
+        rates: { 'claude-sonnet-4-5': { input: 3, output: 15 } },
+      }),
+    );
     await u.importPricing({ file: revision });
-    await t.db.updateTable('sessions').set({ offered_at: sql`'2024-06-01'::timestamptz` }).where('session_id', '=', 'c1').execute();
+    await t.db
+      .updateTable('sessions')
+      .set({ offered_at: sql`'2024-06-01'::timestamptz` })
+      .where('session_id', '=', 'c1')
+      .execute();
     const main = join(dir, 's1.jsonl');
-    writeLines(main, [claudeAssistant('m1', { input: 1_000_000, output: 0 }), claudeAssistant('m2', { input: 10, output: 10 }, { model: 'claude-mystery-9' })]);
+    writeLines(main, [
+      claudeAssistant('m1', { input: 1_000_000, output: 0 }),
+      claudeAssistant('m2', { input: 10, output: 10 }, { model: 'claude-mystery-9' }),
+    ]);
     const folded = await foldClaude(main);
     expect(folded.status).toBe('measured');
     const f = await fields('c1');
@@ -236,13 +419,24 @@ describe('cost and views', () => {
 
   test('U13 the 24-hour cohort: ended inside it, or offered inside it and still open; probes and machine-less rows out', async () => {
     const s = sessionActivities({ db: t.db });
-    const set = (id: string, values: Record<string, unknown>) => t.db.updateTable('sessions').set(values as never).where('session_id', '=', id).execute();
+    const set = (id: string, values: Record<string, unknown>) =>
+      t.db
+        .updateTable('sessions')
+        .set(values as never)
+        .where('session_id', '=', id)
+        .execute();
     await s.registerSession({ sessionId: 'old-open', actorId: 'a', machine: 'm1' });
     await set('old-open', { offered_at: sql`now() - interval '3 days'` });
     await s.registerSession({ sessionId: 'old-ended-today', actorId: 'a', machine: 'm2' });
-    await set('old-ended-today', { offered_at: sql`now() - interval '3 days'`, terminated_at: sql`now() - interval '1 hour'` });
+    await set('old-ended-today', {
+      offered_at: sql`now() - interval '3 days'`,
+      terminated_at: sql`now() - interval '1 hour'`,
+    });
     await s.registerSession({ sessionId: 'ended-long-ago', actorId: 'a', machine: 'm1' });
-    await set('ended-long-ago', { offered_at: sql`now() - interval '3 days'`, ended_at: sql`now() - interval '2 days'` });
+    await set('ended-long-ago', {
+      offered_at: sql`now() - interval '3 days'`,
+      ended_at: sql`now() - interval '2 days'`,
+    });
     await s.registerSession({ sessionId: 'probe', actorId: 'a', machine: 'm1', probe: true });
     await s.registerSession({ sessionId: 'no-machine', actorId: 'a' });
     const cohort = (await u.last24hCohort()).map((c) => c.session_id).sort();
@@ -258,7 +452,13 @@ describe('cost and views', () => {
 
   test('U2 registration keeps requested facts apart from served ones, which stay unattested', async () => {
     const s = sessionActivities({ db: t.db });
-    const r = await s.registerSession({ sessionId: 'req', actorId: 'a', harness: 'claude', requestedModel: 'claude-opus-4-6', requestedWindow: 1_000_000 });
+    const r = await s.registerSession({
+      sessionId: 'req',
+      actorId: 'a',
+      harness: 'claude',
+      requestedModel: 'claude-opus-4-6',
+      requestedWindow: 1_000_000,
+    });
     expect(r.session.requested).toEqual({ model: 'claude-opus-4-6', effort: null, window: 1_000_000 });
     expect(r.session.served).toEqual({ model: null, window: null, attested_at: null });
   });

@@ -12,22 +12,36 @@ beforeEach(async () => {
   t = await createTestDatabase();
   s = services(t.db, { reservationLifetimeMs: 60_000 });
   await seedLab(s);
-  for (const id of ['q1', 'q2', 'q3']) await s.registerSession({ sessionId: id, actorId: `actor-${id}`, project: 'web' });
+  for (const id of ['q1', 'q2', 'q3'])
+    await s.registerSession({ sessionId: id, actorId: `actor-${id}`, project: 'web' });
 });
 afterEach(async () => {
   await t.drop();
 });
 
 const resume = (session: string) => `yoke coordination-claim acquire --key ${LAB} --session ${session}`;
-const acquire = (sessionId: string) => s.acquireCoordinationClaim({ sessionId, key: LAB, join: { resumeCommand: resume(sessionId) } });
+const acquire = (sessionId: string) =>
+  s.acquireCoordinationClaim({ sessionId, key: LAB, join: { resumeCommand: resume(sessionId) } });
 const waitsOn = (machine = 'lab-1') => s.listWaits({ testMachine: machine, all: true });
 
 /** Records a check the way finishCheck does, at a chosen moment, for the health rule. */
-async function recordCheck(kind: CheckKind, passed: boolean, secondsAgo: number, reason = passed ? 'passed' : 'exit_status_1') {
-  await t.db.insertInto('test_machine_checks').values({
-    test_machine: 'lab-1', kind, passed, reason, started_at: sql`now() - make_interval(secs => ${secondsAgo + 1})`,
-    finished_at: sql`now() - make_interval(secs => ${secondsAgo})`,
-  }).execute();
+async function recordCheck(
+  kind: CheckKind,
+  passed: boolean,
+  secondsAgo: number,
+  reason = passed ? 'passed' : 'exit_status_1',
+) {
+  await t.db
+    .insertInto('test_machine_checks')
+    .values({
+      test_machine: 'lab-1',
+      kind,
+      passed,
+      reason,
+      started_at: sql`now() - make_interval(secs => ${secondsAgo + 1})`,
+      finished_at: sql`now() - make_interval(secs => ${secondsAgo})`,
+    })
+    .execute();
 }
 
 async function unhealthy(): Promise<boolean> {
@@ -36,22 +50,51 @@ async function unhealthy(): Promise<boolean> {
 }
 
 const outcome = (kind: CheckKind, passed: boolean): CheckOutcome => ({
-  kind, passed, reason: passed ? 'passed' : 'exit_status_1', exit_code: passed ? 0 : 1, output_digest: null, output_excerpt: null, started_at: new Date().toISOString(),
+  kind,
+  passed,
+  reason: passed ? 'passed' : 'exit_status_1',
+  exit_code: passed ? 0 : 1,
+  output_digest: null,
+  output_excerpt: null,
+  started_at: new Date().toISOString(),
 });
 
 describe('test-machine waiting line', () => {
   test('W1 a join writes a qa_test_machine_waits row with the named columns', async () => {
     const held = await acquire('w1');
     await refusalOf(acquire('q1'));
-    const row = await t.db.selectFrom('qa_test_machine_waits')
-      .select(['test_machine', 'session_id', 'actor_id', 'queued_at', 'qa_plan_execution_id', 'state', 'claim_id', 'resume_command', 'rationale', 'settled_at'])
+    const row = await t.db
+      .selectFrom('qa_test_machine_waits')
+      .select([
+        'test_machine',
+        'session_id',
+        'actor_id',
+        'queued_at',
+        'qa_plan_execution_id',
+        'state',
+        'claim_id',
+        'resume_command',
+        'rationale',
+        'settled_at',
+      ])
       .executeTakeFirstOrThrow();
     expect(row).toMatchObject({
-      test_machine: 'lab-1', session_id: 'q1', actor_id: 'actor-q1', qa_plan_execution_id: null, state: 'waiting',
-      claim_id: null, resume_command: resume('q1'), settled_at: null,
+      test_machine: 'lab-1',
+      session_id: 'q1',
+      actor_id: 'actor-q1',
+      qa_plan_execution_id: null,
+      state: 'waiting',
+      claim_id: null,
+      resume_command: resume('q1'),
+      settled_at: null,
     });
     expect(row.rationale).toContain(`claim ${held.claim.claim_id}`);
-    await expect(t.db.updateTable('qa_test_machine_waits').set({ state: 'lost' as never }).execute()).rejects.toMatchObject({ code: '23514' });
+    await expect(
+      t.db
+        .updateTable('qa_test_machine_waits')
+        .set({ state: 'lost' as never })
+        .execute(),
+    ).rejects.toMatchObject({ code: '23514' });
   });
 
   test('W4 a refused acquire joins the line with the same command as its resume_command and says where it stands', async () => {
@@ -62,7 +105,10 @@ describe('test-machine waiting line', () => {
     expect(first.details.wait).toMatchObject({ position: 1, joined_now: true, resume_command: resume('q1') });
     expect(second.details.wait).toMatchObject({ position: 2 });
     expect(second.message).toContain('joined the waiting line at position 2');
-    expect((await waitsOn()).map((w) => [w.session_id, w.position, w.resume_command])).toEqual([['q1', 1, resume('q1')], ['q2', 2, resume('q2')]]);
+    expect((await waitsOn()).map((w) => [w.session_id, w.position, w.resume_command])).toEqual([
+      ['q1', 1, resume('q1')],
+      ['q2', 2, resume('q2')],
+    ]);
   });
 
   test('W5 joining again keeps the first queued_at and the place', async () => {
@@ -81,7 +127,11 @@ describe('test-machine waiting line', () => {
     const held = await acquire('w1');
     for (const id of ['q1', 'q2', 'q3']) await refusalOf(acquire(id));
     await s.endSession({ sessionId: 'q1' });
-    const released = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'suite done' });
+    const released = await s.releaseWorkClaim({
+      actingSessionId: 'w1',
+      claimId: held.claim.claim_id,
+      reason: 'suite done',
+    });
     expect(released.reservations).toEqual([expect.objectContaining({ test_machine: 'lab-1', session_id: 'q2' })]);
 
     const intruder = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: LAB }));
@@ -93,8 +143,17 @@ describe('test-machine waiting line', () => {
 
     const turn = await acquire('q2');
     expect(turn).toMatchObject({ consumed_reservation: true, claim: { session_id: 'q2', reserved_until: null } });
-    expect((await waitsOn()).map((w) => [w.session_id, w.state])).toEqual([['q3', 'waiting'], ['q1', 'cancelled'], ['q2', 'granted']]);
-    const live = await t.db.selectFrom('work_claims').select('session_id').where('key', '=', LAB).where('released_at', 'is', null).execute();
+    expect((await waitsOn()).map((w) => [w.session_id, w.state])).toEqual([
+      ['q3', 'waiting'],
+      ['q1', 'cancelled'],
+      ['q2', 'granted'],
+    ]);
+    const live = await t.db
+      .selectFrom('work_claims')
+      .select('session_id')
+      .where('key', '=', LAB)
+      .where('released_at', 'is', null)
+      .execute();
     expect(live).toEqual([{ session_id: 'q2' }]);
   });
 
@@ -102,13 +161,26 @@ describe('test-machine waiting line', () => {
     const held = await acquire('w1');
     await refusalOf(acquire('q1'));
     await refusalOf(acquire('q2'));
-    const byOperator = await s.operatorRelease({ actingSessionId: 'op', key: LAB, claimId: held.claim.claim_id, holderSessionId: 'w1', reason: 'stuck' });
+    const byOperator = await s.operatorRelease({
+      actingSessionId: 'op',
+      key: LAB,
+      claimId: held.claim.claim_id,
+      holderSessionId: 'w1',
+      reason: 'stuck',
+    });
     expect(byOperator.reservations.map((r) => r.session_id)).toEqual(['q1']);
     // q1 gives its unconsumed turn back: the wait is cancelled and q2 is next (W9)
-    const giveBack = await s.releaseWorkClaim({ actingSessionId: 'q1', claimId: byOperator.reservations[0]!.claim_id, reason: 'no longer needed' });
+    const giveBack = await s.releaseWorkClaim({
+      actingSessionId: 'q1',
+      claimId: byOperator.reservations[0]!.claim_id,
+      reason: 'no longer needed',
+    });
     expect(giveBack.reservations.map((r) => r.session_id)).toEqual(['q2']);
     const lines = await waitsOn();
-    expect(lines.find((w) => w.session_id === 'q1')).toMatchObject({ state: 'cancelled', cancel_reason: 'reservation_released' });
+    expect(lines.find((w) => w.session_id === 'q1')).toMatchObject({
+      state: 'cancelled',
+      cancel_reason: 'reservation_released',
+    });
     expect(lines.find((w) => w.session_id === 'q2')).toMatchObject({ state: 'reserved', position: 0 });
   });
 
@@ -127,10 +199,21 @@ describe('test-machine waiting line', () => {
   });
 
   test('W8 an unhealthy host is not reserved; the release ending a successful verify serves the line', async () => {
-    await t.db.insertInto('test_machines').values({
-      name: 'lab-1', host: '127.0.0.1', port: 22, ssh_user: 'qa', identity_file: '/dev/null', host_key: 'ssh-ed25519 AAAA',
-      host_key_fingerprint: 'SHA256:x', host_key_source: 'host_key_file', verify_command: 'true', capture_command: 'true',
-    }).execute();
+    await t.db
+      .insertInto('test_machines')
+      .values({
+        name: 'lab-1',
+        host: '127.0.0.1',
+        port: 22,
+        ssh_user: 'qa',
+        identity_file: '/dev/null',
+        host_key: 'ssh-ed25519 AAAA',
+        host_key_fingerprint: 'SHA256:x',
+        host_key_source: 'host_key_file',
+        verify_command: 'true',
+        capture_command: 'true',
+      })
+      .execute();
     const held = await acquire('w1');
     await refusalOf(acquire('q1'));
     await recordCheck('verification', false, 1);
@@ -142,15 +225,39 @@ describe('test-machine waiting line', () => {
 
     // a failed verify keeps it unhealthy and serves nobody
     const failing = await s.beginCheck({ testMachine: 'lab-1', sessionId: 'op' });
-    expect((await s.finishCheck({ testMachine: 'lab-1', sessionId: 'op', claimId: failing.claim_id, outcome: outcome('verification', false), requestId: 'check-1' })).reservations).toEqual([]);
+    expect(
+      (
+        await s.finishCheck({
+          testMachine: 'lab-1',
+          sessionId: 'op',
+          claimId: failing.claim_id,
+          outcome: outcome('verification', false),
+          requestId: 'check-1',
+        })
+      ).reservations,
+    ).toEqual([]);
     // a successful one serves the oldest waiter
     const passing = await s.beginCheck({ testMachine: 'lab-1', sessionId: 'op' });
-    const done = await s.finishCheck({ testMachine: 'lab-1', sessionId: 'op', claimId: passing.claim_id, outcome: outcome('verification', true), requestId: 'check-2' });
+    const done = await s.finishCheck({
+      testMachine: 'lab-1',
+      sessionId: 'op',
+      claimId: passing.claim_id,
+      outcome: outcome('verification', true),
+      requestId: 'check-2',
+    });
     expect(done.check).toMatchObject({ kind: 'verification', passed: true });
     expect(done.reservations.map((r) => r.session_id)).toEqual(['q1']);
     // finishing the same check again (a retried activity) records nothing twice
-    await s.finishCheck({ testMachine: 'lab-1', sessionId: 'op', claimId: passing.claim_id, outcome: outcome('verification', true), requestId: 'check-2' });
-    expect(await t.db.selectFrom('test_machine_checks').select('check_id').where('request_id', '=', 'check-2').execute()).toHaveLength(1);
+    await s.finishCheck({
+      testMachine: 'lab-1',
+      sessionId: 'op',
+      claimId: passing.claim_id,
+      outcome: outcome('verification', true),
+      requestId: 'check-2',
+    });
+    expect(
+      await t.db.selectFrom('test_machine_checks').select('check_id').where('request_id', '=', 'check-2').execute(),
+    ).toHaveLength(1);
   });
 
   test('W9 session end cancels the wait; a reserved session ending passes the host on', async () => {
@@ -159,12 +266,18 @@ describe('test-machine waiting line', () => {
     await refusalOf(acquire('q2'));
     await refusalOf(acquire('q3'));
     await s.endSession({ sessionId: 'q3' });
-    expect((await waitsOn()).find((w) => w.session_id === 'q3')).toMatchObject({ state: 'cancelled', cancel_reason: 'session_ended' });
+    expect((await waitsOn()).find((w) => w.session_id === 'q3')).toMatchObject({
+      state: 'cancelled',
+      cancel_reason: 'session_ended',
+    });
     await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
     const ended = await s.endSession({ sessionId: 'q1' });
     expect(ended.retained_sticky_claims).toEqual([]); // the unconsumed turn is not kept
     const lines = await waitsOn();
-    expect(lines.find((w) => w.session_id === 'q1')).toMatchObject({ state: 'cancelled', cancel_reason: 'session_ended' });
+    expect(lines.find((w) => w.session_id === 'q1')).toMatchObject({
+      state: 'cancelled',
+      cancel_reason: 'session_ended',
+    });
     expect(lines.find((w) => w.session_id === 'q2')).toMatchObject({ state: 'reserved' });
   });
 
@@ -177,11 +290,18 @@ describe('test-machine waiting line', () => {
     expect(first.reservations.map((r) => r.session_id)).toEqual(['q1']);
     const until = Date.parse(first.reservations[0]!.reserved_until);
     expect(until - Date.now()).toBeLessThanOrEqual(200);
-    await t.db.updateTable('work_claims').set({ reserved_until: sql`now() - interval '1 second'` }).where('claim_id', '=', first.reservations[0]!.claim_id).execute();
+    await t.db
+      .updateTable('work_claims')
+      .set({ reserved_until: sql`now() - interval '1 second'` })
+      .where('claim_id', '=', first.reservations[0]!.claim_id)
+      .execute();
     const swept = await quick.sweepStaleSessions({ staleAfterMs: 3_600_000 });
     expect(swept.expired_reservation_claim_ids).toEqual([first.reservations[0]!.claim_id]);
     const lines = await waitsOn();
-    expect(lines.find((w) => w.session_id === 'q1')).toMatchObject({ state: 'cancelled', cancel_reason: 'reservation_expired' });
+    expect(lines.find((w) => w.session_id === 'q1')).toMatchObject({
+      state: 'cancelled',
+      cancel_reason: 'reservation_expired',
+    });
     expect(lines.find((w) => w.session_id === 'q2')).toMatchObject({ state: 'reserved' });
     // q1's late acquire finds its turn gone and joins again at the back
     const late = await refusalOf(acquire('q1'));
@@ -195,7 +315,7 @@ describe('test-machine waiting line', () => {
     for (const id of ids) await refusalOf(acquire(id));
     // a deterministic pseudo-random schedule: some waiters end before their turn
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const ended = new Set(ids.filter(() => rand() < 0.2));
     for (const id of ended) await s.endSession({ sessionId: id });
     const expected = ids.filter((id) => !ended.has(id));
@@ -205,11 +325,20 @@ describe('test-machine waiting line', () => {
     while (granted.length < expected.length) {
       await new Promise((r) => setTimeout(r, Math.floor(rand() * 5)));
       // jumpers try to take the host from outside the line while the turn is reserved
-      const released = await s.releaseWorkClaim({ actingSessionId: holder.claim.session_id, claimId: holder.claim.claim_id, reason: 'turn over' });
+      const released = await s.releaseWorkClaim({
+        actingSessionId: holder.claim.session_id,
+        claimId: holder.claim.claim_id,
+        reason: 'turn over',
+      });
       const next = released.reservations[0]!;
       const jumper = others[others.length - 1]!;
       if (jumper !== next.session_id) expect((await refusalOf(acquire(jumper))).code).toBe('claim_held');
-      const [count] = await t.db.selectFrom('work_claims').select((e) => e.fn.countAll<string>().as('n')).where('key', '=', LAB).where('released_at', 'is', null).execute();
+      const [count] = await t.db
+        .selectFrom('work_claims')
+        .select((e) => e.fn.countAll<string>().as('n'))
+        .where('key', '=', LAB)
+        .where('released_at', 'is', null)
+        .execute();
       expect(Number(count!.n)).toBe(1);
       holder = await acquire(next.session_id);
       expect(holder.consumed_reservation).toBe(true);

@@ -5,27 +5,44 @@ import { YokeError } from '../../domain/errors';
 
 describe('operator keys', () => {
   test('C6 each key form names its coordination kind and canonical key', () => {
-    expect(parseOperatorKey('LIVE_DB_MIGRATION:primary')).toEqual({ kind: 'migration_serialization', key: 'LIVE_DB_MIGRATION:primary', model: 'primary' });
-    expect(parseOperatorKey('qa_host:mac-mini-lab')).toEqual({ kind: 'qa_admission', key: 'QA_HOST:mac-mini-lab', testMachine: 'mac-mini-lab' });
-    expect(parseOperatorKey('ROUTE_GRANT:tok.1')).toEqual({ kind: 'route_qualification', key: 'ROUTE_QUALIFICATION:tok.1', grantKey: 'tok.1' });
+    expect(parseOperatorKey('LIVE_DB_MIGRATION:primary')).toEqual({
+      kind: 'migration_serialization',
+      key: 'LIVE_DB_MIGRATION:primary',
+      model: 'primary',
+    });
+    expect(parseOperatorKey('qa_host:mac-mini-lab')).toEqual({
+      kind: 'qa_admission',
+      key: 'QA_HOST:mac-mini-lab',
+      testMachine: 'mac-mini-lab',
+    });
+    expect(parseOperatorKey('ROUTE_GRANT:tok.1')).toEqual({
+      kind: 'route_qualification',
+      key: 'ROUTE_QUALIFICATION:tok.1',
+      grantKey: 'tok.1',
+    });
     expect(parseOperatorKey('DEPLOY:web').kind).toBe('deploy_serialization');
   });
 
   test('C6 stored claims render back to the key they were taken with', () => {
     expect(operatorKeyOf('qa_admission', { test_machine: 'lab-1' })).toBe('QA_HOST:lab-1');
-    expect(operatorKeyOf('migration_serialization', { project_id: 1, model: 'orders', item_id: 3 })).toBe('LIVE_DB_MIGRATION:orders');
+    expect(operatorKeyOf('migration_serialization', { project_id: 1, model: 'orders', item_id: 3 })).toBe(
+      'LIVE_DB_MIGRATION:orders',
+    );
     expect(operatorKeyOf('item', { item_id: 3 })).toBeNull();
   });
 
-  test.each(['', 'QA_HOST', 'QA_HOST:', 'PRINTER:x', 'QA_HOST:has space', ':lab'])('C6 malformed key %p is a usage error', (raw) => {
-    expect(() => parseOperatorKey(raw)).toThrow(YokeError);
-    try {
-      parseOperatorKey(raw);
-    } catch (e) {
-      expect((e as YokeError).kind).toBe('usage');
-      expect((e as YokeError).code).toBe('invalid_operator_key');
-    }
-  });
+  test.each(['', 'QA_HOST', 'QA_HOST:', 'PRINTER:x', 'QA_HOST:has space', ':lab'])(
+    'C6 malformed key %p is a usage error',
+    (raw) => {
+      expect(() => parseOperatorKey(raw)).toThrow(YokeError);
+      try {
+        parseOperatorKey(raw);
+      } catch (e) {
+        expect((e as YokeError).kind).toBe('usage');
+        expect((e as YokeError).code).toBe('invalid_operator_key');
+      }
+    },
+  );
 
   test('C5 migration and QA admission are sticky; route grants and the retired deploy lock are not', () => {
     expect(isSticky('migration_serialization')).toBe(true);

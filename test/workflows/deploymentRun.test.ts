@@ -3,7 +3,14 @@ import { join } from 'node:path';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { sessionActivities } from '../../activities/sessions';
-import { qaSettled, runState, runTerminalized, runWorkflowId, stageApproved, type RunSnapshot } from '../../workflows/definitions';
+import {
+  qaSettled,
+  runState,
+  runTerminalized,
+  runWorkflowId,
+  stageApproved,
+  type RunSnapshot,
+} from '../../workflows/definitions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost, type SshHost } from '../helpers/sshd';
@@ -23,8 +30,21 @@ beforeAll(async () => {
   const definition = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url });
   // production is deployed over SSH on a real host: the command records the served revision
   const release = definition.flows[0]!;
-  (release.stages[3] as { action: object }).action = { ssh: { host: 'app', command: `echo {{candidate}} > ${join(app.dir, 'served')}` } };
-  Object.assign(definition, { hosts: [{ name: 'app', host: app.host, port: app.port, user: app.user, identity_file: app.identityFile, host_key_file: app.hostKeyFile }] });
+  (release.stages[3] as { action: object }).action = {
+    ssh: { host: 'app', command: `echo {{candidate}} > ${join(app.dir, 'served')}` },
+  };
+  Object.assign(definition, {
+    hosts: [
+      {
+        name: 'app',
+        host: app.host,
+        port: app.port,
+        user: app.user,
+        identity_file: app.identityFile,
+        host_key_file: app.hostKeyFile,
+      },
+    ],
+  });
   await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(definition) });
   await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver' });
   r = deploymentRunActivities({ db: t.db });
@@ -46,14 +66,30 @@ async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: str
 }
 
 async function startRun(sha: string, key: string) {
-  const run = await r.createRun({ sessionId: 'd1', project: 'web', flow: 'release', target: 'stage', candidate: sha, idempotencyKey: key, items: ['WEB-1'] });
+  const run = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: sha,
+    idempotencyKey: key,
+    items: ['WEB-1'],
+  });
   await r.executeRun({ sessionId: 'd1', runId: run.run_id });
-  const handle = await w.client.workflow.start('deploymentRun', { workflowId: runWorkflowId(run.run_id), taskQueue: w.taskQueue, args: [{ runId: run.run_id }] });
+  const handle = await w.client.workflow.start('deploymentRun', {
+    workflowId: runWorkflowId(run.run_id),
+    taskQueue: w.taskQueue,
+    args: [{ runId: run.run_id }],
+  });
   return { run, handle };
 }
 
 const waitingFor = (handle: { query: (q: typeof runState) => Promise<RunSnapshot> }, what: string) =>
-  until(() => handle.query(runState), (s) => s.waitingFor === what, `the run to wait for ${what}`);
+  until(
+    () => handle.query(runState),
+    (s) => s.waitingFor === what,
+    `the run to wait for ${what}`,
+  );
 
 test('O1 R1 a run is a workflow that walks deploy, QA, approval and deploy stages, recording its cursor in Postgres', async () => {
   const sha = 'c0ffee0000000001';
@@ -61,7 +97,13 @@ test('O1 R1 a run is a workflow that walks deploy, QA, approval and deploy stage
   await waitingFor(handle, 'qa');
   expect(stage.deploys).toContain(sha); // the HTTP deploy reached the real target
   const atQa = await r.getRun({ runId: run.run_id });
-  expect(atQa).toMatchObject({ status: 'executing', current_stage: 'stage-qa', cursor_ordinal: 1, driver: { session_id: 'd1' }, occupancy: { occupying: true } });
+  expect(atQa).toMatchObject({
+    status: 'executing',
+    current_stage: 'stage-qa',
+    cursor_ordinal: 1,
+    driver: { session_id: 'd1' },
+    occupancy: { occupying: true },
+  });
   expect(atQa.stages!.map((s) => s.status)).toEqual(['passed', 'waiting', 'pending', 'pending']);
 
   await r.recordQaVerdict({ sessionId: 'd1', runId: run.run_id, checkName: 'smoke-test', status: 'passed' });
@@ -78,8 +120,17 @@ test('O1 R1 a run is a workflow that walks deploy, QA, approval and deploy stage
   const done = await r.getRun({ runId: run.run_id });
   expect(done).toMatchObject({ status: 'succeeded', settling_at: expect.any(String) });
   expect(done.stages!.map((s) => s.status)).toEqual(['passed', 'passed', 'passed', 'passed']);
-  const started = await t.db.selectFrom('events').select('payload').where('event_type', '=', 'DeploymentRunStageStarted').execute();
-  expect(started.filter((e) => e.payload.run_id === run.run_id).map((e) => e.payload.stage)).toEqual(['deploy-stage', 'stage-qa', 'signoff', 'deploy-production']);
+  const started = await t.db
+    .selectFrom('events')
+    .select('payload')
+    .where('event_type', '=', 'DeploymentRunStageStarted')
+    .execute();
+  expect(started.filter((e) => e.payload.run_id === run.run_id).map((e) => e.payload.stage)).toEqual([
+    'deploy-stage',
+    'stage-qa',
+    'signoff',
+    'deploy-production',
+  ]);
 }, 60_000);
 
 test('O4 a failed deploy fails the run and retracts its unsettled requirements; retry resumes and terminalize stops the workflow', async () => {
@@ -87,19 +138,39 @@ test('O4 a failed deploy fails the run and retracts its unsettled requirements; 
   const { run, handle } = await startRun('bad0000000000002', 'fail');
   expect(await handle.result()).toEqual({ status: 'failed' });
   const failed = await r.getRun({ runId: run.run_id });
-  expect(failed).toMatchObject({ status: 'failed', terminal_reason: expect.stringContaining('stage deploy-stage failed') });
-  expect(failed.stages![0]).toMatchObject({ status: 'failed', detail: expect.stringContaining('-> 500 (expected 200)') });
+  expect(failed).toMatchObject({
+    status: 'failed',
+    terminal_reason: expect.stringContaining('stage deploy-stage failed'),
+  });
+  expect(failed.stages![0]).toMatchObject({
+    status: 'failed',
+    detail: expect.stringContaining('-> 500 (expected 200)'),
+  });
   expect(failed.qa!.every((q) => q.retracted === 'automatic')).toBe(true);
 
   stage.status = 200;
   await r.retryRun({ sessionId: 'd1', runId: run.run_id });
   expect((await r.getRun({ runId: run.run_id })).qa!.every((q) => q.retracted === null)).toBe(true);
-  const again = await w.client.workflow.start('deploymentRun', { workflowId: runWorkflowId(run.run_id), taskQueue: w.taskQueue, args: [{ runId: run.run_id }] });
+  const again = await w.client.workflow.start('deploymentRun', {
+    workflowId: runWorkflowId(run.run_id),
+    taskQueue: w.taskQueue,
+    args: [{ runId: run.run_id }],
+  });
   await waitingFor(again, 'qa');
   expect(stage.deploys).toContain('bad0000000000002');
-  await r.terminalizeRun({ sessionId: 'd1', runId: run.run_id, disposition: 'cancelled', reason: 'superseded by a hotfix' });
+  await r.terminalizeRun({
+    sessionId: 'd1',
+    runId: run.run_id,
+    disposition: 'cancelled',
+    reason: 'superseded by a hotfix',
+  });
   await again.signal(runTerminalized, { status: 'cancelled' });
   expect(await again.result()).toEqual({ status: 'terminalized' });
-  expect((await r.getRun({ runId: run.run_id })).stages!.map((s) => s.status)).toEqual(['passed', 'cancelled', 'cancelled', 'cancelled']);
+  expect((await r.getRun({ runId: run.run_id })).stages!.map((s) => s.status)).toEqual([
+    'passed',
+    'cancelled',
+    'cancelled',
+    'cancelled',
+  ]);
   void handle;
 }, 60_000);

@@ -34,7 +34,12 @@ test('C5 the stale-session sweep runs as a Temporal Schedule and reclaims only n
   const s = services(t.db);
   await seedLab(s);
   const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-  const mig = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'WEB-1' });
+  const mig = await s.acquireCoordinationClaim({
+    sessionId: 'w1',
+    key: 'LIVE_DB_MIGRATION:orders',
+    project: 'web',
+    item: 'WEB-1',
+  });
   const grant = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'ROUTE_QUALIFICATION:beta', project: 'web' });
   await ageSession(t.db, 'w1', 3600);
 
@@ -45,7 +50,11 @@ test('C5 the stale-session sweep runs as a Temporal Schedule and reclaims only n
   try {
     await w.client.schedule.getHandle(scheduleId).trigger();
     const result = await nextSweep(scheduleId, 0);
-    expect(result).toEqual({ terminated_sessions: ['w1'], released_claim_ids: [grant.claim.claim_id], expired_reservation_claim_ids: [] });
+    expect(result).toEqual({
+      terminated_sessions: ['w1'],
+      released_claim_ids: [grant.claim.claim_id],
+      expired_reservation_claim_ids: [],
+    });
     const live = await s.listCoordinationClaims({ activeOnly: true });
     expect(live.map((c) => c.claim_id).sort()).toEqual([qa.claim.claim_id, mig.claim.claim_id].sort());
   } finally {

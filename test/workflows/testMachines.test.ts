@@ -29,8 +29,24 @@ beforeAll(async () => {
   const healthy = (h: SshHost) => `test -f ${join(h.dir, 'healthy')} && echo ok-${h.name}`;
   writeFileSync(join(alpha.dir, 'healthy'), '');
   writeFileSync(join(beta.dir, 'healthy'), '');
-  await s.addTestMachine({ name: 'alpha', host: alpha.host, port: alpha.port, user: alpha.user, identityFile: alpha.identityFile, hostKeyFile: alpha.hostKeyFile, verifyCommand: healthy(alpha), captureCommand: `echo golden-${alpha.name}` });
-  await s.addTestMachine({ name: 'beta', host: beta.host, port: beta.port, user: beta.user, identityFile: beta.identityFile, verifyCommand: healthy(beta) });
+  await s.addTestMachine({
+    name: 'alpha',
+    host: alpha.host,
+    port: alpha.port,
+    user: alpha.user,
+    identityFile: alpha.identityFile,
+    hostKeyFile: alpha.hostKeyFile,
+    verifyCommand: healthy(alpha),
+    captureCommand: `echo golden-${alpha.name}`,
+  });
+  await s.addTestMachine({
+    name: 'beta',
+    host: beta.host,
+    port: beta.port,
+    user: beta.user,
+    identityFile: beta.identityFile,
+    verifyCommand: healthy(beta),
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -41,12 +57,18 @@ afterAll(async () => {
 
 function check(testMachine: string, kind: CheckKind = 'verification', sessionId = 'op') {
   return w.client.workflow.execute('testMachineCheck', {
-    workflowId: checkWorkflowId(testMachine, kind, randomUUID()), taskQueue: w.taskQueue, args: [{ testMachine, sessionId, kind }],
+    workflowId: checkWorkflowId(testMachine, kind, randomUUID()),
+    taskQueue: w.taskQueue,
+    args: [{ testMachine, sessionId, kind }],
   }) as Promise<{ check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome }>;
 }
 
 const acquire = (sessionId: string, machine: string) =>
-  s.acquireCoordinationClaim({ sessionId, key: `QA_HOST:${machine}`, join: { resumeCommand: `yoke coordination-claim acquire --key QA_HOST:${machine}` } });
+  s.acquireCoordinationClaim({
+    sessionId,
+    key: `QA_HOST:${machine}`,
+    join: { resumeCommand: `yoke coordination-claim acquire --key QA_HOST:${machine}` },
+  });
 
 async function healthOf(name: string): Promise<boolean> {
   const [m] = await s.listTestMachines({ name });
@@ -55,7 +77,8 @@ async function healthOf(name: string): Promise<boolean> {
 
 test('host keys are pinned from --host-key-file or on first use, with the ssh-keygen fingerprint', async () => {
   const [a, b] = [(await s.listTestMachines({ name: 'alpha' }))[0]!, (await s.listTestMachines({ name: 'beta' }))[0]!];
-  const keygen = (h: SshHost) => execFileSync('ssh-keygen', ['-l', '-f', h.hostKeyFile], { encoding: 'utf8' }).split(' ')[1];
+  const keygen = (h: SshHost) =>
+    execFileSync('ssh-keygen', ['-l', '-f', h.hostKeyFile], { encoding: 'utf8' }).split(' ')[1];
   expect(a).toMatchObject({ host_key_source: 'host_key_file', host_key_fingerprint: keygen(alpha) });
   expect(b).toMatchObject({ host_key_source: 'trust_on_first_use', host_key_fingerprint: keygen(beta) });
 });
@@ -101,12 +124,17 @@ test('W3 W8 a stopped host records ssh_unavailable and is unhealthy; waiters wai
   const taken = await acquire('q1', 'beta');
   expect(taken.consumed_reservation).toBe(true);
   await s.releaseWorkClaim({ actingSessionId: 'q1', claimId: taken.claim.claim_id, reason: 'done' });
-  expect((await s.listWaits({ testMachine: 'beta' })).map((x) => [x.session_id, x.state])).toEqual([['q2', 'reserved']]);
+  expect((await s.listWaits({ testMachine: 'beta' })).map((x) => [x.session_id, x.state])).toEqual([
+    ['q2', 'reserved'],
+  ]);
   await s.endSession({ sessionId: 'q2' }); // W9: cancels q2's wait and frees its turn
-  expect(await w.client.workflow.getHandle(waitWorkflowId('beta', 'q2')).result()).toMatchObject({ state: 'cancelled', cancelReason: 'session_ended' });
+  expect(await w.client.workflow.getHandle(waitWorkflowId('beta', 'q2')).result()).toMatchObject({
+    state: 'cancelled',
+    cancelReason: 'session_ended',
+  });
 }, 60_000);
 
-test('W9 an unconsumed reservation expires by the wait workflow\'s timer and the host passes to the next live waiter', async () => {
+test("W9 an unconsumed reservation expires by the wait workflow's timer and the host passes to the next live waiter", async () => {
   const held = await acquire('w1', 'alpha');
   await refusalOf(acquire('q3', 'alpha'));
   await refusalOf(acquire('w2', 'alpha'));
@@ -115,7 +143,9 @@ test('W9 an unconsumed reservation expires by the wait workflow\'s timer and the
   // q3 never comes: its wait workflow expires the turn after the configured lifetime
   const q3 = await w.client.workflow.getHandle(waitWorkflowId('alpha', 'q3')).result();
   expect(q3).toMatchObject({ state: 'cancelled', cancelReason: 'reservation_expired' });
-  expect((await s.listWaits({ testMachine: 'alpha' })).map((x) => [x.session_id, x.state])).toEqual([['w2', 'reserved']]);
+  expect((await s.listWaits({ testMachine: 'alpha' })).map((x) => [x.session_id, x.state])).toEqual([
+    ['w2', 'reserved'],
+  ]);
   const taken = await acquire('w2', 'alpha');
   expect(taken.consumed_reservation).toBe(true);
   await s.releaseWorkClaim({ actingSessionId: 'w2', claimId: taken.claim.claim_id, reason: 'done' });
@@ -129,12 +159,23 @@ test('a changed host key is refused, never ignored: recorded as a failed verific
 });
 
 test('a long SSH command heartbeats and is cancelled with its workflow; the machine is released', async () => {
-  await s.addTestMachine({ name: 'slow', host: beta.host, port: beta.port, user: beta.user, identityFile: beta.identityFile, hostKeyFile: beta.hostKeyFile, verifyCommand: 'sleep 60' });
+  await s.addTestMachine({
+    name: 'slow',
+    host: beta.host,
+    port: beta.port,
+    user: beta.user,
+    identityFile: beta.identityFile,
+    hostKeyFile: beta.hostKeyFile,
+    verifyCommand: 'sleep 60',
+  });
   const handle = await w.client.workflow.start('testMachineCheck', {
-    workflowId: checkWorkflowId('slow', 'verification', randomUUID()), taskQueue: w.taskQueue, args: [{ testMachine: 'slow', sessionId: 'op', kind: 'verification' }],
+    workflowId: checkWorkflowId('slow', 'verification', randomUUID()),
+    taskQueue: w.taskQueue,
+    args: [{ testMachine: 'slow', sessionId: 'op', kind: 'verification' }],
   });
   // wait until the command is running on the host (the check holds the machine)
-  for (let i = 0; i < 100 && !(await s.listTestMachines({ name: 'slow' }))[0]!.holder; i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 100 && !(await s.listTestMachines({ name: 'slow' }))[0]!.holder; i++)
+    await new Promise((r) => setTimeout(r, 100));
   await new Promise((r) => setTimeout(r, 2_500)); // past one heartbeat, so the cancellation can reach the activity
   const started = Date.now();
   await handle.cancel();
