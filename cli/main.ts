@@ -2,6 +2,8 @@ import { Command, CommanderError } from 'commander';
 import { usageError } from '../domain/errors';
 import { registerAdmin } from './commands/admin';
 import { registerApply } from './commands/apply';
+import { registerBoard } from './commands/board';
+import { registerPathClaims } from './commands/claimPrimitives';
 import { registerDeploymentRuns } from './commands/deploymentRuns';
 import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
@@ -28,6 +30,8 @@ function buildProgram(): Command {
   registerDeploymentRuns(program);
   registerUsage(program);
   registerAdmin(program);
+  registerBoard(program);
+  registerPathClaims(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });

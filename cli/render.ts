@@ -6,6 +6,10 @@ export function claimTarget(c: ClaimView): string {
   if (c.key) return c.key;
   if (c.target_kind === 'steering') return `steering ${c.project ?? ''}`.trim();
   if (c.target_kind === 'item') return c.item ?? `item ${c.item_id}`;
+  if (c.target_kind === 'epic_task') return `${c.item ?? `item ${c.item_id}`} ${String(c.scope.task)}`;
+  if (c.target_kind === 'process') return `⚙ ${String(c.scope.process_key)}`;
+  if (c.target_kind === 'path_claim') return `📁 ${String(c.scope.path)}${c.item ? ` (${c.item})` : ''}`;
+  if (c.target_kind === 'strategy_doc_claim') return `🛞 ${c.project ?? ''} · ${String(c.scope.document)}`;
   return `${c.target_kind}:${JSON.stringify(c.scope)}`;
 }
 

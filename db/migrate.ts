@@ -3,6 +3,7 @@ import * as foundation from './migrations/0001_foundation';
 import * as testMachines from './migrations/0002_test_machines';
 import * as deploymentRuns from './migrations/0003_deployment_runs';
 import * as sessionUsage from './migrations/0004_session_usage';
+import * as boardClaims from './migrations/0009_board_claims';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -10,6 +11,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0002_test_machines': testMachines,
   '0003_deployment_runs': deploymentRuns,
   '0004_session_usage': sessionUsage,
+  '0009_board_claims': boardClaims,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -5,7 +5,9 @@
 export const WORK_KINDS = ['item', 'epic_task', 'process', 'steering'] as const;
 export const COORDINATION_KINDS = ['migration_serialization', 'qa_admission', 'route_qualification'] as const;
 export const RETIRED_KINDS = ['deploy_serialization'] as const;
-export const TARGET_KINDS = [...WORK_KINDS, ...COORDINATION_KINDS, ...RETIRED_KINDS] as const;
+/** Path claims decorate or sit beside work claims; strategy-document locks fold into steering seats (B1, B5). */
+export const PATH_AND_DOC_KINDS = ['path_claim', 'strategy_doc_claim'] as const;
+export const TARGET_KINDS = [...WORK_KINDS, ...COORDINATION_KINDS, ...RETIRED_KINDS, ...PATH_AND_DOC_KINDS] as const;
 
 export type WorkKind = (typeof WORK_KINDS)[number];
 export type CoordinationKind = (typeof COORDINATION_KINDS)[number];

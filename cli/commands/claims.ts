@@ -4,6 +4,7 @@ import { claimActivities } from '../../activities/claims';
 import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
+import { registerClaimPrimitives } from './claimPrimitives';
 import { registerCoordinationClaim, reportLine } from './coordinationClaim';
 
 const Acting = z.object({ session: nonEmpty.optional(), json: z.boolean().optional() });
@@ -130,4 +131,5 @@ export function registerClaims(program: Command): void {
     });
 
   registerCoordinationClaim(claims);
+  registerClaimPrimitives(claims);
 }

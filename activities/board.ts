@@ -1,0 +1,117 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/database';
+import { readBoard, type BoardReadRows } from '../db/board';
+import { requireProject } from '../db/projects';
+import type { BoardPayload, BoardSession } from '../domain/board/payload';
+import { boardMarkdown, renderBoard, type BoardRow, type RenderedBoard } from '../domain/board/render';
+import { computeSchedule, fleetView, type Schedule, type ScheduleInput } from '../domain/schedule';
+
+export interface BoardOptions {
+  driverFreshMs?: number;
+  recentLimit?: number;
+  recentWindowHours?: number;
+}
+
+export interface BoardResult extends RenderedBoard {
+  active_sessions: (BoardRow & { staffing: string[] })[];
+  schedule: Schedule;
+}
+
+/** Splits the one read into the board payload (sessions with their claims) and the schedule's input. */
+export function toPayload(rows: BoardReadRows, project: string | null): BoardPayload {
+  const claimsOf = new Map<string, BoardSession['claims']>();
+  for (const c of rows.claims) claimsOf.set(c.session_id, [...(claimsOf.get(c.session_id) ?? []), c]);
+  const session = (s: BoardReadRows['sessions'][number]): BoardSession => ({
+    session_id: s.session_id,
+    actor_id: s.actor_id,
+    project: s.project,
+    machine_id: s.machine_id,
+    harness: s.harness,
+    offered_at: s.offered_at,
+    heartbeat_at: s.heartbeat_at,
+    ended_at: s.ended_at,
+    claims: claimsOf.get(s.session_id) ?? [],
+  });
+  return {
+    generated_at: rows.generated_at,
+    project,
+    active_sessions: rows.sessions.filter((s) => s.state === 'active').map(session),
+    recent_sessions: rows.sessions.filter((s) => s.state === 'recent').map(session),
+    doc_pairings: rows.doc_pairings,
+  };
+}
+
+export function scheduleInput(rows: BoardReadRows, driverFreshMs: number): ScheduleInput {
+  const live = rows.sessions.filter((s) => s.state === 'active');
+  const liveIds = new Set(live.map((s) => s.session_id));
+  return {
+    now: rows.generated_at,
+    driverFreshMs,
+    sessions: live.map((s) => ({
+      session_id: s.session_id,
+      actor_id: s.actor_id,
+      machine_id: s.machine_id,
+      project: s.project,
+    })),
+    claims: rows.claims
+      .filter((c) => liveIds.has(c.session_id) && c.released_at === null)
+      .map((c) => ({
+        claim_id: c.claim_id,
+        session_id: c.session_id,
+        kind: c.kind,
+        item: c.item,
+        project: c.project,
+        claimed_at: c.claimed_at,
+      })),
+    runs: rows.runs,
+    items: rows.items,
+  };
+}
+
+/**
+ * The board, fleet and frontier views: each is one read (db/board.ts), one schedule
+ * computation (U1) and, for the board, the one Claims column renderer (B1).
+ */
+export function boardActivities(deps: { db: Kysely<Database> } & BoardOptions) {
+  const { db } = deps;
+  const driverFreshMs = deps.driverFreshMs ?? 600_000;
+
+  async function read(project?: string) {
+    const projectId = project ? (await requireProject(db, project)).project_id : undefined;
+    const rows = await readBoard(db, {
+      projectId,
+      recentLimit: deps.recentLimit ?? 50,
+      recentWindowHours: deps.recentWindowHours ?? 24,
+    });
+    const input = scheduleInput(rows, driverFreshMs);
+    return { rows, payload: toPayload(rows, project ?? null), input, schedule: computeSchedule(input) };
+  }
+
+  async function board(input: { project?: string } = {}): Promise<BoardResult & { markdown: string }> {
+    const { payload, schedule } = await read(input.project);
+    const rendered = renderBoard(payload);
+    const result: BoardResult = {
+      ...rendered,
+      active_sessions: rendered.active_sessions.map((r) => ({
+        ...r,
+        staffing: schedule.by_session[r.session_id] ?? [],
+      })),
+      schedule,
+    };
+    return { ...result, markdown: boardMarkdown(rendered) };
+  }
+
+  async function fleet(input: { project?: string } = {}) {
+    const { input: si, schedule } = await read(input.project);
+    return fleetView(schedule, si.sessions);
+  }
+
+  async function frontier(input: { project?: string } = {}) {
+    const { schedule } = await read(input.project);
+    return schedule.frontier;
+  }
+
+  return { board, fleet, frontier, readBoardPayload: read };
+}
+
+export type BoardActivities = ReturnType<typeof boardActivities>;
