@@ -56,3 +56,5 @@ export function sweepActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
 
   return { sweepStaleSessions };
 }
+
+export type SweepActivities = ReturnType<typeof sweepActivities>;

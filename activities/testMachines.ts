@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import type { CheckKind, CheckRow, Database, TestMachineRow } from '../db/database';
+import type { CheckRow, Database, TestMachineRow } from '../db/database';
+import type { CheckKind } from '../domain/checkKinds';
 import { lockLine, waitViews, type WaitView } from '../db/waits';
 import { refusal, usageError, YokeError } from '../domain/errors';
 import { fingerprint, formatHostKey, parseHostKeyText, parseStoredHostKey } from '../domain/hostKeys';

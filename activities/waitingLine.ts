@@ -53,7 +53,7 @@ export function noEffects(): LineEffects {
   return { joined: [], reservations: [], cancelled: [] };
 }
 
-/** Wakes and stops the wait workflows; the Temporal implementation is lineSignals.ts. */
+/** Wakes and stops the wait workflows; the Temporal implementation is temporal/lineSignals.ts. */
 export interface LineNotifier {
   joined(w: JoinedWait): Promise<void>;
   reserved(r: Reservation): Promise<void>;
@@ -81,7 +81,7 @@ export async function serveLine(
   await lockLine(trx, testMachine);
   const line = await probeLine(trx, testMachine);
   if (line.held || line.unhealthy) return undefined; // W8: an unhealthy machine waits for a successful verify
-  if (line.ended_waiting) await cancelEndedSessionWaits(trx, lifetimeMs, effects, testMachine);
+  if (line.ended_waiting) await cancelEndedSessionWaits(trx, effects, testMachine);
   if (!line.waiting) return undefined;
   const waiter = await oldestLiveWaiter(trx, testMachine);
   if (!waiter) return undefined;
@@ -142,12 +142,7 @@ async function cancelWaitRows(
   }
 }
 
-async function cancelEndedSessionWaits(
-  trx: Executor,
-  lifetimeMs: number,
-  effects: LineEffects,
-  testMachine?: string,
-): Promise<void> {
+async function cancelEndedSessionWaits(trx: Executor, effects: LineEffects, testMachine?: string): Promise<void> {
   const ended = await waitsOfEndedSessions(trx, testMachine);
   if (ended.length === 0) return;
   const ids = ended.map((w) => w.wait_id);

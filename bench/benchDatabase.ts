@@ -4,7 +4,7 @@ import { Client } from 'pg';
 import type { Database } from '../db/database';
 import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
-import { projectRoot } from '../workers/config';
+import { projectRoot } from '../config/yokeConfig';
 import { choosePostgres, withDatabase } from '../scripts/postgres';
 
 /** A migrated throwaway database for one benchmark run, dropped afterwards whatever happens. */

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { projectRoot } from '../workers/config';
+import { projectRoot } from '../config/yokeConfig';
 
 /**
  * Usage readers against ccusage on one synthetic Claude corpus (default 512 MB across many

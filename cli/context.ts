@@ -1,8 +1,9 @@
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
+// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module that opens the store
 import type { Database } from '../db/database';
 import { usageError } from '../domain/errors';
-import { loadConfig, type YokeConfig } from '../workers/config';
+import { loadConfig, type YokeConfig } from '../config/yokeConfig';
 import type { LineNotifier } from '../activities/waitingLine';
 import { asYokeError } from './output';
 import { LazyTemporal, yokeErrorFromFailure } from './temporal';
@@ -25,6 +26,7 @@ export function databaseUrlInUse(): string | undefined {
 export async function withDb<T>(fn: (ctx: CommandContext) => Promise<T>): Promise<T> {
   const config = loadConfig();
   lastDatabaseUrl = config.databaseUrl;
+  // eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module that opens the store
   const { createDb } = await import('../db/pool');
   const db = createDb(config.databaseUrl, { max: 2 });
   const temporal = new LazyTemporal(config);

@@ -64,6 +64,13 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((code) => {
-  process.exitCode = code;
-});
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    // report() itself failed (stderr closed?): still exit non-zero.
+    process.stderr.write(`${String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

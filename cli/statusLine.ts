@@ -2,7 +2,7 @@ import { Client } from 'pg';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
-import { DEFAULT_DATABASE_URL, yokeHome } from '../workers/paths';
+import { DEFAULT_DATABASE_URL, yokeHome } from '../config/paths';
 
 /**
  * `yoke hooks status-line` (U3): Claude runs it on every prompt with its status-line JSON on

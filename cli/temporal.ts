@@ -1,8 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { LineNotifier } from '../activities/waitingLine';
 import { YokeError, unreachable, type ErrorKind } from '../domain/errors';
-import type { YokeConfig } from '../workers/config';
-import { temporalConnectOptions } from '../workers/temporalConnection';
+import type { YokeConfig } from '../config/yokeConfig';
+import { temporalConnectOptions } from '../temporal/connection';
 
 /**
  * The CLI's Temporal client, connected on first use only: most commands never need it, and
@@ -40,7 +40,7 @@ export class LazyTemporal {
   /** A waiting-line notifier that connects only when there is something to signal. */
   lineNotifier(): LineNotifier {
     const notifier = async () => {
-      const { temporalLineNotifier } = await import('../activities/lineSignals');
+      const { temporalLineNotifier } = await import('../temporal/lineSignals');
       return temporalLineNotifier(await this.get(), this.config.taskQueue);
     };
     return {

@@ -1,4 +1,5 @@
 import type { AcquireResult } from '../activities/claims';
+// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module for this
 import { waitViews, type WaitView } from '../db/waits';
 import { refusal } from '../domain/errors';
 import { awaitTurn, turnConsumed, waitWorkflowId } from '../workflows/definitions';

@@ -1,4 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+import type { CheckKind } from '../domain/checkKinds';
 import type { TargetKind } from '../domain/claimKinds';
 import type { StageDefinition } from '../domain/projectDefinition';
 
@@ -88,8 +89,6 @@ export interface TestMachinesTable extends SshAddressColumns {
   capture_command: string;
   added_at: Timestamp;
 }
-
-export type CheckKind = 'verification' | 'golden_capture';
 
 export interface TestMachineChecksTable {
   check_id: Generated<number>;

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
-import { loadConfig, servicesFile, yokeHome } from '../workers/config';
+import { loadConfig, servicesFile, yokeHome } from '../config/yokeConfig';
 import { portAnswers, processAlive } from './net';
 import { choosePostgres, ensureDatabase } from './postgres';
 import { findTemporalCli } from './temporalCli';

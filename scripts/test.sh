@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# npm test: install and build if needed, type-check, then jest. Jest's global setup brings up
+# npm test: install and build if needed, type-check, lint, check formatting, then jest. Jest's global setup brings up
 # Postgres (local, DATABASE_URL or embedded) and a Temporal dev server for the run; the
 # sshd test hosts need openssh-server, installed here when missing.
 set -euo pipefail
@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 bash scripts/install-system.sh
 npx tsc --noEmit -p tsconfig.json
+npm run --silent lint
+npm run --silent format:check
 npx jest "$@"

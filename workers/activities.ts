@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import { raisingApplicationFailures } from '../activities/failure';
-import { temporalLineNotifier } from '../activities/lineSignals';
+import { temporalLineNotifier } from '../temporal/lineSignals';
 import { sweepActivities } from '../activities/sweep';
 import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
@@ -62,5 +62,4 @@ export function createActivities(deps: ActivityDeps) {
   });
 }
 
-export type SweepActivities = ReturnType<typeof sweepActivities>;
 export type YokeActivities = ReturnType<typeof createActivities>;

@@ -3,9 +3,9 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
 import { createActivities } from './activities';
-import { loadConfig } from './config';
-import { ensureSweepSchedule } from './schedules';
-import { temporalConnectOptions } from './temporalConnection';
+import { loadConfig } from '../config/yokeConfig';
+import { ensureSweepSchedule } from '../temporal/schedules';
+import { temporalConnectOptions } from '../temporal/connection';
 
 /**
  * The yoke worker: runs every workflow and activity on the configured task queue, and keeps

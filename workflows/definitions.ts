@@ -1,6 +1,6 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { CheckKind } from '../db/database';
+import type { CheckKind } from '../domain/checkKinds';
 
 /**
  * Every signal, update and query of yoke's workflows, and their deterministic ids, in one

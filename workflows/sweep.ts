@@ -1,5 +1,5 @@
 import { proxyActivities } from '@temporalio/workflow';
-import type { SweepActivities } from '../workers/activities';
+import type { SweepActivities } from '../activities/sweep';
 
 const { sweepStaleSessions } = proxyActivities<SweepActivities>({
   startToCloseTimeout: '1 minute',

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { projectRoot } from '../../workers/config';
+import { projectRoot } from '../../config/yokeConfig';
 
 export interface CliResult {
   code: number;

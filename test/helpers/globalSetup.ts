@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { createDb } from '../../db/pool';
 import { migrateToLatest } from '../../db/migrate';
-import { projectRoot } from '../../workers/config';
+import { projectRoot } from '../../config/yokeConfig';
 import { freePort, processAlive } from '../../scripts/net';
 import { choosePostgres, withDatabase } from '../../scripts/postgres';
 import { findTemporalCli } from '../../scripts/temporalCli';

@@ -54,7 +54,7 @@ describe('every claim primitive the board shows can be taken, exclusively', () =
 
   test('C3 twenty sessions racing for one path, process and document: exactly one holder each', async () => {
     for (let i = 0; i < 20; i++) await s.registerSession({ sessionId: `r${i}`, actorId: `r${i}`, project: 'web' });
-    const racers = Array.from({ length: 20 }, (_, i) => claimPrimitiveActivities({ db: t.connect(1) }));
+    const racers = Array.from({ length: 20 }, () => claimPrimitiveActivities({ db: t.connect(1) }));
     const settle = (f: (a: ClaimPrimitiveActivities, i: number) => Promise<unknown>) =>
       Promise.allSettled(racers.map((a, i) => f(a, i)));
     const results = await Promise.all([

@@ -3,7 +3,7 @@ import { deploymentRunActivities, type DeploymentRunActivities } from '../../act
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { sessionActivities } from '../../activities/sessions';
 import { advisoryXactLock } from '../../db/advisoryLock';
-import { YokeError } from '../../domain/errors';
+import type { YokeError } from '../../domain/errors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { CheckOutcome } from '../../activities/testMachines';
-import type { CheckKind } from '../../db/database';
+import type { CheckKind } from '../../domain/checkKinds';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
 

@@ -1,7 +1,7 @@
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { ageSession, seedLab, services } from '../helpers/fixtures';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
-import { ensureSweepSchedule } from '../../workers/schedules';
+import { ensureSweepSchedule } from '../../temporal/schedules';
 import type { SweepResult } from '../../activities/sweep';
 
 let t: TestDatabase;

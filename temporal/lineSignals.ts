@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { cancelWait, hostReserved, waitWorkflowId, YOKE_TEST_MACHINE, type WaitInput } from '../workflows/definitions';
-import type { LineNotifier } from './waitingLine';
+import type { LineNotifier } from '../activities/waitingLine';
 
 const TEST_MACHINE_KEY = defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD);
 

@@ -1,4 +1,4 @@
-import { Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
+import { type Client, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client';
 
 export const SWEEP_SCHEDULE_ID = 'yoke-stale-session-sweep';
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { YokeConfig } from './config';
+import type { YokeConfig } from '../config/yokeConfig';
 
 /** TLS settings in the shape both Connection (client) and NativeConnection (worker) accept. */
 export function temporalTls(config: YokeConfig['temporal']) {
