@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../config/yokeConfig';
 
@@ -13,6 +13,7 @@ import { projectRoot } from '../config/yokeConfig';
 const TARGET_MB = Number(process.env.BENCH_USAGE_MB ?? 512);
 const SESSIONS = Number(process.env.BENCH_USAGE_SESSIONS ?? 200);
 const root = projectRoot();
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 let seed = 42;
 const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
@@ -185,11 +186,14 @@ function main(): void {
               mb_per_s: Math.round(mb / yokeFull.seconds),
               peak_rss_mb: yokeFull.peak_rss_mb,
               tokens: yokeFullResult.tokens,
+              fold_seconds: round3(yokeFullResult.seconds),
+              threads: yokeFullResult.threads,
             },
             incremental_after_1pct: {
               seconds: yokeIncremental.seconds,
               bytes_read: yokeIncrementalResult.bytes_read,
               peak_rss_mb: yokeIncremental.peak_rss_mb,
+              fold_seconds: round3(yokeIncrementalResult.seconds),
             },
           },
           ccusage_20_0_24: {
@@ -205,6 +209,21 @@ function main(): void {
             full: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
             incremental_vs_ccusage_rescan: Math.round((ccAgain.seconds / yokeIncremental.seconds) * 100) / 100,
           },
+          // issue 16's targets, each computed from the figures above
+          targets: {
+            full_throughput_vs_ccusage: {
+              ratio: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
+              at_least: 1,
+            },
+            full_fold_peak_rss_mb: { value: yokeFull.peak_rss_mb, at_most: 100 },
+            totals_identical: yokeFullResult.tokens === ccFullTokens,
+            // the fold's own time (both in-process, so node's start is not counted twice)
+            incremental_share_of_full: {
+              ratio: round3(yokeIncrementalResult.seconds / yokeFullResult.seconds),
+              at_most: 0.02,
+            },
+          },
+          machine: { cores: availableParallelism(), load_average_1m: Math.round(loadavg()[0]! * 100) / 100 },
           note: 'token totals differ where the tools count differently: yoke keeps one row per message id (the largest streaming snapshot) across main and subagent files',
         },
         null,

@@ -1,11 +1,13 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { totalTokens } from '../domain/usage/buckets';
-import { fold, type Checkpoint } from '../activities/usage/readers';
+import { boundedEach, foldPool } from '../activities/usage/foldPool';
+import { unreadBytes, type Checkpoint } from '../activities/usage/readers';
 
 /**
  * One fold pass of bench/usage over a Claude config dir (projects/<project>/<session>.jsonl
  * with subagents), run as its own process so its peak RSS is measured alone.
+ * Sessions are folded on the fold pool (one worker thread per core), as a backfill folds them.
  * Each session's checkpoint is its own file, as each is its own row in Postgres: a fold loads
  * only its session's accumulators, so memory follows one session, not the corpus.
  * Usage: node usageFold.js <claude-config-dir> <checkpoint-dir> full|incremental
@@ -20,25 +22,45 @@ async function main(): Promise<void> {
   let tokens = 0;
   let bytesRead = 0;
   const projects = join(root, 'projects');
-  for (const project of readdirSync(projects)) {
-    for (const file of readdirSync(join(projects, project)).filter((f) => f.endsWith('.jsonl'))) {
-      const main = join(projects, project, file);
-      const checkpointFile = join(checkpointDir, `${project}-${file}.json`);
-      const before: Checkpoint | undefined =
-        mode === 'incremental' && existsSync(checkpointFile)
-          ? JSON.parse(readFileSync(checkpointFile, 'utf8'))
-          : undefined;
-      const reading = await fold('claude', before, [main]);
+  const sessions = readdirSync(projects).flatMap((project) =>
+    readdirSync(join(projects, project))
+      .filter((f) => f.endsWith('.jsonl'))
+      .map((file) => ({
+        main: join(projects, project, file),
+        checkpointFile: join(checkpointDir, `${project}-${file}.json`),
+      })),
+  );
+  const checkpoints = new Map<string, Checkpoint | undefined>();
+  let unread = 0;
+  for (const { main, checkpointFile } of sessions) {
+    const before: Checkpoint | undefined =
+      mode === 'incremental' && existsSync(checkpointFile)
+        ? JSON.parse(readFileSync(checkpointFile, 'utf8'))
+        : undefined;
+    checkpoints.set(main, before);
+    unread += unreadBytes(main, before);
+  }
+  const pool = foldPool({
+    bytes: unread,
+    threads: process.env.BENCH_USAGE_THREADS ? Number(process.env.BENCH_USAGE_THREADS) : undefined,
+  });
+  try {
+    await boundedEach(sessions, pool.threads * 2, async ({ main, checkpointFile }) => {
+      const before = checkpoints.get(main);
+      checkpoints.delete(main);
+      const reading = await pool.fold('claude', before, [main]);
       for (const [path, mark] of Object.entries(reading.checkpoint.files))
         bytesRead += mark.offset - (before?.files[path]?.offset ?? 0);
       tokens += totalTokens(reading.totals);
       writeFileSync(checkpointFile, JSON.stringify(reading.checkpoint));
       files++;
-    }
+    });
+  } finally {
+    await pool.close();
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   process.stdout.write(
-    `${JSON.stringify({ seconds, tokens, bytes_read: bytesRead, files, corpus_bytes: corpusBytes(projects) })}\n`,
+    `${JSON.stringify({ seconds, tokens, bytes_read: bytesRead, files, threads: pool.threads, corpus_bytes: corpusBytes(projects) })}\n`,
   );
 }
 

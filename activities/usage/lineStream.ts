@@ -1,50 +1,87 @@
-import { createReadStream } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 
 /**
  * U9: readers stream an artifact line by line from a byte offset with fixed memory. A line
  * longer than `maxLineBytes` is never held whole: it is skipped and reported with its first
  * bytes, so the reader can tell whether it mattered. A final line without its newline is
  * still being written: it is left for the next fold, so the next offset never splits a row.
- * Lines come as bytes: a reader decodes only the lines that can matter to it.
+ * Lines come as bytes: a reader decodes only the lines that can matter to it. Resolves to the
+ * offset after the last complete line (blank lines included): the file's next watermark.
+ *
+ * One buffer is reused for the whole file and lines are handed out as views into it (valid
+ * only during the callback), so reading costs one copy from the page cache and no garbage.
+ * Reads are synchronous (a thread-pool round trip per chunk costs more than the read on a
+ * busy machine); the event loop gets a turn every few chunks so a long fold in an activity
+ * worker does not starve its heartbeats.
  */
 export type ScannedLine =
   { kind: 'line'; bytes: Buffer; end: number } | { kind: 'oversized'; prefix: string; bytes: number; end: number };
 
-export async function* scanLines(path: string, fromOffset: number, maxLineBytes: number): AsyncGenerator<ScannedLine> {
-  const stream = createReadStream(path, { start: fromOffset, highWaterMark: 4 << 20 });
-  let carry: Buffer[] = []; // the start of a line that continues into the next chunk
-  let held = 0;
-  let skipping: { prefix: string; bytes: number } | null = null;
-  let position = fromOffset;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf(0x0a, start);
-      const piece = chunk.subarray(start, nl < 0 ? chunk.length : nl);
-      if (skipping) {
-        skipping.bytes += piece.length;
-      } else if (held + piece.length > maxLineBytes) {
-        const head = Buffer.concat([...carry, piece.subarray(0, 4096)]).subarray(0, 4096);
-        skipping = { prefix: head.toString('utf8'), bytes: held + piece.length };
-        carry = [];
-        held = 0;
-      } else if (nl < 0) {
-        carry.push(Buffer.from(piece)); // copy: the chunk's memory is reused
-        held += piece.length;
+const CHUNK = 1 << 20;
+const PREFIX = 4096;
+const CHUNKS_PER_TURN = 16;
+
+export async function scanLines(
+  path: string,
+  fromOffset: number,
+  maxLineBytes: number,
+  onLine: (line: ScannedLine) => void,
+): Promise<number> {
+  const fd = openSync(path, 'r');
+  try {
+    let buf = Buffer.allocUnsafe(Math.min(CHUNK, maxLineBytes + 1));
+    let filled = 0; // bytes of buf holding data; buf[0] is the file's byte `base`
+    let base = fromOffset;
+    let complete = fromOffset; // the end of the last whole line
+    let skipping: { prefix: string; bytes: number } | null = null;
+    for (let reads = 1; ; reads++) {
+      if (filled === buf.length) {
+        // one line fills the buffer: grow it up to the bound (a bounded line is held whole)
+        const grown = Buffer.allocUnsafe(Math.min(buf.length * 2, maxLineBytes + 1));
+        buf.copy(grown, 0, 0, filled);
+        buf = grown;
       }
-      if (nl < 0) break;
-      const end = position + nl + 1;
+      const got = readSync(fd, buf, filled, buf.length - filled, base + filled);
+      if (got === 0) return complete; // what is left has no newline yet: the next fold finishes it
+      filled += got;
+      const data = buf.subarray(0, filled); // searches must not run into the stale rest of the buffer
+      let start = 0;
+      for (;;) {
+        const nl = data.indexOf(0x0a, start);
+        if (nl < 0) break;
+        const end = base + nl + 1;
+        complete = end;
+        if (skipping) {
+          onLine({ kind: 'oversized', prefix: skipping.prefix, bytes: skipping.bytes + nl - start, end });
+          skipping = null;
+        } else if (nl - start > maxLineBytes) {
+          onLine({
+            kind: 'oversized',
+            prefix: buf.toString('utf8', start, Math.min(nl, start + PREFIX)),
+            bytes: nl - start,
+            end,
+          });
+        } else if (nl > start) {
+          onLine({ kind: 'line', bytes: buf.subarray(start, nl), end });
+        }
+        start = nl + 1;
+      }
       if (skipping) {
-        yield { kind: 'oversized', prefix: skipping.prefix, bytes: skipping.bytes, end };
-        skipping = null;
+        skipping.bytes += filled - start;
+        base += filled;
+        filled = 0;
+      } else if (filled - start > maxLineBytes) {
+        skipping = { prefix: buf.toString('utf8', start, Math.min(filled, start + PREFIX)), bytes: filled - start };
+        base += filled;
+        filled = 0;
       } else {
-        const bytes = carry.length ? Buffer.concat([...carry, piece]) : piece;
-        if (bytes.length) yield { kind: 'line', bytes, end };
+        buf.copy(buf, 0, start, filled); // keep the unfinished line at the front
+        base += start;
+        filled -= start;
       }
-      carry = [];
-      held = 0;
-      start = nl + 1;
+      if (reads % CHUNKS_PER_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    position += chunk.length;
+  } finally {
+    closeSync(fd);
   }
 }

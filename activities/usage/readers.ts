@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
@@ -72,6 +72,20 @@ function resumeAt(cp: Checkpoint, path: string): number {
   return mark.offset;
 }
 
+/** Bytes a fold would read (past each known file's watermark): what sizes a backfill's pool. */
+export function unreadBytes(main: string, previous: Checkpoint | undefined): number {
+  const files = new Set([main, ...Object.keys(previous?.files ?? {})]);
+  let total = 0;
+  for (const path of files) {
+    try {
+      total += Math.max(0, statSync(path).size - (previous?.files[path]?.offset ?? 0));
+    } catch {
+      // gone: nothing to read
+    }
+  }
+  return total;
+}
+
 // ---------------------------------------------------------------- Claude
 
 /** U5: Claude's message.usage in disjoint buckets (cache writes split by lifetime; thinking inside output). */
@@ -103,11 +117,20 @@ export function claudeArtifacts(main: string): string[] {
   return [main, ...subagents];
 }
 
+interface ClaudeRow {
+  type?: unknown;
+  requestId?: unknown;
+  message?: { id?: string; model?: string; usage?: Record<string, unknown> };
+}
+
 /** Streaming snapshots of one call are adjacent; a few open calls per file leave slack for interleaving. */
 const OPEN_PER_FILE = 4;
 
+// crypto.hash (Node >= 20.12) is the one-shot form: the same digest without a Hash object per call.
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'base64') => string }).hash;
+
 function digest(id: string): string {
-  return createHash('sha1').update(id).digest('base64').slice(0, 12);
+  return (oneShot ? oneShot('sha1', id, 'base64') : crypto.createHash('sha1').update(id).digest('base64')).slice(0, 12);
 }
 
 export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoint> {
@@ -118,37 +141,37 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
   for (const path of claudeArtifacts(main)) {
     if (!existsSync(path)) continue;
     let offset = resumeAt(cp, path);
-    for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
+    offset = await scanLines(path, offset, MAX_LINE_BYTES, (row) => {
       offset = row.end;
       if (row.kind === 'oversized') {
         // Huge rows are file-history snapshots and the like; an oversized assistant row is a real gap.
         if (/"type"\s*:\s*"assistant"/.test(row.prefix))
           note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
-        continue;
+        return;
       }
       // Only rows that carry a usage block can matter; the rest are never decoded.
-      if (row.bytes.indexOf(USAGE_KEY) < 0) continue;
+      if (row.bytes.indexOf(USAGE_KEY) < 0) return;
       const text = row.bytes.toString('utf8');
-      let parsed: Record<string, unknown>;
+      let parsed: ClaudeRow;
       try {
-        parsed = JSON.parse(text);
+        parsed = JSON.parse(text) as ClaudeRow;
       } catch {
         if (text.includes('"assistant"'))
           note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
-        continue;
+        return;
       }
       // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
-      if (parsed.type !== 'assistant') continue;
-      const message = parsed.message as { id?: string; model?: string; usage?: Record<string, unknown> } | undefined;
-      if (!message?.usage || message.model === '<synthetic>') continue;
+      if (parsed.type !== 'assistant') return;
+      const message = parsed.message;
+      if (!message?.usage || message.model === '<synthetic>') return;
       const key = message.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
-      if (!key) continue;
+      if (!key) return;
       const open = state.open[key];
-      if (!open && closed.has(digest(key))) continue; // a replay or copy of a call already counted in full
+      if (!open && closed.has(digest(key))) return; // a replay or copy of a call already counted in full
       const usage = claudeBuckets(message.usage);
       // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
       if (open) {
-        if (usage.output < open.usage.output) continue;
+        if (usage.output < open.usage.output) return;
         count(open.model, open.usage, -1);
       }
       const model = message.model ?? 'unknown';
@@ -165,7 +188,7 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
           delete state.open[old];
         }
       }
-    }
+    });
     cp.files[path] = { offset, size: statSync(path).size };
   }
   state.closed = [...closed];
@@ -217,9 +240,9 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
     if (!existsSync(path)) continue;
     const mark = (cp.files[path] ??= { offset: 0, size: 0 });
     let offset = resumeAt(cp, path);
-    for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
+    offset = await scanLines(path, offset, MAX_LINE_BYTES, (row) => {
       offset = row.end;
-      if (row.kind === 'oversized') continue;
+      if (row.kind === 'oversized') return;
       const text = row.bytes.toString('utf8');
       let parsed: { timestamp?: string; type?: string; payload?: Record<string, unknown> };
       try {
@@ -227,7 +250,7 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
       } catch {
         if (text.includes('token_count'))
           note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
-        continue;
+        return;
       }
       const payload = parsed.payload ?? {};
       if (parsed.type === 'session_meta') {
@@ -238,10 +261,10 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
           mark.child_start = parsed.timestamp;
           threads[mark.thread] ??= { usage: null, models: [] };
         }
-        continue;
+        return;
       }
       const replayed = mark.child && mark.child_start && parsed.timestamp && parsed.timestamp < mark.child_start;
-      if (replayed || !mark.thread) continue;
+      if (replayed || !mark.thread) return;
       const thread = threads[mark.thread]!;
       if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model))
         thread.models.push(payload.model);
@@ -263,7 +286,7 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
         const info = payload.info as { total_token_usage?: Record<string, unknown> } | null;
         if (info?.total_token_usage) thread.usage = codexBuckets(info.total_token_usage); // cumulative: the last total is the thread's
       }
-    }
+    });
     cp.files[path] = { ...mark, offset, size: statSync(path).size };
     for (const child of codexChildren(path, new Set(queue))) queue.push(child);
   }
@@ -331,16 +354,16 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<C
     }
     if (text.trimStart().startsWith('{') && !text.includes('\n{') && !whole) continue; // a capture still being written
     let offset = resumeAt(cp, path);
-    for await (const row of scanLines(path, offset, MAX_LINE_BYTES)) {
+    offset = await scanLines(path, offset, MAX_LINE_BYTES, (row) => {
       offset = row.end;
-      if (row.kind === 'oversized') continue;
+      if (row.kind === 'oversized') return;
       let hook: Record<string, unknown>;
       try {
         hook = JSON.parse(row.bytes.toString('utf8'));
       } catch {
-        continue;
+        return;
       }
-      if (hook.hook_event_name !== 'stop' || typeof hook.generation_id !== 'string') continue;
+      if (hook.hook_event_name !== 'stop' || typeof hook.generation_id !== 'string') return;
       const usage = {
         input: n(hook.input_tokens),
         cached_input: n(hook.cache_read_tokens),
@@ -349,12 +372,12 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<C
         output: n(hook.output_tokens),
         reasoning: 0,
       };
-      if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) continue; // token fields are optional
+      if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) return; // token fields are optional
       seen[`generation:${hook.generation_id}`] ??= {
         model: typeof hook.model === 'string' ? hook.model : 'cursor-agent',
         usage,
       };
-    }
+    });
     cp.files[path] = { offset, size: statSync(path).size };
   }
   return cp;
