@@ -22,6 +22,23 @@ export async function runById(db: Executor, runId: string, opts: { lock?: boolea
   return run;
 }
 
+/**
+ * R1: a driver attachment is live while its heartbeat is fresh and its session has not ended:
+ * ending the driver's session detaches it at once. Read by the database clock.
+ */
+export async function driverAttachmentLive(
+  db: Executor,
+  run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at'>,
+  freshMs: number,
+): Promise<boolean> {
+  if (!run.driver_session_id || !run.driver_heartbeat_at) return false;
+  const { rows } = await sql<{ live: boolean }>`
+    SELECT (${run.driver_heartbeat_at}::timestamptz > now() - make_interval(secs => ${freshMs / 1000}))
+       AND EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = ${run.driver_session_id}
+                     AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS live`.execute(db);
+  return rows[0]!.live;
+}
+
 export async function flowByName(db: Executor, projectId: number, projectName: string, name: string): Promise<FlowRow> {
   const flow = await db
     .selectFrom('flows')

@@ -20,7 +20,7 @@ export interface UntargetedObligation {
   code: 'obligation_not_targeted';
   item: string;
   requirement_id: string;
-  declared_environment: string;
+  declared_environment: string | null;
   run_stage_targets: string[];
   message: string;
 }
@@ -53,18 +53,22 @@ export function derivedSelection(obligations: Obligation[], stages: StageDefinit
     .sort();
 }
 
-/** D6: obligations no QA stage of the run targets: not an error, never silent. */
+/**
+ * D6: obligations no QA stage of the run targets: not an error, never silent. An obligation
+ * with no declared environment is answered by any QA stage, so it is untargeted only on a
+ * flow that has none.
+ */
 export function untargetedObligations(obligations: Obligation[], stages: StageDefinition[]): UntargetedObligation[] {
   const targets = [...new Set(qaStages(stages).map((s) => s.target))].sort();
   return obligations
-    .filter((o) => owed(o) && o.target_env !== null && !targets.includes(o.target_env))
+    .filter((o) => owed(o) && (o.target_env === null ? targets.length === 0 : !targets.includes(o.target_env)))
     .map((o) => ({
       code: 'obligation_not_targeted' as const,
       item: o.item,
       requirement_id: requirementId(o.item, o.case_key),
-      declared_environment: o.target_env!,
+      declared_environment: o.target_env,
       run_stage_targets: targets,
-      message: `obligation ${requirementId(o.item, o.case_key)} declares environment ${o.target_env}; this run's QA stages target ${targets.length ? targets.join(', ') : 'no environment'}, so another run must answer it`,
+      message: `obligation ${requirementId(o.item, o.case_key)} declares ${o.target_env === null ? 'no environment' : `environment ${o.target_env}`}; this run's QA stages target ${targets.length ? targets.join(', ') : 'no environment'}, so another run must answer it`,
     }));
 }
 

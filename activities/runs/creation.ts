@@ -9,7 +9,7 @@ import type { UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
 import { refusal, unreachable, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { admitMember, materializeFlowDefaults, type ExplicitSelection } from './membership';
+import { admitMembers, materializeFlowDefaults, type ExplicitSelection } from './membership';
 import type { RunIdentity } from './read';
 
 export interface CreateRunInput {
@@ -22,8 +22,8 @@ export interface CreateRunInput {
   items: string[];
   requirementIds?: string[];
   planIds?: string[];
-  /** How long creation may wait for the project's creation lock before it gives up (I2). */
-  lockTimeoutMs?: number;
+  /** I2: how long the whole create may take before it answers `deployment_run_create_timeout`. */
+  timeoutMs?: number;
 }
 
 export interface CreateReceipt extends RunIdentity {
@@ -50,6 +50,36 @@ function validateCandidate(candidate: string): void {
 export function isTimeout(err: unknown): boolean {
   const code = (err as { code?: string })?.code;
   return code === '55P03' || code === '57014';
+}
+
+/** I2: the create did not answer within its deadline; a repeat under the same key recovers it. */
+function creationTimedOut(input: CreateRunInput): Error {
+  return unreachable(
+    'deployment_run_create_timeout',
+    `creating the run did not finish within ${input.timeoutMs} ms (another creation holds the project's lock, or Postgres stopped answering)`,
+    {
+      recovery: 're-run the identical command: the same --idempotency-key returns the run if one was created',
+      details: { idempotency_key: input.idempotencyKey ?? null, timeout_ms: input.timeoutMs ?? null },
+    },
+  );
+}
+
+/**
+ * I2: answers by the deadline whatever the work is doing; a connection that stopped answering
+ * cannot hold the caller. Work that settles after the deadline has already been answered for.
+ */
+async function withinDeadline<T>(work: Promise<T>, timeoutMs: number | undefined, timedOut: () => Error): Promise<T> {
+  if (!timeoutMs) return work;
+  work.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut()), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export function runCreationActivities(deps: { db: Kysely<Database> }) {
@@ -132,7 +162,7 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     await materializeFlowDefaults(trx, run, flow);
     const selection: ExplicitSelection = { requirementIds: request.requirement_ids, planIds: request.plan_ids };
     const warnings: UntargetedObligation[] = [];
-    for (const m of members) warnings.push(...(await admitMember(trx, run, flow, m, selection)));
+    warnings.push(...(await admitMembers(trx, run, flow, members, selection)));
     await recordEvent(trx, {
       event_type: 'DeploymentRunCreated',
       project_id: projectId,
@@ -171,33 +201,43 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     return { project, flow, target, members, request };
   }
 
+  /**
+   * I2: the whole create answers within `timeoutMs`, however it stalls: waiting for a lock, a
+   * slow statement, or a connection that stopped answering. Postgres bounds what it can see
+   * (lock_timeout, statement_timeout) and a client deadline bounds the rest; the caller then
+   * repeats once under the same key, which returns the run if this one committed after all.
+   */
   async function withCreationTimeout<T>(
     input: CreateRunInput,
     fn: (trx: Transaction<Database>) => Promise<T>,
   ): Promise<T> {
-    try {
-      return await db.transaction().execute(async (trx) => {
-        if (input.lockTimeoutMs)
-          await sql`SELECT set_config('lock_timeout', ${`${Math.ceil(input.lockTimeoutMs)}ms`}, true)`.execute(trx);
+    const timeoutMs = input.timeoutMs;
+    const timedOut = () => creationTimedOut(input);
+    const work = db
+      .transaction()
+      .execute(async (trx) => {
+        if (timeoutMs) {
+          const ms = `${Math.ceil(timeoutMs)}ms`;
+          await sql`SELECT set_config('lock_timeout', ${ms}, true), set_config('statement_timeout', ${ms}, true)`.execute(
+            trx,
+          );
+        }
         return fn(trx);
+      })
+      .catch((err: unknown) => {
+        throw isTimeout(err) ? timedOut() : err;
       });
-    } catch (err) {
-      if (!isTimeout(err)) throw err;
-      throw unreachable(
-        'deployment_run_create_timeout',
-        `creating the run did not finish within ${input.lockTimeoutMs} ms (another creation holds the project's lock)`,
-        {
-          recovery: 're-run the identical command: the same --idempotency-key returns the run if one was created',
-          details: { idempotency_key: input.idempotencyKey ?? null },
-        },
-      );
-    }
+    return withinDeadline(work, timeoutMs, timedOut);
   }
 
   /** `deployment-runs create` (I1, D3, D5, D6, O5). */
   async function createRun(input: CreateRunInput): Promise<CreateReceipt> {
-    const { project, flow, target, members, request } = await resolve(db, input);
-    return withCreationTimeout(input, (trx) =>
+    const started = Date.now();
+    const resolved = withinDeadline(resolve(db, input), input.timeoutMs, () => creationTimedOut(input));
+    const { project, flow, target, members, request } = await resolved;
+    // I2: the deadline covers the whole create, not each step
+    const left = input.timeoutMs ? Math.max(1, input.timeoutMs - (Date.now() - started)) : undefined;
+    return withCreationTimeout({ ...input, timeoutMs: left }, (trx) =>
       insertRun(trx, input, request, flow, project.project_id, target.environment_id, members),
     );
   }

@@ -4,11 +4,11 @@ import type { Database, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
-import { environmentsOf, flowById, runById, targetedEnvironmentNames } from '../../db/runs';
+import { driverAttachmentLive, environmentsOf, flowById, runById, targetedEnvironmentNames } from '../../db/runs';
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { admitMember, freezeComposition, membersOf, type CarriedWork, type ExplicitSelection } from './membership';
+import { admitMembers, freezeComposition, membersOf, type CarriedWork, type ExplicitSelection } from './membership';
 import { openLines } from './occupancy';
 
 export const DEFAULT_DRIVER_FRESH_MS = 600_000;
@@ -20,16 +20,13 @@ interface DrivenRun extends RunRow {
 /** Locks the run and reads whether its driver attachment is live (R1), by the database clock. */
 async function lockRun(trx: Transaction<Database>, runId: string, freshMs: number): Promise<DrivenRun> {
   const run = await runById(trx, runId, { lock: true });
-  const { rows } = await sql<{ live: boolean }>`
-    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(
-    trx,
-  );
-  return { ...run, driver_live: rows[0]!.live };
+  return { ...run, driver_live: await driverAttachmentLive(trx, run, freshMs) };
 }
 
 /**
  * R1: a live driver attachment owns the run; any other session is refused naming it. A
- * lapsed heartbeat frees the run by itself: the caller simply becomes the driver.
+ * lapsed heartbeat or an ended driver session frees the run by itself: the caller simply
+ * becomes the driver.
  */
 function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void {
   if (!run.driver_session_id || run.driver_session_id === sessionId || !run.driver_live) return;
@@ -38,7 +35,7 @@ function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void 
     'run_driven_elsewhere',
     `run ${run.run_id} is driven by session ${run.driver_session_id} (heartbeat ${run.driver_heartbeat_at!.toISOString()})`,
     {
-      recovery: `let that session continue (it can hand over by ending its session), or wait until its attachment lapses at ${until}`,
+      recovery: `let that session continue; it hands over at once by ending its session (yoke sessions end --session ${run.driver_session_id}), otherwise its attachment lapses at ${until} unless it heartbeats again`,
       details: {
         run_id: run.run_id,
         driver_session_id: run.driver_session_id,
@@ -330,11 +327,11 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
           details: { run_id: run.run_id, item: item.item },
         });
       }
-      const warnings = await admitMember(
+      const warnings = await admitMembers(
         trx,
         run,
         await flowById(trx, run.flow_id),
-        { item_id: item.item_id, item: item.item },
+        [{ item_id: item.item_id, item: item.item }],
         input,
       );
       await recordEvent(trx, {

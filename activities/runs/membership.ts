@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { FlowRow, RunRow } from '../../db/database';
 import type { Executor } from '../../db/pool';
-import { obligationsOf } from '../../db/runs';
+import { obligationsOf, type ObligationRow } from '../../db/runs';
 import {
   answeringStage,
   derivedSelection,
@@ -27,26 +27,61 @@ export function hasExplicit(sel: ExplicitSelection): boolean {
 }
 
 /**
- * The explicit ids that concern one member: `PREFIX-N/case` for it, a bare `case` it has,
- * and every plan id. Unknown requirement ids are refused rather than silently dropped.
+ * D5: an explicit selection split over the members it names. A `PREFIX-N/case` id belongs to
+ * that item; a bare `case` to every member declaring that case; a plan id to every member with
+ * an obligation in that plan. Ids are stored verbatim on the member they belong to; a member
+ * the selection does not mention gets null and derives its own obligations. An id that matches
+ * no member is refused, never dropped.
  */
-async function explicitFor(db: Executor, member: MemberHandle, sel: ExplicitSelection): Promise<string[]> {
-  const cases = new Set((await obligationsOf(db, [member.item_id])).map((o) => o.case_key));
-  const mine = sel.requirementIds.filter((id) => (id.includes('/') ? id.split('/')[0] === member.item : cases.has(id)));
-  for (const id of mine) {
-    const caseKey = id.includes('/') ? id.split('/')[1]! : id;
-    if (!cases.has(caseKey)) {
+async function explicitSelections(
+  db: Executor,
+  members: MemberHandle[],
+  sel: ExplicitSelection,
+): Promise<Map<number, string[] | null>> {
+  const out = new Map<number, string[] | null>(members.map((m) => [m.item_id, null]));
+  if (!hasExplicit(sel)) return out;
+  const obligations = await obligationsOf(
+    db,
+    members.map((m) => m.item_id),
+  );
+  const add = (itemId: number, id: string) => {
+    const list = out.get(itemId) ?? [];
+    if (!list.includes(id)) list.push(id);
+    out.set(itemId, list);
+  };
+  for (const id of sel.requirementIds) {
+    const slash = id.indexOf('/');
+    const itemRef = slash >= 0 ? id.slice(0, slash).toUpperCase() : null;
+    const caseKey = slash >= 0 ? id.slice(slash + 1) : id;
+    const owners = members.filter(
+      (m) =>
+        (itemRef === null || m.item === itemRef) &&
+        obligations.some((o) => o.item_id === m.item_id && o.case_key === caseKey),
+    );
+    if (owners.length === 0) {
+      const named = itemRef ? `item ${itemRef}` : `no member (${members.map((m) => m.item).join(', ') || 'none'})`;
+      throw refusal('unknown_requirement', `${named} has no QA case ${caseKey} (from --requirement-id ${id})`, {
+        recovery: `declare it under the item's obligations and apply, or drop --requirement-id ${id}`,
+        details: { requirement_id: id, item: itemRef, members: members.map((m) => m.item) },
+      });
+    }
+    for (const m of owners) add(m.item_id, id);
+  }
+  for (const plan of sel.planIds) {
+    const owners = members.filter((m) => obligations.some((o) => o.item_id === m.item_id && o.plan_id === plan));
+    if (owners.length === 0) {
       throw refusal(
-        'unknown_requirement',
-        `item ${member.item} has no QA case ${caseKey} (from --requirement-id ${id})`,
+        'unknown_plan',
+        `no member (${members.map((m) => m.item).join(', ') || 'none'}) has an obligation in plan ${plan}`,
         {
-          recovery: `declare it under the item's obligations and apply, or drop --requirement-id ${id}`,
-          details: { item: member.item, requirement_id: id },
+          recovery: `attach the plan to a member's obligations (plan_id) and apply, or drop --plan-id ${plan}`,
+          details: { plan_id: plan, members: members.map((m) => m.item) },
         },
       );
     }
+    for (const m of owners) add(m.item_id, plan);
   }
-  return [...mine, ...sel.planIds.map((p) => `plan:${p}`)];
+  return out;
 }
 
 /** The member's requirement list: its stored selection, else the derived one (D5). */
@@ -61,8 +96,25 @@ export async function selectionOf(
 }
 
 /**
+ * The obligations a member's selection names: a requirement id names one case; a plan id
+ * (stored verbatim) names every case of the member in that plan.
+ */
+function selectedObligations(member: MemberHandle, obligations: ObligationRow[], selection: string[]): ObligationRow[] {
+  const mine = obligations.filter((o) => o.item_id === member.item_id);
+  const picked: ObligationRow[] = [];
+  for (const id of selection) {
+    const slash = id.indexOf('/');
+    const caseKey = slash >= 0 ? id.slice(slash + 1) : id;
+    const byCase = mine.filter((o) => o.case_key === caseKey);
+    const hits = byCase.length ? byCase : slash >= 0 ? [] : mine.filter((o) => o.plan_id === id);
+    for (const o of hits) if (!picked.includes(o)) picked.push(o);
+  }
+  return picked;
+}
+
+/**
  * Run-level QA rows for a member's selection (Q3 item roll-ups): each selected obligation is
- * a row at the QA stage that answers it.
+ * a row `PREFIX-N/case` at the QA stage that answers it.
  */
 async function rollUp(
   db: Executor,
@@ -70,20 +122,20 @@ async function rollUp(
   flow: FlowRow,
   member: MemberHandle,
   selection: string[],
-): Promise<void> {
-  const obligations = await obligationsOf(db, [member.item_id]);
-  for (const id of selection) {
-    const caseKey = id.startsWith('plan:') ? null : id.includes('/') ? id.split('/')[1]! : id;
-    const obligation = obligations.find((o) => o.case_key === caseKey);
-    const stage = answeringStage(obligation ?? { target_env: null }, flow.stages);
+): Promise<string[]> {
+  const rows: string[] = [];
+  for (const obligation of selectedObligations(member, await obligationsOf(db, [member.item_id]), selection)) {
+    const stage = answeringStage(obligation, flow.stages);
     if (!stage) continue; // nothing on this run answers it; D6 already named it
+    const checkName = requirementId(member.item, obligation.case_key);
+    rows.push(checkName);
     await db
       .insertInto('deployment_run_qa')
       .values({
         run_id: run.run_id,
-        check_name: id.includes('/') ? id : requirementId(member.item, id),
+        check_name: checkName,
         source: 'item-rollup',
-        blocking: obligation?.blocking ?? true,
+        blocking: obligation.blocking,
         stage_name: stage.name,
       })
       .onConflict((oc) =>
@@ -93,6 +145,7 @@ async function rollUp(
       )
       .execute();
   }
+  return rows;
 }
 
 /** Q3: the flow's default checks, materialized when the run is created. */
@@ -115,38 +168,52 @@ export async function materializeFlowDefaults(db: Executor, run: RunRow, flow: F
 }
 
 /**
- * Admits one member (D3, D5): an explicit selection is stored verbatim; a derived one is
- * validated but not stored (the freeze derives it again). Returns the D6 warnings.
+ * Admits members (D3, D5): an explicit selection is stored verbatim on the members it names;
+ * a derived one is validated but not stored (the freeze derives it again). Returns the D6
+ * warnings.
  */
-export async function admitMember(
+export async function admitMembers(
   db: Executor,
   run: RunRow,
   flow: FlowRow,
-  member: MemberHandle,
+  members: MemberHandle[],
   sel: ExplicitSelection,
 ): Promise<UntargetedObligation[]> {
-  const explicit = hasExplicit(sel) ? await explicitFor(db, member, sel) : null;
-  await db
-    .insertInto('deployment_run_items')
-    .values({
-      run_id: run.run_id,
-      item_id: member.item_id,
-      requirement_selection: explicit ? JSON.stringify(explicit) : null,
-    })
-    .execute();
-  // An earlier audited removal of this item now knows where it went (D1).
-  await db
-    .updateTable('deployment_run_item_removals')
-    .set({ later_run_id: run.run_id })
-    .where('item_id', '=', member.item_id)
-    .where('later_run_id', 'is', null)
-    .where('run_id', '!=', run.run_id)
-    .execute();
-  await rollUp(db, run, flow, member, await selectionOf(db, flow, member, explicit));
-  return untargetedObligations(await obligationsOf(db, [member.item_id]), flow.stages);
+  const explicit = await explicitSelections(db, members, sel);
+  const warnings: UntargetedObligation[] = [];
+  for (const member of members) {
+    const stored = explicit.get(member.item_id) ?? null;
+    await db
+      .insertInto('deployment_run_items')
+      .values({
+        run_id: run.run_id,
+        item_id: member.item_id,
+        requirement_selection: stored ? JSON.stringify(stored) : null,
+      })
+      .execute();
+    // D1: an earlier audited removal of this item now knows where it went, but only a run
+    // created after the one it left is "later": an older run admitting it says nothing.
+    await db
+      .updateTable('deployment_run_item_removals')
+      .set({ later_run_id: run.run_id })
+      .where('item_id', '=', member.item_id)
+      .where('later_run_id', 'is', null)
+      .where('run_id', '!=', run.run_id)
+      .where(({ eb, selectFrom }) =>
+        eb('run_id', 'in', selectFrom('deployment_runs').select('run_id').where('created_at', '<', run.created_at)),
+      )
+      .execute();
+    await rollUp(db, run, flow, member, await selectionOf(db, flow, member, stored));
+    warnings.push(...untargetedObligations(await obligationsOf(db, [member.item_id]), flow.stages));
+  }
+  return warnings;
 }
 
-/** D5 freeze: every derived selection is resolved now and written back concrete. */
+/**
+ * D5 freeze: every derived selection is resolved now and written back concrete, and its
+ * roll-ups are derived again: an obligation waived or superseded since admission loses the
+ * provisional row it had (retracted, so it cannot hold the QA stage), a new one gains a row.
+ */
 export async function freezeComposition(db: Executor, run: RunRow, flow: FlowRow): Promise<CarriedWork> {
   const items: CarriedWork['items'] = [];
   for (const m of await membersOf(db, run.run_id)) {
@@ -158,7 +225,16 @@ export async function freezeComposition(db: Executor, run: RunRow, flow: FlowRow
         .where('run_id', '=', run.run_id)
         .where('item_id', '=', m.item_id)
         .execute();
-      await rollUp(db, run, flow, m, selection);
+      const rows = await rollUp(db, run, flow, m, selection);
+      let stale = db
+        .updateTable('deployment_run_qa')
+        .set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
+        .where('run_id', '=', run.run_id)
+        .where('source', '=', 'item-rollup')
+        .where('check_name', 'like', `${m.item}/%`)
+        .where('retracted_at', 'is', null);
+      if (rows.length) stale = stale.where('check_name', 'not in', rows);
+      await stale.execute();
     }
     items.push({ item: m.item, requirement_ids: selection, derived: !m.requirement_selection });
   }

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { requireProject } from '../../db/projects';
-import { flowById, obligationsOf, runById } from '../../db/runs';
+import { driverAttachmentLive, flowById, obligationsOf, runById } from '../../db/runs';
 import { requirementId, untargetedObligations } from '../../domain/admission';
 import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
@@ -202,11 +202,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         .orderBy('unit')
         .execute(),
       membersOf(db, run.run_id),
-      sql<{
-        live: boolean;
-      }>`SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS live`.execute(
-        db,
-      ),
+      driverAttachmentLive(db, run, freshMs),
     ]);
     const occupying = run.status === 'executing' && !run.occupancy_released_at;
     const memberItems = [];
@@ -242,7 +238,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         ? {
             session_id: run.driver_session_id,
             heartbeat_at: run.driver_heartbeat_at!.toISOString(),
-            live: live.rows[0]!.live,
+            live,
           }
         : null,
       occupancy: {

@@ -205,7 +205,7 @@ export function registerDeploymentRuns(program: Command): void {
     const r = await withDb(async (ctx) => {
       const sessionId = o.session ?? process.env.YOKE_SESSION_ID;
       const activities = await runs(ctx);
-      return createWithRecovery(ctx, (lockTimeoutMs) =>
+      return createWithRecovery(ctx, (timeoutMs) =>
         activities.createRun({
           sessionId,
           project: o.project,
@@ -216,7 +216,7 @@ export function registerDeploymentRuns(program: Command): void {
           items: o.item,
           requirementIds: o.requirementId,
           planIds: o.planId,
-          lockTimeoutMs,
+          timeoutMs,
         }),
       );
     });
@@ -238,7 +238,7 @@ export function registerDeploymentRuns(program: Command): void {
     const o = parseOptions(StartOptions, raw);
     const r = await withDb(async (ctx) => {
       const activities = await runs(ctx);
-      return createWithRecovery(ctx, (lockTimeoutMs) =>
+      return createWithRecovery(ctx, (timeoutMs) =>
         activities.startForItem({
           sessionId: o.session ?? process.env.YOKE_SESSION_ID,
           items,
@@ -248,7 +248,7 @@ export function registerDeploymentRuns(program: Command): void {
           idempotencyKey: o.idempotencyKey,
           requirementIds: o.requirementId,
           planIds: o.planId,
-          lockTimeoutMs,
+          timeoutMs,
         }),
       );
     });

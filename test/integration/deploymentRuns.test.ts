@@ -7,6 +7,8 @@ import type { YokeError } from '../../domain/errors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';
+import { startStallingProxy } from '../helpers/stallingProxy';
+import { createDb } from '../../db/pool';
 
 let t: TestDatabase;
 let r: DeploymentRunActivities;
@@ -132,13 +134,39 @@ describe('idempotent creation', () => {
     await expect(create({ project: 'api', items: [], idempotencyKey: 'api-1' })).resolves.toMatchObject({
       replayed: false,
     });
-    const timedOut = await refusalOf(create({ lockTimeoutMs: 300 }));
+    const timedOut = await refusalOf(create({ timeoutMs: 300 }));
     expect(timedOut).toMatchObject({ code: 'deployment_run_create_timeout', kind: 'unreachable' });
     const waiting = create();
     release();
     await holder;
     await expect(waiting).resolves.toMatchObject({ replayed: false });
   });
+});
+
+test('I2 the whole create is bounded: a connection that stops answering times out instead of waiting forever', async () => {
+  const proxy = await startStallingProxy(t.url);
+  const db = createDb(proxy.url, { max: 2 });
+  try {
+    const stalled = deploymentRunActivities({ db });
+    await expect(stalled.listRuns({ project: 'web' })).resolves.toEqual([]); // the hop works
+    proxy.stall();
+    const refused = await refusalOf(
+      stalled.createRun({
+        project: 'web',
+        flow: 'release',
+        target: 'stage',
+        candidate: SHA,
+        idempotencyKey: 'hung',
+        items: ['WEB-1'],
+        timeoutMs: 500,
+      }),
+    );
+    expect(refused).toMatchObject({ code: 'deployment_run_create_timeout', kind: 'unreachable' });
+  } finally {
+    proxy.resume();
+    await db.destroy();
+    await proxy.close();
+  }
 });
 
 describe('membership and admission', () => {
@@ -212,12 +240,95 @@ describe('membership and admission', () => {
       .select('requirement_selection')
       .where('run_id', '=', run.run_id)
       .executeTakeFirstOrThrow();
-    expect(row.requirement_selection).toEqual(['WEB-1/prod-canary', 'plan:PLAN-7']);
+    expect(row.requirement_selection).toEqual(['WEB-1/prod-canary', 'PLAN-7']);
     const unknown = await refusalOf(create({ idempotencyKey: 'k2', requirementIds: ['WEB-1/nope'] }));
     expect(unknown.code).toBe('unknown_requirement');
     expect(
       await t.db.selectFrom('deployment_runs').select('run_id').where('create_idempotency_key', '=', 'k2').execute(),
     ).toEqual([]);
+  });
+
+  test('D5 an explicit selection belongs to the members it names; the others derive theirs', async () => {
+    const run = await create({ items: ['WEB-1', 'WEB-2'], requirementIds: ['WEB-1/checkout-e2e'] });
+    const view = await r.getRun({ runId: run.run_id, fields: ['member_items'] });
+    expect(view.member_items!.map((m) => [m.item, m.requirement_selection, m.selection_derived])).toEqual([
+      ['WEB-1', ['WEB-1/checkout-e2e'], false],
+      ['WEB-2', ['WEB-2/gift-smoke'], true],
+    ]);
+    const rows = await t.db
+      .selectFrom('deployment_run_items')
+      .select('requirement_selection')
+      .where('run_id', '=', run.run_id)
+      .orderBy('item_id')
+      .execute();
+    expect(rows.map((x) => x.requirement_selection)).toEqual([['WEB-1/checkout-e2e'], null]);
+    await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    const frozen = await r.getRun({ runId: run.run_id, fields: ['carried_work'] });
+    expect(frozen.carried_work!.items).toEqual([
+      { item: 'WEB-1', requirement_ids: ['WEB-1/checkout-e2e'], derived: false },
+      { item: 'WEB-2', requirement_ids: ['WEB-2/gift-smoke'], derived: true },
+    ]);
+  });
+
+  test('D5 a bare requirement id or plan id that matches no member is refused naming it, and nothing is written', async () => {
+    const before = await t.db.selectFrom('deployment_runs').select('run_id').execute();
+    const bare = await refusalOf(
+      create({ idempotencyKey: 'bare', items: ['WEB-1', 'WEB-2'], requirementIds: ['nope'] }),
+    );
+    expect(bare).toMatchObject({ code: 'unknown_requirement', details: { requirement_id: 'nope' } });
+    expect(bare.message).toContain('nope');
+    const plan = await refusalOf(create({ idempotencyKey: 'plan', items: ['WEB-2'], planIds: ['PLAN-7'] }));
+    expect(plan).toMatchObject({ code: 'unknown_plan', details: { plan_id: 'PLAN-7' } });
+    expect(await t.db.selectFrom('deployment_runs').select('run_id').execute()).toEqual(before);
+    // a bare case id belongs to the member that declares it
+    const ok = await create({ idempotencyKey: 'bare-ok', items: ['WEB-1', 'WEB-2'], requirementIds: ['gift-smoke'] });
+    const view = await r.getRun({ runId: ok.run_id, fields: ['member_items'] });
+    expect(view.member_items!.map((m) => m.requirement_selection)).toEqual([['WEB-1/checkout-e2e'], ['gift-smoke']]);
+  });
+
+  test('D5 plan ids are stored verbatim on the member whose obligations carry them and roll up its cases', async () => {
+    const run = await create({ items: ['WEB-1', 'WEB-2'], planIds: ['PLAN-7'] });
+    const rows = await t.db
+      .selectFrom('deployment_run_items')
+      .select('requirement_selection')
+      .where('run_id', '=', run.run_id)
+      .orderBy('item_id')
+      .execute();
+    expect(rows.map((x) => x.requirement_selection)).toEqual([['PLAN-7'], null]);
+    const qa = await t.db
+      .selectFrom('deployment_run_qa')
+      .select('check_name')
+      .where('run_id', '=', run.run_id)
+      .where('source', '=', 'item-rollup')
+      .orderBy('check_name')
+      .execute();
+    expect(qa.map((q) => q.check_name)).toEqual(['WEB-1/planned', 'WEB-2/gift-smoke']);
+  });
+
+  test('D5 the freeze re-derives roll-ups: an obligation waived since admission no longer holds the QA stage', async () => {
+    const run = await create();
+    const item = await t.db
+      .selectFrom('backlog_items')
+      .select('item_id')
+      .where('number', '=', 1)
+      .where('project_id', '=', sql<number>`(SELECT project_id FROM projects WHERE name = 'web')`)
+      .executeTakeFirstOrThrow();
+    await t.db
+      .updateTable('item_qa_cases')
+      .set({ waived: true })
+      .where('item_id', '=', item.item_id)
+      .where('case_key', '=', 'checkout-e2e')
+      .execute();
+    await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    const live = await t.db
+      .selectFrom('deployment_run_qa')
+      .select('check_name')
+      .where('run_id', '=', run.run_id)
+      .where('retracted_at', 'is', null)
+      .where('blocking', '=', true)
+      .orderBy('check_name')
+      .execute();
+    expect(live.map((q) => q.check_name)).toEqual(['smoke-test']);
   });
 
   test('D6 an obligation no QA stage targets is named with its row, declared environment and the stage targets', async () => {
@@ -244,6 +355,28 @@ describe('membership and admission', () => {
       'WEB-1/prod-canary',
     ]);
     expect(hotfix.warnings[0]!.message).toContain('no environment');
+  });
+
+  test('D6 an obligation with no target_env on a flow without a QA stage is named', async () => {
+    const item = await t.db
+      .selectFrom('backlog_items')
+      .select('item_id')
+      .where('number', '=', 3)
+      .where('project_id', '=', sql<number>`(SELECT project_id FROM projects WHERE name = 'web')`)
+      .executeTakeFirstOrThrow();
+    await t.db
+      .insertInto('item_qa_cases')
+      .values({ item_id: item.item_id, case_key: 'anywhere', qa_phase: 'post_deploy', target_env: null })
+      .execute();
+    const hotfix = await create({ flow: 'hotfix', idempotencyKey: 'hf3', items: ['WEB-3'] });
+    expect(hotfix.warnings).toEqual([
+      expect.objectContaining({ requirement_id: 'WEB-3/anywhere', declared_environment: null, run_stage_targets: [] }),
+    ]);
+    // on a flow with a QA stage it is selected, not named
+    const release = await create({ idempotencyKey: 'rel3', items: ['WEB-3'] });
+    expect(release.warnings).toEqual([]);
+    const view = await r.getRun({ runId: release.run_id, fields: ['member_items'] });
+    expect(view.member_items![0]!.requirement_selection).toEqual(['WEB-3/anywhere']);
   });
 
   test('Q3 deployment_run_qa rows are materialized at creation from flow defaults and item roll-ups', async () => {
@@ -333,6 +466,13 @@ describe('membership and admission', () => {
       .where('check_name', '=', 'WEB-2/gift-smoke')
       .executeTakeFirstOrThrow();
     expect(rollup.retraction).toBe('manual');
+    // D1: only a newer run stamps later_run_id; an older run admitting the item does not
+    const older = await create({ idempotencyKey: 'k-older', items: ['WEB-1'] });
+    const newer = await create({ idempotencyKey: 'k-newer', items: ['WEB-3'] });
+    await r.removeItem({ sessionId: 'd1', runId: newer.run_id, item: 'WEB-3', reason: 'not ready' });
+    await r.addItem({ sessionId: 'd1', runId: older.run_id, item: 'WEB-3', requirementIds: [], planIds: [] });
+    const newerView = await r.getRun({ runId: newer.run_id, fields: ['membership_removals'] });
+    expect(newerView.membership_removals).toEqual([expect.objectContaining({ item: 'WEB-3', later_run_id: null })]);
     await expect(refusalOf(r.getRun({ runId: run.run_id, fields: ['nope'] }))).resolves.toMatchObject({
       code: 'unknown_run_field',
       kind: 'usage',
@@ -522,6 +662,20 @@ describe('occupancy, drivers and lifecycle', () => {
     await expect(
       r.addItem({ sessionId: 'd2', runId: run.run_id, item: 'WEB-2', requirementIds: [], planIds: [] }),
     ).resolves.toMatchObject({ item: 'WEB-2' });
+    await expect(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id })).resolves.toMatchObject({
+      driver_session_id: 'd2',
+      took_over: true,
+    });
+  });
+
+  test('R1 ending the driver session detaches it at once; the refusal says so', async () => {
+    const run = await create({ items: ['WEB-1'] });
+    await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    const refused = await refusalOf(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id }));
+    expect(refused.code).toBe('run_driven_elsewhere');
+    expect(refused.recovery).toContain('yoke sessions end --session d1');
+    await sessionActivities({ db: t.db }).endSession({ sessionId: 'd1' });
+    expect((await r.getRun({ runId: run.run_id })).driver).toMatchObject({ session_id: 'd1', live: false });
     await expect(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id })).resolves.toMatchObject({
       driver_session_id: 'd2',
       took_over: true,
