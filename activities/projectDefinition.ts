@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import { LineCounter, parseDocument } from 'yaml';
 import type { Database } from '../db/database';
 import { stableJson } from '../domain/canonicalRequest';
-import { usageError } from '../domain/errors';
+import { usageError, YokeError } from '../domain/errors';
 import { formatHostKey, parseHostKeyText } from '../domain/hostKeys';
 import { defaultItemPrefix } from '../domain/itemRef';
 import { occupancyUnit } from '../domain/origins';
@@ -23,6 +23,9 @@ export interface ApplyResult {
   summary: Record<Change['action'], number>;
 }
 
+/** The default cap on a project definition file (YOKE_APPLY_MAX_BYTES). */
+export const DEFAULT_APPLY_MAX_BYTES = 1024 * 1024;
+
 interface Problem {
   path: string;
   line: number | null;
@@ -33,11 +36,27 @@ interface Problem {
  * Reads and validates a project definition file. Every problem is reported at once, each
  * with its path in the file and its line, so one edit fixes them all.
  */
-export function readProjectDefinition(file: string): { definition: ProjectDefinition; baseDir: string } {
+export function readProjectDefinition(
+  file: string,
+  maxBytes: number = DEFAULT_APPLY_MAX_BYTES,
+): { definition: ProjectDefinition; baseDir: string } {
   let text: string;
   try {
+    // A definition is a few kilobytes; a huge one would cost minutes and gigabytes to parse.
+    const size = statSync(file).size;
+    if (size > maxBytes) {
+      throw usageError(
+        'project_definition_too_large',
+        `--file ${file} is ${size} bytes; a project definition may be at most ${maxBytes} bytes`,
+        {
+          recovery: 'split the definition, or raise YOKE_APPLY_MAX_BYTES if it really is this large',
+          details: { file, option: '--file', size_bytes: size, max_bytes: maxBytes },
+        },
+      );
+    }
     text = readFileSync(file, 'utf8');
   } catch (err) {
+    if (err instanceof YokeError) throw err;
     throw usageError('project_definition_unreadable', `cannot read ${file}: ${(err as Error).message}`, {
       recovery: 'pass the path of a project definition, e.g. yoke apply -f examples/project.yaml',
       details: { file },
@@ -50,7 +69,14 @@ export function readProjectDefinition(file: string): { definition: ProjectDefini
     const problems: Problem[] = doc.errors.map((e) => ({ path: '(yaml)', line: lineOf(e.pos[0]), message: e.message }));
     throw invalid(file, problems);
   }
-  const validated = validateProjectDefinition(doc.toJS());
+  let document: unknown;
+  try {
+    // yaml refuses documents whose aliases expand past a bound (a "billion laughs" file)
+    document = doc.toJS({ maxAliasCount: 1000 });
+  } catch (err) {
+    throw invalid(file, [{ path: '(yaml)', line: null, message: (err as Error).message }]);
+  }
+  const validated = validateProjectDefinition(document);
   if (!validated.definition) {
     // A missing key has no node: point at the nearest enclosing one that exists.
     const lineAt = (path: (string | number)[]): number | null => {
@@ -78,12 +104,12 @@ function invalid(file: string, problems: Problem[]) {
   });
 }
 
-export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
+export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxBytes?: number }) {
   const { db } = deps;
 
   /** Idempotent: applying the same file twice changes nothing the second time. */
   async function applyProjectDefinition(input: { file: string; dryRun?: boolean }): Promise<ApplyResult> {
-    const { definition: d, baseDir } = readProjectDefinition(input.file);
+    const { definition: d, baseDir } = readProjectDefinition(input.file, deps.maxBytes);
     const hosts = d.hosts.map((h) => {
       const keyFile = resolve(baseDir, h.host_key_file);
       let text: string;
@@ -122,6 +148,19 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
             details: { project: d.project },
           },
         );
+      }
+      if (!project) {
+        const owner = await trx
+          .selectFrom('projects')
+          .select('name')
+          .where('item_prefix', '=', prefix)
+          .executeTakeFirst();
+        if (owner) {
+          throw usageError('item_prefix_taken', `item_prefix ${prefix} already belongs to project ${owner.name}`, {
+            recovery: `set another item_prefix in the file for project ${d.project}`,
+            details: { field: 'item_prefix', item_prefix: prefix, project: owner.name },
+          });
+        }
       }
       project ??= input.dryRun
         ? undefined
@@ -234,19 +273,18 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
           .executeTakeFirst();
         const same = !!existing && existing.title === (item.title ?? null) && existing.defined_in_project;
         note('item', item.id, existing, same);
-        if (input.dryRun) {
-          for (const o of item.obligations)
-            changes.push({ kind: 'obligation', name: `${item.id}/${o.case}`, action: existing ? 'update' : 'create' });
-          continue;
-        }
-        const row = await trx
-          .insertInto('backlog_items')
-          .values({ project_id: projectId, number, title: item.title ?? null, defined_in_project: true })
-          .onConflict((oc) =>
-            oc.columns(['project_id', 'number']).doUpdateSet({ title: item.title ?? null, defined_in_project: true }),
-          )
-          .returning('item_id')
-          .executeTakeFirstOrThrow();
+        const row = input.dryRun
+          ? existing
+          : await trx
+              .insertInto('backlog_items')
+              .values({ project_id: projectId, number, title: item.title ?? null, defined_in_project: true })
+              .onConflict((oc) =>
+                oc
+                  .columns(['project_id', 'number'])
+                  .doUpdateSet({ title: item.title ?? null, defined_in_project: true }),
+              )
+              .returning('item_id')
+              .executeTakeFirstOrThrow();
         for (const o of item.obligations) {
           const values = {
             qa_phase: o.qa_phase,
@@ -256,16 +294,19 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database> }) {
             waived: o.waived,
             superseded: o.superseded,
           };
-          const current = await trx
-            .selectFrom('item_qa_cases')
-            .selectAll()
-            .where('item_id', '=', row.item_id)
-            .where('case_key', '=', o.case)
-            .executeTakeFirst();
+          // a dry run compares against the rows it would change, so unchanged ones read unchanged
+          const current = row
+            ? await trx
+                .selectFrom('item_qa_cases')
+                .selectAll()
+                .where('item_id', '=', row.item_id)
+                .where('case_key', '=', o.case)
+                .executeTakeFirst()
+            : undefined;
           const unchanged =
             !!current && (Object.keys(values) as (keyof typeof values)[]).every((k) => current[k] === values[k]);
           note('obligation', `${item.id}/${o.case}`, current, unchanged);
-          if (unchanged) continue;
+          if (unchanged || input.dryRun || !row) continue;
           await trx
             .insertInto('item_qa_cases')
             .values({ item_id: row.item_id, case_key: o.case, ...values })

@@ -27,6 +27,11 @@ const Env = z.object({
   YOKE_SSH_COMMAND_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
   YOKE_DRIVER_FRESH_SECONDS: z.coerce.number().positive().default(600),
   YOKE_CREATE_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
+  YOKE_APPLY_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024),
 });
 
 const Recorded = z
@@ -64,6 +69,8 @@ export interface YokeConfig {
   driverFreshMs: number;
   /** I2: how long the CLI waits for a create before repeating it once under the same key. */
   createTimeoutMs: number;
+  /** The largest project definition `yoke apply` reads. */
+  applyMaxBytes: number;
 }
 
 export { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, projectRoot, servicesFile, yokeHome } from './paths';
@@ -119,5 +126,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     },
     driverFreshMs: e.YOKE_DRIVER_FRESH_SECONDS * 1000,
     createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,
+    applyMaxBytes: e.YOKE_APPLY_MAX_BYTES,
   };
 }

@@ -9,12 +9,26 @@ import { z } from 'zod';
 const always = () => true;
 
 const Name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'use letters, digits, . _ - (up to 64)');
+/**
+ * A host name or address an SSH client is given: never an option (`-oProxyCommand=...`
+ * would be read as one), no spaces or control characters.
+ */
+export const HostAddress = z
+  .string()
+  .regex(/^[A-Za-z0-9_.:[\]][A-Za-z0-9_.:[\]-]{0,252}$/, 'a host name or address (it cannot start with "-")');
+
+/** Deployment targets and environments are web origins: http or https, nothing else. */
+export const WebUrl = z
+  .string()
+  .url()
+  .refine((u) => /^https?:\/\//i.test(u), 'use an http:// or https:// url');
+
 const ItemId = z.string().regex(/^[A-Z][A-Z0-9]{0,15}-[1-9][0-9]{0,8}$/, 'an item is PREFIX-N, e.g. WEB-12');
 
 export const Environment = z
   .object({
     name: Name,
-    url: z.string().url().optional(),
+    url: WebUrl.optional(),
     preview_slug: Name.optional(),
     tier: z.enum(['preview', 'dev', 'stage', 'production']),
   })
@@ -27,7 +41,7 @@ export const Environment = z
 export const DeployHost = z
   .object({
     name: Name,
-    host: z.string().min(1),
+    host: HostAddress,
     port: z.number().int().min(1).max(65535).default(22),
     user: z.string().min(1),
     identity_file: z.string().min(1),
@@ -42,7 +56,7 @@ export const DeployAction = z.union([
       http: z
         .object({
           method: z.enum(['GET', 'POST', 'PUT']).default('POST'),
-          url: z.string().url(),
+          url: WebUrl,
           expect_status: z.number().int().min(100).max(599).default(200),
           body: z.string().optional(),
         })

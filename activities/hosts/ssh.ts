@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Client, type ConnectConfig } from 'ssh2';
+import { Client, utils, type ConnectConfig } from 'ssh2';
 import {
   fingerprint,
   formatHostKey,
@@ -58,15 +58,29 @@ export class SshUnavailable extends Error {
 
 const KEEP_BYTES = 64 * 1024;
 
-function readIdentity(path: string): Buffer {
+/** The private key an SSH login uses: readable, and a key ssh2 can use (not a directory, not text). */
+export function readIdentity(path: string): Buffer {
+  let key: Buffer;
   try {
-    return readFileSync(path);
+    key = readFileSync(path);
   } catch (err) {
-    throw usageError('identity_file_unreadable', `cannot read SSH identity file ${path}: ${(err as Error).message}`, {
+    throw usageError('identity_file_unreadable', `--identity-file: cannot read ${path}: ${(err as Error).message}`, {
       recovery: 'pass a readable private key with --identity-file',
-      details: { identity_file: path },
+      details: { option: '--identity-file', identity_file: path },
     });
   }
+  const parsed = utils.parseKey(key);
+  if (parsed instanceof Error) {
+    throw usageError(
+      'identity_file_not_a_key',
+      `--identity-file: ${path} is not a usable private key (${parsed.message})`,
+      {
+        recovery: 'pass an unencrypted OpenSSH or PEM private key with --identity-file',
+        details: { option: '--identity-file', identity_file: path },
+      },
+    );
+  }
+  return key;
 }
 
 export interface RunOptions extends SshTimeouts {

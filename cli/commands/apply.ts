@@ -16,8 +16,11 @@ export function registerApply(program: Command): void {
         raw,
       );
       const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
-      const r = await withDb(({ db }) =>
-        projectDefinitionActivities({ db }).applyProjectDefinition({ file: o.file, dryRun: o.dryRun }),
+      const r = await withDb(({ db, config }) =>
+        projectDefinitionActivities({ db, maxBytes: config.applyMaxBytes }).applyProjectDefinition({
+          file: o.file,
+          dryRun: o.dryRun,
+        }),
       );
       emit(!!o.json, r, () => {
         const changed = r.changes.filter((c) => c.action !== 'unchanged');

@@ -7,8 +7,10 @@ import { emit, table } from '../output';
 import { claimTarget } from '../render';
 
 const SessionOpt = z.object({ session: nonEmpty, json: z.boolean().optional() });
+// The columns hold up to 200 characters (sessions.session_id, actor_id): longer is bad input.
 const RegisterOptions = SessionOpt.extend({
-  actor: nonEmpty,
+  session: nonEmpty.max(200),
+  actor: nonEmpty.max(200),
   project: nonEmpty.optional(),
   machine: nonEmpty.optional(),
   harness: z.enum(['claude', 'codex', 'cursor', 'other']).optional(),

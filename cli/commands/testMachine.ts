@@ -7,6 +7,7 @@ import type { CheckKind } from '../../domain/checkKinds';
 // eslint-disable-next-line yoke/layers -- until the layering step gives the CLI view types outside db/
 import type { WaitView } from '../../db/waits';
 import { YokeError, refusal } from '../../domain/errors';
+import { HostAddress } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
@@ -14,7 +15,7 @@ import { reportLine } from './coordinationClaim';
 
 const Json = z.object({ json: z.boolean().optional() });
 const AddOptions = Json.extend({
-  host: nonEmpty,
+  host: HostAddress,
   port: z.coerce.number().int().min(1).max(65535),
   user: nonEmpty,
   identityFile: nonEmpty,
@@ -111,6 +112,8 @@ export function registerTestMachine(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(AddOptions, raw);
+      // bad input is a usage error before anything is written or dialled
+      (await import('../../activities/hosts/ssh')).readIdentity(o.identityFile);
       const m = await withDb(async (ctx) => (await machines(ctx)).addTestMachine({ name, ...o }));
       emit(
         !!o.json,

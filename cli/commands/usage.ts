@@ -1,9 +1,19 @@
+import { statSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** An artifact that does not exist yet is "no source" (unavailable); a directory is a mistake. */
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
 
 async function usage(ctx: CommandContext) {
   const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
@@ -26,7 +36,7 @@ export function registerUsage(program: Command): void {
         z.object({
           session: nonEmpty,
           harness: z.enum(['claude', 'codex', 'cursor']),
-          artifact: z.array(nonEmpty).min(1),
+          artifact: z.array(nonEmpty.refine((path) => !isDirectory(path), 'is a directory, not a file')).min(1),
           async: z.boolean().optional(),
           json: z.boolean().optional(),
         }),
