@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, setUp } from '../helpers/cli';
@@ -125,8 +126,21 @@ test('I2 a create that times out is repeated once under the same key and reports
   const { rows } = await admin.query<{ project_id: number }>("SELECT project_id FROM projects WHERE name = 'web'");
   await admin.query('BEGIN');
   await admin.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`run-create:${rows[0]!.project_id}`]);
-  const pending = run([...createArgs('cli-timeout'), '--json'], { YOKE_CREATE_TIMEOUT_SECONDS: '1' });
-  await new Promise((x) => setTimeout(x, 1_500)); // the first attempt gives up; the repeat is waiting
+  const pending = run([...createArgs('cli-timeout'), '--json'], { YOKE_CREATE_TIMEOUT_SECONDS: '3' });
+  // wait on the events, not the clock: the first attempt waits on the lock, gives up, and the
+  // repeat waits again (a new waiting statement). Polled from outside the lock holder's
+  // transaction, whose activity snapshot would stay frozen.
+  const waiter = async (not?: string): Promise<string> => {
+    for (;;) {
+      const { rows: waiting } = await sql<{ id: string }>`
+        SELECT a.pid || '@' || a.query_start AS id FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND NOT l.granted`.execute(t.db);
+      const found = waiting.find((w) => w.id !== not);
+      if (found) return found.id;
+      await new Promise((x) => setTimeout(x, 50));
+    }
+  };
+  await waiter(await waiter());
   await admin.query('COMMIT');
   await admin.end();
   const r = await pending;
@@ -148,7 +162,7 @@ test('I2 a create that times out is repeated once under the same key and reports
     code: 'deployment_run_create_timeout',
     recovery: expect.stringContaining('re-run the identical command'),
   });
-}, 30_000);
+}, 120_000);
 
 test('O2 R1 execute starts the workflow and makes you the driver; watch --json follows it stage by stage', async () => {
   const receipt = json(await run([...createArgs('cli-exec'), '--json']));
@@ -233,7 +247,7 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   });
   const unknown = await run(['deployment-runs', 'get', receipt.run_id, 'colour']);
   expect(unknown.code).toBe(2);
-}, 60_000);
+}, 240_000); // some twenty CLI runs: generous for a loaded machine
 
 test('O2 execute without a worker still occupies and refuses the next start; the run waits for a worker', async () => {
   const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
