@@ -5,18 +5,22 @@ import { runCreationActivities } from './runs/creation';
 import { runExecutionActivities } from './runs/execution';
 import { runReadActivities } from './runs/read';
 import { runStageActivities } from './runs/stages';
+import { settlementActivities } from './settlement/settlement';
+import type { TrackerFactory } from './settlement/tracker';
 
 /** Deployment runs: creation (I1, D3-D6), execution and occupancy (O1-O5), drivers (R1), reads (D1, D2). */
 export function deploymentRunActivities(deps: {
   db: Kysely<Database>;
   driverFreshMs?: number;
   ssh?: Partial<SshTimeouts>;
+  tracker?: TrackerFactory;
 }) {
   return {
     ...runCreationActivities(deps),
     ...runExecutionActivities(deps),
     ...runReadActivities(deps),
     ...runStageActivities(deps),
+    ...settlementActivities(deps),
   };
 }
 

@@ -166,10 +166,14 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         ? undefined
         : await trx
             .insertInto('projects')
-            .values({ name: d.project, item_prefix: prefix })
+            .values({ name: d.project, item_prefix: prefix, tracker: d.tracker ? JSON.stringify(d.tracker) : null })
             .returningAll()
             .executeTakeFirstOrThrow();
       const projectId = project?.project_id ?? -1;
+      const tracker = d.tracker ? JSON.stringify(d.tracker) : null;
+      if (project && !input.dryRun && stableJson(project.tracker) !== stableJson(d.tracker ?? null)) {
+        await trx.updateTable('projects').set({ tracker }).where('project_id', '=', projectId).execute();
+      }
 
       for (const e of d.environments) {
         const row = {
@@ -263,28 +267,50 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           .execute();
       }
 
+      const flowIds = new Map(
+        (await trx.selectFrom('flows').select(['flow_id', 'name']).where('project_id', '=', projectId).execute()).map(
+          (f) => [f.name, f.flow_id],
+        ),
+      );
+      const itemIds = new Map<string, number>();
       for (const item of d.items) {
         const number = Number(item.id.split('-')[1]);
+        const selected = {
+          completion_flow_id: item.completion_flow ? (flowIds.get(item.completion_flow) ?? null) : null,
+          tracker_issue: item.issue ?? null,
+        };
         const existing = await trx
           .selectFrom('backlog_items')
           .selectAll()
           .where('project_id', '=', projectId)
           .where('number', '=', number)
           .executeTakeFirst();
-        const same = !!existing && existing.title === (item.title ?? null) && existing.defined_in_project;
+        const same =
+          !!existing &&
+          existing.title === (item.title ?? null) &&
+          existing.defined_in_project &&
+          existing.completion_flow_id === selected.completion_flow_id &&
+          existing.tracker_issue === selected.tracker_issue;
         note('item', item.id, existing, same);
         const row = input.dryRun
           ? existing
           : await trx
               .insertInto('backlog_items')
-              .values({ project_id: projectId, number, title: item.title ?? null, defined_in_project: true })
+              .values({
+                project_id: projectId,
+                number,
+                title: item.title ?? null,
+                defined_in_project: true,
+                ...selected,
+              })
               .onConflict((oc) =>
                 oc
                   .columns(['project_id', 'number'])
-                  .doUpdateSet({ title: item.title ?? null, defined_in_project: true }),
+                  .doUpdateSet({ title: item.title ?? null, defined_in_project: true, ...selected }),
               )
               .returning('item_id')
               .executeTakeFirstOrThrow();
+        if (row) itemIds.set(item.id, row.item_id);
         for (const o of item.obligations) {
           const values = {
             qa_phase: o.qa_phase,
@@ -313,6 +339,23 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
             .onConflict((oc) => oc.columns(['item_id', 'case_key']).doUpdateSet(values))
             .execute();
         }
+      }
+      // D7: the declared dependencies replace the item's previous ones.
+      for (const item of input.dryRun ? [] : d.items) {
+        const itemId = itemIds.get(item.id)!;
+        await trx.deleteFrom('item_dependencies').where('item_id', '=', itemId).execute();
+        if (item.depends_on.length === 0) continue;
+        await trx
+          .insertInto('item_dependencies')
+          .values(
+            item.depends_on.map((dep) => ({
+              item_id: itemId,
+              depends_on_item_id: itemIds.get(dep.item)!,
+              environment: dep.environment ?? '',
+            })),
+          )
+          .onConflict((oc) => oc.doNothing())
+          .execute();
       }
     };
     await db.transaction().execute(run);

@@ -11,6 +11,7 @@ import { registerProjects } from './commands/projects';
 import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
 import { registerUsage } from './commands/usage';
+import { registerItems } from './commands/items';
 import { databaseUrlInUse } from './context';
 import { asYokeError, report } from './output';
 
@@ -32,6 +33,7 @@ function buildProgram(): Command {
   registerAdmin(program);
   registerBoard(program);
   registerPathClaims(program);
+  registerItems(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });

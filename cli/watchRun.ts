@@ -36,22 +36,25 @@ export async function watchRun(
       seen.set(s.ordinal, key);
     }
     const lines = view.occupancy.open_lines.join('; ');
-    if (view.status !== lastStatus || changes.length || lines !== lastLines) {
+    // S1: a settling run is still executing; watch shows the phase, and ends only at a terminal status.
+    const status = view.settling ? 'settling' : view.status;
+    if (status !== lastStatus || changes.length || lines !== lastLines) {
       if (opts.json) {
         process.stdout.write(
-          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })) })}\n`,
+          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, settling: view.settling, settlement_blocked: view.settlement.blocked, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })) })}\n`,
         );
       } else {
+        const blocked = view.settling && view.settlement.blocked ? `: ${String(view.settlement.blocked.message)}` : '';
         const statusLine =
-          view.status !== lastStatus
-            ? `${stamp()}  run ${view.run_id} ${view.status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}\n`
+          status !== lastStatus
+            ? `${stamp()}  run ${view.run_id} ${status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}${blocked}\n`
             : '';
         // The run's start comes before its stages; its end after them.
         if (!TERMINAL.has(view.status)) process.stdout.write(statusLine);
         for (const c of changes) process.stdout.write(`${c}\n`);
         if (TERMINAL.has(view.status)) process.stdout.write(statusLine);
       }
-      lastStatus = view.status;
+      lastStatus = status;
       lastLines = lines;
     }
     if (TERMINAL.has(view.status)) return view.status;

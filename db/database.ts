@@ -1,7 +1,8 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
 import type { CheckKind } from '../domain/checkKinds';
 import type { TargetKind } from '../domain/claimKinds';
-import type { StageDefinition } from '../domain/projectDefinition';
+import type { StageDefinition, TrackerConfig } from '../domain/projectDefinition';
+import type { DeliveryEvidence, ItemStatus } from '../domain/completion';
 
 /** Kysely table types, one interface per table of db/migrations. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -12,6 +13,8 @@ export interface ProjectsTable {
   name: string;
   item_prefix: string;
   created_at: Timestamp;
+  /** S3: the project's issue tracker (from the definition); null means the no-op tracker. */
+  tracker: NullableJson<TrackerConfig>;
 }
 
 export interface ProjectGrantsTable {
@@ -50,6 +53,13 @@ export interface BacklogItemsTable {
   title: string | null;
   created_at: Timestamp;
   defined_in_project: ColumnType<boolean, boolean | undefined, boolean>;
+  status: ColumnType<ItemStatus, ItemStatus | undefined, ItemStatus>;
+  status_changed_at: NullableTimestamp;
+  delivery_evidence: ColumnType<DeliveryEvidence, string | undefined, string>;
+  /** D8: the item's selected completion flow; null reads the project's default. */
+  completion_flow_id: number | null;
+  tracker_issue: number | null;
+  lane_path: string | null;
 }
 
 export type ClaimScope = Record<string, string | number | null>;
@@ -198,6 +208,8 @@ export interface DeploymentRunsTable {
   driver_heartbeat_at: NullableTimestamp;
   supersedes_run_id: string | null;
   superseded_by_run_id: string | null;
+  settlement_committed_at: NullableTimestamp;
+  settlement_blocked: NullableJson<Record<string, unknown>>;
 }
 
 export interface DeploymentRunItemsTable {
@@ -208,6 +220,10 @@ export interface DeploymentRunItemsTable {
   requirement_selection: NullableJson<string[]>;
   requirement_snapshot: NullableJson<unknown>;
   containment_attestation: NullableJson<unknown>;
+  /** D10: the item-project commit this membership delivered. */
+  delivered_source_sha: string | null;
+  /** S2: set once, by the commit phase that closed this member. */
+  closed_at: NullableTimestamp;
 }
 
 export interface DeploymentRunItemRemovalsTable {
@@ -276,6 +292,41 @@ export interface PricingRevisionsTable {
   imported_at: Timestamp;
 }
 
+export interface ItemDependenciesTable {
+  item_id: number;
+  depends_on_item_id: number;
+  /** '' for an ordinary dependency; an environment name for an environment-specific one (D7). */
+  environment: ColumnType<string, string | undefined, string>;
+}
+
+export type SettlementEffect = 'tracker_sync' | 'lane_cleanup' | 'holder_session_end';
+
+export interface DeploymentRunMemberEffectsTable {
+  run_id: string;
+  item_id: number;
+  effect: SettlementEffect;
+  attempts: ColumnType<number, number | undefined, number>;
+  lease_until: NullableTimestamp;
+  applied_at: NullableTimestamp;
+  outcome: string | null;
+  last_error: string | null;
+}
+
+export interface CompletionRunEntry {
+  run_id: string;
+  status: RunStatus;
+  settling: boolean;
+  candidate_sha: string;
+  delivered_source_sha: string | null;
+  added_at: string;
+}
+
+export interface DeploymentItemCompletionRunsView {
+  item_id: number;
+  completion_runs: CompletionRunEntry[];
+  read_run_id: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   project_grants: ProjectGrantsTable;
@@ -298,6 +349,9 @@ export interface Database {
   deployment_run_occupancy: DeploymentRunOccupancyTable;
   session_usage: SessionUsageTable;
   pricing_revisions: PricingRevisionsTable;
+  item_dependencies: ItemDependenciesTable;
+  deployment_run_member_effects: DeploymentRunMemberEffectsTable;
+  deployment_item_completion_runs: DeploymentItemCompletionRunsView;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

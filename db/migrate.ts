@@ -4,6 +4,7 @@ import * as testMachines from './migrations/0002_test_machines';
 import * as deploymentRuns from './migrations/0003_deployment_runs';
 import * as sessionUsage from './migrations/0004_session_usage';
 import * as boardClaims from './migrations/0009_board_claims';
+import * as settlement from './migrations/0011_settlement';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -12,6 +13,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003_deployment_runs': deploymentRuns,
   '0004_session_usage': sessionUsage,
   '0009_board_claims': boardClaims,
+  '0011_settlement': settlement,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -113,13 +113,43 @@ export const Obligation = z
   })
   .strict();
 
+/** D7: an item this one depends on; with an environment, it must also have been delivered there. */
+export const Dependency = z.object({ item: ItemId, environment: Name.optional() }).strict();
+
 export const Item = z
   .object({
     id: ItemId,
     title: z.string().optional(),
     obligations: z.array(Obligation).default([]),
+    /** D8: the item's selected completion flow (default: the project's completion flow). */
+    completion_flow: Name.optional(),
+    /** S3: the tracker issue the effects phase closes when the item is delivered. */
+    issue: z.number().int().positive().optional(),
+    depends_on: z.array(Dependency).default([]),
   })
   .strict();
+
+/**
+ * S3: where the effects phase syncs delivered items. GitHub: the repository's issues, through
+ * its REST API (api_url for GitHub Enterprise or a test server), with a token read from the
+ * worker's environment variable token_env. No tracker means the no-op tracker.
+ */
+export const Tracker = z
+  .object({
+    github: z
+      .object({
+        owner: z.string().min(1),
+        repo: z.string().min(1),
+        api_url: z.string().url().optional(),
+        token_env: z
+          .string()
+          .regex(/^[A-Z_][A-Z0-9_]*$/)
+          .default('GITHUB_TOKEN'),
+      })
+      .strict(),
+  })
+  .strict();
+export type TrackerConfig = z.infer<typeof Tracker>;
 
 export const ProjectDefinition = z
   .object({
@@ -132,6 +162,7 @@ export const ProjectDefinition = z
     hosts: z.array(DeployHost).default([]),
     flows: z.array(Flow).default([]),
     items: z.array(Item).default([]),
+    tracker: Tracker.optional(),
   })
   .strict();
 
@@ -193,7 +224,22 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
   if (d.flows.filter((f) => f.completion_flow).length > 1)
     issues.push({ path: ['flows'], message: 'at most one flow is the completion flow' });
   const prefix = d.item_prefix;
+  const flowNames = new Set(d.flows.map((f) => f.name));
+  const itemIds = new Set(d.items.map((i) => i.id));
   d.items.forEach((item, ii) => {
+    if (typeof item.completion_flow === 'string' && !flowNames.has(item.completion_flow))
+      issues.push({ path: ['items', ii, 'completion_flow'], message: `no flow named "${item.completion_flow}"` });
+    list(item.depends_on).forEach((dep, di) => {
+      if (typeof dep.item === 'string' && !itemIds.has(dep.item))
+        issues.push({ path: ['items', ii, 'depends_on', di, 'item'], message: `no item "${dep.item}" in this file` });
+      if (dep.item === item.id)
+        issues.push({ path: ['items', ii, 'depends_on', di, 'item'], message: 'an item cannot depend on itself' });
+      if (typeof dep.environment === 'string' && !envs.has(dep.environment))
+        issues.push({
+          path: ['items', ii, 'depends_on', di, 'environment'],
+          message: `no environment named "${dep.environment}"`,
+        });
+    });
     if (prefix && typeof item.id === 'string' && !item.id.startsWith(`${prefix}-`))
       issues.push({ path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
     const cases = new Set<string>();

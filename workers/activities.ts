@@ -9,6 +9,8 @@ import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
 import { runStageActivities } from '../activities/runs/stages';
 import { sessionUsageActivities } from '../activities/usage/sessionUsage';
+import { settlementActivities, type SettlementDeps } from '../activities/settlement/settlement';
+import type { TrackerFactory } from '../activities/settlement/tracker';
 
 export interface ActivityDeps {
   db: Kysely<Database>;
@@ -16,6 +18,10 @@ export interface ActivityDeps {
   temporal?: { client: Client; taskQueue: string };
   reservationLifetimeMs?: number;
   ssh?: Partial<SshTimeouts>;
+  /** S3: builds a project's issue tracker (default: GitHub per definition, else no-op). */
+  tracker?: TrackerFactory;
+  effectLeaseMs?: number;
+  afterEffect?: SettlementDeps['afterEffect'];
 }
 
 type Control = { signal?: AbortSignal; onProgress?: () => void };
@@ -36,6 +42,22 @@ function heartbeating<I, O>(fn: (input: I, control: Control) => Promise<O>): (in
   };
 }
 
+/**
+ * A settlement step heartbeats while it runs, so a worker killed mid-step is noticed within
+ * the heartbeat timeout and the step is retried on another worker (it is idempotent).
+ */
+function beating<I, O>(fn: (input: I) => Promise<O>): (input: I) => Promise<O> {
+  return async (input: I) => {
+    const ctx = Context.current();
+    const beat = setInterval(() => ctx.heartbeat(), 2_000);
+    try {
+      return await fn(input);
+    } finally {
+      clearInterval(beat);
+    }
+  };
+}
+
 /** The activities a yoke worker registers, built over its dependencies. */
 export function createActivities(deps: ActivityDeps) {
   const line = {
@@ -44,6 +66,12 @@ export function createActivities(deps: ActivityDeps) {
   };
   const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
   const runs = runStageActivities({ db: deps.db, ssh: deps.ssh });
+  const settlement = settlementActivities({
+    db: deps.db,
+    tracker: deps.tracker,
+    effectLeaseMs: deps.effectLeaseMs,
+    afterEffect: deps.afterEffect,
+  });
   return raisingApplicationFailures({
     foldSessionUsage: sessionUsageActivities({ db: deps.db }).foldSessionUsage,
     loadRunPlan: runs.loadRunPlan,
@@ -51,7 +79,10 @@ export function createActivities(deps: ActivityDeps) {
     qaStageStatus: runs.qaStageStatus,
     approvalRecorded: runs.approvalRecorded,
     finishStage: runs.finishStage,
-    completeRun: runs.completeRun,
+    beginSettling: beating(settlement.beginSettling),
+    commitRunSettlement: beating(settlement.commitRunSettlement),
+    applyRunSettlementEffects: beating(settlement.applyRunSettlementEffects),
+    finishRunSettlement: beating(settlement.finishRunSettlement),
     failRun: runs.failRun,
     runDeployAction: heartbeating(runs.runDeployAction),
     ...sweepActivities({ db: deps.db, line }),

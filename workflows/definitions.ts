@@ -66,6 +66,8 @@ export const stageApproved = defineSignal<[{ stage: string }]>('stageApproved');
 /** Sent after the run was terminalized in Postgres: the workflow stops walking. */
 export const runTerminalized = defineSignal<[{ status: string }]>('runTerminalized');
 export const runState = defineQuery<RunSnapshot>('state');
+/** Sent after something a settling run may be waiting on changed: the run retries its settlement (S5). */
+export const settlementReplay = defineSignal('settlementReplay');
 
 export function runWorkflowId(runId: string): string {
   return `deployment-run/${runId}`;

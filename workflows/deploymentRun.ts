@@ -11,10 +11,12 @@ import {
   qaSettled,
   runState,
   runTerminalized,
+  settlementReplay,
   stageApproved,
   type RunInput,
   type RunSnapshot,
 } from './definitions';
+import { settleRun } from './settlement';
 
 const steps = proxyActivities<Omit<RunStageActivities, 'runDeployAction' | 'recordQaVerdict' | 'approveStage'>>({
   startToCloseTimeout: '1 minute',
@@ -58,6 +60,9 @@ export async function deploymentRun(input: RunInput): Promise<{ status: string }
     pokes++;
   });
   setHandler(stageApproved, () => {
+    pokes++;
+  });
+  setHandler(settlementReplay, () => {
     pokes++;
   });
   setHandler(runState, () => snapshot);
@@ -113,8 +118,12 @@ export async function deploymentRun(input: RunInput): Promise<{ status: string }
     return { status: 'terminalized' };
   }
   snapshot.phase = 'settling';
-  const settled = await steps.completeRun({ runId: input.runId });
-  Object.assign(snapshot, { phase: 'done', outcome: settled.status });
-  upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: settled.status }]);
-  return settled;
+  const status = await settleRun(input.runId, async (timeout) => {
+    const seen = pokes;
+    await condition(() => terminalized || pokes !== seen, timeout);
+    return terminalized;
+  });
+  Object.assign(snapshot, { phase: 'done', outcome: status });
+  if (status !== 'terminalized') upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: status }]);
+  return { status };
 }

@@ -18,7 +18,7 @@ interface DrivenRun extends RunRow {
 }
 
 /** Locks the run and reads whether its driver attachment is live (R1), by the database clock. */
-async function lockRun(trx: Transaction<Database>, runId: string, freshMs: number): Promise<DrivenRun> {
+export async function lockRun(trx: Transaction<Database>, runId: string, freshMs: number): Promise<DrivenRun> {
   const run = await runById(trx, runId, { lock: true });
   return { ...run, driver_live: await driverAttachmentLive(trx, run, freshMs) };
 }
@@ -28,7 +28,7 @@ async function lockRun(trx: Transaction<Database>, runId: string, freshMs: numbe
  * lapsed heartbeat or an ended driver session frees the run by itself: the caller simply
  * becomes the driver.
  */
-function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void {
+export function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void {
   if (!run.driver_session_id || run.driver_session_id === sessionId || !run.driver_live) return;
   const until = new Date(run.driver_heartbeat_at!.getTime() + freshMs).toISOString();
   throw refusal(
@@ -46,7 +46,7 @@ function assertDriver(run: DrivenRun, sessionId: string, freshMs: number): void 
   );
 }
 
-function terminalRefusal(run: RunRow, doing: string) {
+export function terminalRefusal(run: RunRow, doing: string) {
   return refusal(
     `run_${run.status}`,
     `run ${run.run_id} is ${run.status}${run.terminal_reason ? ` (${run.terminal_reason})` : ''}; cannot ${doing}`,

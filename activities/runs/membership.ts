@@ -189,6 +189,7 @@ export async function admitMembers(
         run_id: run.run_id,
         item_id: member.item_id,
         requirement_selection: stored ? JSON.stringify(stored) : null,
+        delivered_source_sha: run.candidate_sha,
       })
       .execute();
     // D1: an earlier audited removal of this item now knows where it went, but only a run

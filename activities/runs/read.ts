@@ -26,6 +26,19 @@ export interface RunView extends RunIdentity {
   executing_at: string | null;
   frozen_at: string | null;
   settling_at: string | null;
+  /** S1: executing with settling_at recorded: completion authority reads it as delivered. */
+  settling: boolean;
+  settlement: {
+    committed_at: string | null;
+    blocked: Record<string, unknown> | null;
+    effects: {
+      item: string;
+      effect: string;
+      applied_at: string | null;
+      outcome: string | null;
+      last_error: string | null;
+    }[];
+  };
   terminal_at: string | null;
   terminal_reason: string | null;
   driver: { session_id: string; heartbeat_at: string; live: boolean } | null;
@@ -96,6 +109,8 @@ export const RUN_FIELDS = [
   'executing_at',
   'frozen_at',
   'settling_at',
+  'settling',
+  'settlement',
   'terminal_at',
   'terminal_reason',
   'driver',
@@ -232,6 +247,23 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       executing_at: iso(run.executing_at),
       frozen_at: iso(run.frozen_at),
       settling_at: iso(run.settling_at),
+      settling: run.status === 'executing' && run.settling_at !== null,
+      settlement: {
+        committed_at: iso(run.settlement_committed_at),
+        blocked: run.status === 'executing' ? run.settlement_blocked : null,
+        effects: (
+          await db
+            .selectFrom('deployment_run_member_effects as e')
+            .innerJoin('backlog_items as i', 'i.item_id', 'e.item_id')
+            .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+            .select(['e.effect', 'e.applied_at', 'e.outcome', 'e.last_error'])
+            .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
+            .where('e.run_id', '=', run.run_id)
+            .orderBy('e.item_id')
+            .orderBy('e.effect')
+            .execute()
+        ).map((e) => ({ ...e, applied_at: iso(e.applied_at) })),
+      },
       terminal_at: iso(run.terminal_at),
       terminal_reason: run.terminal_reason,
       driver: run.driver_session_id

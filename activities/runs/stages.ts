@@ -190,30 +190,6 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
     });
   }
 
-  /** The settlement seam: after the last stage the run records settling_at, then succeeds (S1). */
-  async function completeRun(input: { runId: string }): Promise<{ status: string }> {
-    return db.transaction().execute(async (trx) => {
-      const run = await runById(trx, input.runId, { lock: true });
-      if (run.status !== 'executing') return { status: run.status };
-      await trx
-        .updateTable('deployment_runs')
-        .set({ settling_at: sql`coalesce(settling_at, clock_timestamp())` })
-        .where('run_id', '=', run.run_id)
-        .execute();
-      await trx
-        .updateTable('deployment_runs')
-        .set({ status: 'succeeded', terminal_at: sql`clock_timestamp()`, current_stage: null })
-        .where('run_id', '=', run.run_id)
-        .execute();
-      await recordEvent(trx, {
-        event_type: 'DeploymentRunSucceeded',
-        project_id: run.project_id,
-        payload: { run_id: run.run_id },
-      });
-      return { status: 'succeeded' };
-    });
-  }
-
   async function failRun(input: { runId: string; reason: string }): Promise<{ status: string }> {
     return db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
@@ -299,7 +275,6 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
     qaStageStatus,
     approvalRecorded,
     finishStage,
-    completeRun,
     failRun,
     recordQaVerdict,
     approveStage,

@@ -128,7 +128,7 @@ async function startWalking(
 async function poke(
   ctx: CommandContext,
   runId: string,
-  what: 'qaSettled' | 'stageApproved' | 'runTerminalized',
+  what: 'qaSettled' | 'stageApproved' | 'runTerminalized' | 'settlementReplay',
   arg?: object,
 ): Promise<string | null> {
   try {
@@ -137,6 +137,7 @@ async function poke(
     const handle = client.workflow.getHandle(defs.runWorkflowId(runId));
     if (what === 'qaSettled') await handle.signal(defs.qaSettled);
     else if (what === 'stageApproved') await handle.signal(defs.stageApproved, arg as { stage: string });
+    else if (what === 'settlementReplay') await handle.signal(defs.settlementReplay);
     else await handle.signal(defs.runTerminalized, arg as { status: string });
     return null;
   } catch (err) {
@@ -448,6 +449,39 @@ export function registerDeploymentRuns(program: Command): void {
       return result;
     });
     emit(!!o.json, r, () => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`);
+  });
+
+  acting(
+    dr
+      .command('update')
+      .description("status succeeded: replay the run's settlement now (S5); refuses run_settlement_blocked naming why")
+      .argument('<run>', 'run id')
+      .argument('<field>', 'status')
+      .argument('<value>', 'succeeded'),
+  ).action(async (runId: string, field: string, value: string, raw) => {
+    const o = parseOptions(Json, raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => {
+      const result = await (await runs(ctx)).updateRunStatus({ sessionId, runId, field, value });
+      const warning = await poke(ctx, runId, 'settlementReplay');
+      if (warning) warn(!!o.json, `warning: ${warning}`);
+      return result;
+    });
+    if (r.status !== 'succeeded') {
+      const failed = 'effects' in r ? r.effects.failed : [];
+      throw new YokeError(
+        'refusal',
+        'settlement_effects_pending',
+        `run ${r.run_id} committed its settlement but is still settling: ${failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
+        `fix the cause and replay: yoke deployment-runs update ${r.run_id} status succeeded`,
+        { run_id: r.run_id, failed },
+      );
+    }
+    emit(!!o.json, r, () =>
+      'commit' in r
+        ? `${r.run_id} succeeded; closed ${r.commit.closed.join(', ') || '(none)'}${r.commit.attributed.length ? `; attributed ${r.commit.attributed.join(', ')}` : ''}`
+        : `${r.run_id} already succeeded`,
+    );
   });
 
   dr.command('watch')

@@ -84,7 +84,8 @@ export function releaseDefinition(opts: {
         title: 'Checkout',
         obligations: [
           { case: 'checkout-e2e', qa_phase: 'post_deploy', target_env: 'stage' },
-          { case: 'prod-canary', qa_phase: 'post_deploy', target_env: 'production' },
+          // No QA stage of these flows targets production: a blocking canary would hold settlement (S6).
+          { case: 'prod-canary', qa_phase: 'post_deploy', target_env: 'production', blocking: false },
           { case: 'unit', qa_phase: 'pre_merge' },
           { case: 'planned', qa_phase: 'post_deploy', target_env: 'stage', plan_id: 'PLAN-7' },
           { case: 'waived-one', qa_phase: 'post_deploy', target_env: 'stage', waived: true },

@@ -558,7 +558,7 @@ describe('occupancy, drivers and lifecycle', () => {
     await stageStep(hotfix.run_id, 0);
     const next = await create({ flow: 'hotfix', idempotencyKey: 'hf2', items: [] });
     expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: next.run_id }))).code).toBe('target_occupied');
-    await r.completeRun({ runId: hotfix.run_id });
+    await r.settleNow({ runId: hotfix.run_id });
     await expect(r.executeRun({ sessionId: 'd1', runId: next.run_id })).resolves.toMatchObject({ status: 'executing' });
   });
 

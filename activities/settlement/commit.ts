@@ -1,0 +1,246 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database } from '../../db/database';
+import { itemsById, stampEvidence } from '../../db/items';
+import type { Executor } from '../../db/pool';
+import { doneGateReasons, type BlockReason } from '../../domain/completion';
+import { refusal, YokeError } from '../../domain/errors';
+import { readDoneGateFacts, writeItemStatus } from '../completion/doneGate';
+import { settlementContext, type SettlementContext } from './members';
+
+export interface BlockedMember {
+  item: string;
+  reasons: BlockReason[];
+}
+
+/** S2: the refusal leads with run_settlement_blocked, names each blocked member and holds the rest. */
+export function settlementBlocked(runId: string, blocked: BlockedMember[], held: string[]): YokeError {
+  const named = blocked.map((b) => `${b.item} (${b.reasons.map((r) => r.message).join('; ')})`).join(', ');
+  return refusal(
+    'run_settlement_blocked',
+    `run ${runId} cannot settle: blocked ${named}${held.length ? `; held with the run: ${held.join(', ')}` : ''}`,
+    {
+      recovery: [...new Set(blocked.flatMap((b) => b.reasons.map((r) => r.recovery)))].join('; '),
+      details: { run_id: runId, blocked, held },
+    },
+  );
+}
+
+export interface CommitOutcome {
+  run_id: string;
+  status: string;
+  /** Members this commit moved to done. */
+  closed: string[];
+  /** Members already done that only gained attribution (never closed twice). */
+  attributed: string[];
+  /** The commit had happened before (a replay). */
+  already_committed: boolean;
+}
+
+/** Counts the statements a transaction issues, for the commit-phase benchmark. */
+export type StatementCounter = { statements: number };
+
+/**
+ * The commit phase (S2) on one connection: the cleared members' prerequisites (delivery_evidence
+ * rung and status preflight, idempotent, closing nothing) commit first, each in its own short
+ * transaction, because the done gates read them on their own connections. Then the required
+ * members are compared with the cleared ones: any not cleared refuses before a status write is
+ * staged. Then every member's terminal status and claim release is written through the
+ * ordinary status write inside this transaction, each member in its own savepoint, and the
+ * whole set commits once; any refusal rolls back every member.
+ */
+export async function commitSettlement(db: Kysely<Database>, runId: string): Promise<CommitOutcome> {
+  return db.connection().execute(async (conn) => {
+    const ctx = await settlementContext(conn, runId);
+    const { run } = ctx;
+    const outcome = (closed: string[], attributed: string[], already: boolean): CommitOutcome => ({
+      run_id: run.run_id,
+      status: run.status,
+      closed,
+      attributed,
+      already_committed: already,
+    });
+    if (run.status !== 'executing' || run.settlement_committed_at) return outcome([], [], true);
+    if (!run.settling_at) {
+      throw refusal(
+        'run_not_settling',
+        `run ${run.run_id} has not reached settlement (stage ${run.current_stage ?? 'none'})`,
+        {
+          recovery: `let its stages finish: yoke deployment-runs watch ${run.run_id}`,
+          details: { run_id: run.run_id, current_stage: run.current_stage },
+        },
+      );
+    }
+    const required = ctx.members.filter((m) => m.required);
+    const facts = await readDoneGateFacts(
+      conn,
+      run,
+      required.map((m) => m.item),
+    );
+    const blocked: BlockedMember[] = [];
+    const cleared = [];
+    for (const m of required) {
+      const reasons =
+        m.item.status === 'done' ? [] : doneGateReasons({ ...facts.get(m.item.item_id)!, prepared: true });
+      if (reasons.length) blocked.push({ item: m.item.item, reasons });
+      else cleared.push(m);
+    }
+    await stampPrerequisites(
+      conn,
+      ctx,
+      cleared.filter((m) => m.item.status !== 'done').map((m) => m.item.item_id),
+    );
+    if (blocked.length) {
+      const held = ctx.members.map((m) => m.item.item).filter((i) => !blocked.some((b) => b.item === i));
+      throw await recordBlocked(conn, run.run_id, settlementBlocked(run.run_id, blocked, held));
+    }
+    try {
+      return await conn.transaction().execute(async (trx) => {
+        const locked = await trx
+          .selectFrom('deployment_runs')
+          .select(['status', 'settlement_committed_at'])
+          .where('run_id', '=', run.run_id)
+          .forUpdate()
+          .executeTakeFirstOrThrow();
+        if (locked.status !== 'executing' || locked.settlement_committed_at) return outcome([], [], true);
+        const written = await writeMembers(trx, ctx, facts);
+        await trx
+          .updateTable('deployment_runs')
+          .set({ settlement_committed_at: sql`clock_timestamp()`, settlement_blocked: null })
+          .where('run_id', '=', run.run_id)
+          .execute();
+        return outcome(written.closed, written.attributed, false);
+      });
+    } catch (err) {
+      if (err instanceof YokeError && err.code === 'run_settlement_blocked')
+        throw await recordBlocked(conn, run.run_id, err);
+      throw err;
+    }
+  });
+}
+
+/**
+ * The prerequisites, one short transaction per member (or inside the caller's transaction):
+ * they close nothing and are idempotent.
+ */
+export async function stampPrerequisites(
+  conn: Kysely<Database>,
+  ctx: SettlementContext,
+  itemIds: number[],
+): Promise<void> {
+  if (itemIds.length === 0) return;
+  const { run, closing } = ctx;
+  const now = new Date().toISOString();
+  const [qa, approvals] = await Promise.all([
+    conn
+      .selectFrom('deployment_run_qa')
+      .select(['check_name', 'status'])
+      .where('run_id', '=', run.run_id)
+      .where('retracted_at', 'is', null)
+      .execute(),
+    conn
+      .selectFrom('deployment_run_stages')
+      .select(['name', 'detail'])
+      .where('run_id', '=', run.run_id)
+      .where('kind', '=', 'approval')
+      .execute(),
+  ]);
+  const items = await itemsById(conn, itemIds);
+  const inOwnTransaction = <T>(fn: (trx: Kysely<Database>) => Promise<T>) =>
+    conn.isTransaction ? fn(conn) : conn.transaction().execute(fn);
+  for (const item of items) {
+    await inOwnTransaction(async (trx) => {
+      await stampEvidence(trx, item.item_id, 'rung', {
+        rung: 'released',
+        run: run.run_id,
+        environment: closing.environment,
+        candidate: run.candidate_sha,
+        stamped_at: now,
+      });
+      await stampEvidence(trx, item.item_id, 'preflight', {
+        run: run.run_id,
+        qa: qa
+          .filter((q) => q.check_name.startsWith(`${item.item}/`))
+          .map((q) => ({ requirement_id: q.check_name, status: q.status })),
+        approvals: approvals.map((a) => ({ stage: a.name, approved: !!a.detail?.startsWith('approved by ') })),
+        stamped_at: now,
+      });
+    });
+  }
+}
+
+/**
+ * Every member's status write inside the caller's transaction, each in its own savepoint. A
+ * member that refuses is rolled back to its savepoint so every refusal is named; then the
+ * whole set is refused, which rolls back every member.
+ */
+async function writeMembers(
+  trx: Transaction<Database>,
+  ctx: SettlementContext,
+  facts: Awaited<ReturnType<typeof readDoneGateFacts>>,
+): Promise<{ closed: string[]; attributed: string[] }> {
+  // Re-read the members under lock, in item order: their prerequisites committed above.
+  const ids = ctx.members.map((m) => m.item.item_id);
+  const locked = new Map(
+    (ids.length
+      ? await trx
+          .selectFrom('backlog_items')
+          .select(['item_id', 'status', 'delivery_evidence'])
+          .where('item_id', 'in', ids)
+          .orderBy('item_id')
+          .forUpdate()
+          .execute()
+      : []
+    ).map((r) => [r.item_id, r]),
+  );
+  const closed: string[] = [];
+  const attributed: string[] = [];
+  const blocked: BlockedMember[] = [];
+  for (const [n, m] of ctx.members.entries()) {
+    const now = locked.get(m.item.item_id)!;
+    const item = { ...m.item, status: now.status, delivery_evidence: now.delivery_evidence };
+    // Progress members stay open; a supplemental member (no authority) only gains attribution once done.
+    if (!m.required && (m.delivery_intent !== 'final' || item.status !== 'done')) continue;
+    const savepoint = `member_${n}`;
+    await sql.raw(`SAVEPOINT ${savepoint}`).execute(trx);
+    try {
+      const gate = facts.get(item.item_id);
+      const result = await writeItemStatus(trx, {
+        item,
+        to: 'done',
+        closing: ctx.closing,
+        facts: gate && {
+          ...gate,
+          prepared:
+            item.delivery_evidence.rung?.run === ctx.run.run_id &&
+            item.delivery_evidence.preflight?.run === ctx.run.run_id,
+        },
+      });
+      await sql.raw(`RELEASE SAVEPOINT ${savepoint}`).execute(trx);
+      (result.changed ? closed : attributed).push(item.item);
+    } catch (err) {
+      await sql.raw(`ROLLBACK TO SAVEPOINT ${savepoint}`).execute(trx);
+      if (!(err instanceof YokeError)) throw err;
+      blocked.push({
+        item: item.item,
+        reasons: (err.details.reasons as BlockReason[] | undefined) ?? [
+          { code: 'not_prepared', message: err.message, recovery: err.recovery },
+        ],
+      });
+    }
+  }
+  if (blocked.length) {
+    const held = ctx.members.map((m) => m.item.item).filter((i) => !blocked.some((b) => b.item === i));
+    throw settlementBlocked(ctx.run.run_id, blocked, held);
+  }
+  return { closed, attributed };
+}
+
+/** The last refusal stays readable on the run (get, watch) until a commit clears it. */
+async function recordBlocked(db: Executor, runId: string, err: YokeError): Promise<YokeError> {
+  await db
+    .updateTable('deployment_runs')
+    .set({ settlement_blocked: JSON.stringify({ ...err.toJSON(), at: new Date().toISOString() }) })
+    .where('run_id', '=', runId)
+    .execute();
+  return err;
+}

@@ -1,0 +1,229 @@
+import { sql } from 'kysely';
+import { refusal } from '../domain/errors';
+import type { CompletedDelivery, DeliveryEvidence, ItemStatus } from '../domain/completion';
+import { formatItemRef, type ItemRef } from '../domain/itemRef';
+import type { CompletionRunEntry } from './database';
+import type { Executor } from './pool';
+
+/** Backlog items as completion sees them: status, delivery_evidence, completion flow, walk (D7, D8). */
+
+export interface ItemRow {
+  item_id: number;
+  project_id: number;
+  project: string;
+  item: string;
+  title: string | null;
+  status: ItemStatus;
+  status_changed_at: Date | null;
+  delivery_evidence: DeliveryEvidence;
+  completion_flow_id: number | null;
+  tracker_issue: number | null;
+  lane_path: string | null;
+}
+
+function itemColumns(db: Executor) {
+  return db
+    .selectFrom('backlog_items as i')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select([
+      'i.item_id',
+      'i.project_id',
+      'p.name as project',
+      'i.title',
+      'i.status',
+      'i.status_changed_at',
+      'i.delivery_evidence',
+      'i.completion_flow_id',
+      'i.tracker_issue',
+      'i.lane_path',
+    ])
+    .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'));
+}
+
+export async function itemByRef(db: Executor, ref: ItemRef, opts: { lock?: boolean } = {}): Promise<ItemRow> {
+  let q = itemColumns(db).where('p.item_prefix', '=', ref.prefix).where('i.number', '=', ref.number);
+  if (opts.lock) q = q.forUpdate(['i']);
+  const row = await q.executeTakeFirst();
+  if (!row) {
+    throw refusal('item_not_found', `no item ${formatItemRef(ref)} is recorded`, {
+      recovery: 'declare it in the project definition and apply, or name an existing item (yoke items list)',
+      details: { item: formatItemRef(ref) },
+    });
+  }
+  return row;
+}
+
+export async function itemsById(db: Executor, itemIds: number[]): Promise<ItemRow[]> {
+  if (itemIds.length === 0) return [];
+  return itemColumns(db).where('i.item_id', 'in', itemIds).orderBy('i.item_id').execute();
+}
+
+export async function listItems(db: Executor, filter: { projectId?: number; status?: ItemStatus }): Promise<ItemRow[]> {
+  let q = itemColumns(db).orderBy('p.name').orderBy('i.number');
+  if (filter.projectId !== undefined) q = q.where('i.project_id', '=', filter.projectId);
+  if (filter.status) q = q.where('i.status', '=', filter.status);
+  return q.execute();
+}
+
+/** D8: the one completion-runs walk, for many items in one statement. */
+export async function completionWalks(
+  db: Executor,
+  itemIds: number[],
+): Promise<Map<number, { completion_runs: CompletionRunEntry[]; read_run_id: string }>> {
+  if (itemIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('deployment_item_completion_runs')
+    .selectAll()
+    .where('item_id', 'in', itemIds)
+    .execute();
+  return new Map(rows.map((r) => [r.item_id, { completion_runs: r.completion_runs, read_run_id: r.read_run_id }]));
+}
+
+/** The project's default completion flow (D8), or undefined for a merge-only project. */
+export async function defaultCompletionFlowId(db: Executor, projectId: number): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('flows')
+    .select('flow_id')
+    .where('project_id', '=', projectId)
+    .where('completion_flow', '=', true)
+    .executeTakeFirst();
+  return row?.flow_id;
+}
+
+export interface DependencyRow {
+  item_id: number;
+  depends_on: string;
+  environment: string;
+  status: ItemStatus;
+  delivery_evidence: DeliveryEvidence;
+}
+
+export async function dependenciesOf(db: Executor, itemIds: number[]): Promise<DependencyRow[]> {
+  if (itemIds.length === 0) return [];
+  return db
+    .selectFrom('item_dependencies as d')
+    .innerJoin('backlog_items as i', 'i.item_id', 'd.depends_on_item_id')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select(['d.item_id', 'd.environment', 'i.status', 'i.delivery_evidence'])
+    .select(sql<string>`p.item_prefix || '-' || i.number`.as('depends_on'))
+    .where('d.item_id', 'in', itemIds)
+    .orderBy('d.item_id')
+    .orderBy('i.number')
+    .execute();
+}
+
+/** A run's blocking, unretracted item roll-up rows, per member item ref (the done gate's QA). */
+export async function memberQaRows(
+  db: Executor,
+  runId: string,
+): Promise<Map<string, { check_name: string; status: string }[]>> {
+  const rows = await db
+    .selectFrom('deployment_run_qa')
+    .select(['check_name', 'status'])
+    .where('run_id', '=', runId)
+    .where('source', '=', 'item-rollup')
+    .where('blocking', '=', true)
+    .where('retracted_at', 'is', null)
+    .orderBy('check_name')
+    .execute();
+  const byItem = new Map<string, { check_name: string; status: string }[]>();
+  for (const r of rows) {
+    const item = r.check_name.split('/')[0]!;
+    byItem.set(item, [...(byItem.get(item) ?? []), r]);
+  }
+  return byItem;
+}
+
+/**
+ * Blocking post-deploy obligations of the items that no credited proof answers (S6): not
+ * waived or superseded, and no passed or waived roll-up row for it on the closing run, or on a
+ * run whose membership delivered the closing run's candidate (D10 supplemental credit).
+ * Plan-bound obligations are answered by plan executions, not by roll-up rows.
+ */
+export async function unansweredObligations(
+  db: Executor,
+  closing: { run_id: string; candidate_sha: string },
+  itemIds: number[],
+): Promise<{ item_id: number; requirement_id: string; target_env: string | null }[]> {
+  if (itemIds.length === 0) return [];
+  const { rows } = await sql<{ item_id: number; requirement_id: string; target_env: string | null }>`
+    SELECT c.item_id, p.item_prefix || '-' || i.number || '/' || c.case_key AS requirement_id, c.target_env
+      FROM item_qa_cases c
+      JOIN backlog_items i ON i.item_id = c.item_id
+      JOIN projects p ON p.project_id = i.project_id
+     WHERE c.item_id = ANY(${itemIds})
+       AND c.qa_phase = 'post_deploy' AND c.blocking AND NOT c.waived AND NOT c.superseded AND c.plan_id IS NULL
+       -- a requirement this run carries is the done gate's open QA, not an unanswered obligation
+       AND NOT EXISTS (
+         SELECT 1 FROM deployment_run_qa own
+          WHERE own.run_id = ${closing.run_id} AND own.retracted_at IS NULL
+            AND own.check_name = p.item_prefix || '-' || i.number || '/' || c.case_key)
+       AND NOT EXISTS (
+         SELECT 1
+           FROM deployment_run_qa q
+           JOIN deployment_run_items m ON m.run_id = q.run_id AND m.item_id = c.item_id
+          WHERE q.check_name = p.item_prefix || '-' || i.number || '/' || c.case_key
+            AND q.status IN ('passed', 'waived') AND q.retracted_at IS NULL
+            AND (q.run_id = ${closing.run_id} OR m.delivered_source_sha = ${closing.candidate_sha}))
+     ORDER BY c.item_id, c.case_key`.execute(db);
+  return rows;
+}
+
+/** Stamps one evidence fact (rung or preflight) without touching the others. Idempotent. */
+export async function stampEvidence(
+  db: Executor,
+  itemId: number,
+  key: 'rung' | 'preflight',
+  value: object,
+): Promise<void> {
+  await sql`
+    UPDATE backlog_items
+       SET delivery_evidence = jsonb_set(delivery_evidence, ${`{${key}}`}::text[], ${JSON.stringify(value)}::jsonb)
+     WHERE item_id = ${itemId}
+       AND (delivery_evidence -> ${key} ->> 'run') IS DISTINCT FROM ${(value as { run: string }).run}`.execute(db);
+}
+
+/**
+ * D7: the done write. Sets done and appends the attribution in the same statement; an item
+ * already done only gains the attribution (supplemental delivery), never a second done.
+ * Returns whether this call moved the item to done.
+ */
+export async function writeDone(db: Executor, itemId: number, delivery: CompletedDelivery): Promise<boolean> {
+  const { rows } = await sql<{ was: ItemStatus }>`
+    UPDATE backlog_items i
+       SET status = 'done',
+           status_changed_at = CASE WHEN i.status = 'done' THEN i.status_changed_at ELSE clock_timestamp() END,
+           delivery_evidence = jsonb_set(i.delivery_evidence, '{completed_deliveries}',
+             coalesce(i.delivery_evidence -> 'completed_deliveries', '[]'::jsonb) || ${JSON.stringify([delivery])}::jsonb)
+      FROM (SELECT status AS was FROM backlog_items WHERE item_id = ${itemId}) prior
+     WHERE i.item_id = ${itemId}
+       AND NOT coalesce(i.delivery_evidence -> 'completed_deliveries', '[]'::jsonb)
+             @> ${JSON.stringify([{ run: delivery.run, environment: delivery.environment }])}::jsonb
+    RETURNING prior.was`.execute(db);
+  return rows.length > 0 && rows[0]!.was !== 'done';
+}
+
+export async function writeStatus(db: Executor, itemId: number, status: ItemStatus): Promise<void> {
+  await db
+    .updateTable('backlog_items')
+    .set({ status, status_changed_at: sql`clock_timestamp()` })
+    .where('item_id', '=', itemId)
+    .where('status', '!=', status)
+    .execute();
+}
+
+/** A closed member's claims (the item's own and its item-owned migration holds) end with it. */
+export async function releaseItemClaims(
+  db: Executor,
+  itemId: number,
+  reason: string,
+): Promise<{ claim_id: number; session_id: string }[]> {
+  return db
+    .updateTable('work_claims')
+    .set({ released_at: sql`clock_timestamp()`, release_reason: reason })
+    .where('item_id', '=', itemId)
+    .where('released_at', 'is', null)
+    .where('target_kind', 'in', ['item', 'migration_serialization'])
+    .returning(['claim_id', 'session_id'])
+    .execute();
+}

@@ -1,0 +1,113 @@
+/**
+ * Completion (D7, D8, S2, S6): an item's status, the delivery_evidence stamp facts a done write
+ * publishes, and the done gate that decides whether a member may close. Pure: the callers read
+ * the facts and write the results.
+ */
+export const ITEM_STATUSES = ['open', 'in_progress', 'delivery_ready', 'done', 'cancelled'] as const;
+export type ItemStatus = (typeof ITEM_STATUSES)[number];
+
+/** D7: who delivered what, where: one entry per (run, environment), appended, never revoked. */
+export interface CompletedDelivery {
+  owner: string;
+  member: string;
+  run: string;
+  environment: string;
+  candidate: string;
+  recorded_at: string;
+}
+
+/** S2 prerequisites, stamped before any status write so the done gates can read them. */
+export interface DeliveryRung {
+  rung: 'released';
+  run: string;
+  environment: string;
+  candidate: string;
+  stamped_at: string;
+}
+
+export interface StatusPreflight {
+  run: string;
+  qa: { requirement_id: string; status: string }[];
+  approvals: { stage: string; approved: boolean }[];
+  stamped_at: string;
+}
+
+export interface DeliveryEvidence {
+  rung?: DeliveryRung;
+  preflight?: StatusPreflight;
+  completed_deliveries?: CompletedDelivery[];
+}
+
+/** One reason a member cannot close now, with the command that clears it. */
+export interface BlockReason {
+  code: 'delivery_not_discharged' | 'done_gate_qa_open' | 'post_deploy_obligations_unanswered' | 'not_prepared';
+  message: string;
+  recovery: string;
+}
+
+export interface DoneGateFacts {
+  item: string;
+  /** The run the completion-runs walk reads for this item (D8), if any. */
+  readRun: { run_id: string; status: string; settling: boolean } | null;
+  /** The run trying to close it. */
+  closingRunId: string;
+  /** This run's blocking, unretracted roll-up rows for the member. */
+  runQa: { check_name: string; status: string }[];
+  /** Blocking post_deploy obligations not waived, superseded or answered by credited proof. */
+  unanswered: { requirement_id: string; target_env: string | null }[];
+  /** The prerequisites have been committed (rung and preflight for this run). */
+  prepared: boolean;
+}
+
+/** D8/S1: completion authority reads a settling or succeeded run as delivered. */
+export function readAsDelivered(run: DoneGateFacts['readRun']): boolean {
+  return !!run && (run.status === 'succeeded' || (run.status === 'executing' && run.settling));
+}
+
+/** The done gate (S2, S6): every reason this member cannot be written done through this run. */
+export function doneGateReasons(f: DoneGateFacts): BlockReason[] {
+  const reasons: BlockReason[] = [];
+  if (!f.readRun || f.readRun.run_id !== f.closingRunId || !readAsDelivered(f.readRun)) {
+    reasons.push({
+      code: 'delivery_not_discharged',
+      message: f.readRun
+        ? `${f.item}'s completion authority reads run ${f.readRun.run_id} (${f.readRun.settling ? 'settling' : f.readRun.status}), not a delivered ${f.closingRunId}`
+        : `${f.item} has no completion run that delivered it`,
+      recovery: f.readRun
+        ? `settle run ${f.readRun.run_id}: yoke deployment-runs watch ${f.readRun.run_id}`
+        : `deliver it through its completion flow: yoke deployment-runs start-for-item ${f.item} --candidate SHA`,
+    });
+  }
+  for (const q of f.runQa.filter((r) => r.status !== 'passed' && r.status !== 'waived')) {
+    reasons.push({
+      code: 'done_gate_qa_open',
+      message: `blocking QA requirement ${q.check_name} is ${q.status}`,
+      recovery: `yoke deployment-runs qa-verdict ${f.closingRunId} --check ${q.check_name} --status passed|waived`,
+    });
+  }
+  if (f.unanswered.length) {
+    reasons.push({
+      code: 'post_deploy_obligations_unanswered',
+      message: `post-deploy obligations unanswered: ${f.unanswered.map((u) => `${u.requirement_id}${u.target_env ? ` (${u.target_env})` : ''}`).join(', ')}`,
+      recovery: `deliver through a run whose QA stages target them, or waive them in the project definition (waived: true) and apply; then: yoke deployment-runs update ${f.closingRunId} status succeeded`,
+    });
+  }
+  if (reasons.length === 0 && !f.prepared) {
+    reasons.push({
+      code: 'not_prepared',
+      message: `${f.item}'s delivery_evidence rung and status preflight for ${f.closingRunId} are not committed`,
+      recovery: `yoke deployment-runs update ${f.closingRunId} status succeeded`,
+    });
+  }
+  return reasons;
+}
+
+/** D7: an ordinary dependency needs done; an environment-specific one also needs attribution there. */
+export function dependencySatisfied(
+  dep: { status: ItemStatus; evidence: DeliveryEvidence },
+  environment: string,
+): boolean {
+  if (dep.status !== 'done') return false;
+  if (!environment) return true;
+  return (dep.evidence.completed_deliveries ?? []).some((d) => d.environment === environment);
+}

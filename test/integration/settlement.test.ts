@@ -1,0 +1,306 @@
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { claimActivities } from '../../activities/claims';
+import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
+import { itemActivities } from '../../activities/items';
+import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { sessionActivities } from '../../activities/sessions';
+import type { IssueTracker } from '../../activities/settlement/tracker';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { refusalOf } from '../helpers/fixtures';
+import { releaseDefinition, writeDefinition } from '../helpers/runs';
+
+let t: TestDatabase;
+let r: DeploymentRunActivities;
+let items: ReturnType<typeof itemActivities>;
+/** A tracker that records what it was asked and fails an issue while its count of failures lasts. */
+let tracked: number[];
+let failures: Map<number, number>;
+const SHA = 'a1b2c3d4e5f6';
+
+function definition(over: { items?: object[]; flows?: object[] } = {}) {
+  const d = releaseDefinition({
+    project: 'web',
+    prefix: 'WEB',
+    stageUrl: 'http://stage.example.test',
+    prodUrl: 'https://web.example.test',
+  });
+  return { ...d, items: over.items ?? d.items, flows: [...d.flows, ...(over.flows ?? [])] };
+}
+
+async function apply(def: object) {
+  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(def) });
+}
+
+beforeEach(async () => {
+  t = await createTestDatabase();
+  tracked = [];
+  failures = new Map();
+  const tracker: IssueTracker = {
+    markDelivered: async (d) => {
+      const left = failures.get(d.issue) ?? 0;
+      if (left > 0) {
+        failures.set(d.issue, left - 1);
+        throw new Error('tracker unavailable');
+      }
+      tracked.push(d.issue);
+      return 'closed';
+    },
+  };
+  r = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000, tracker: async () => tracker });
+  items = itemActivities({ db: t.db });
+  await apply(definition());
+  const sessions = sessionActivities({ db: t.db });
+  for (const id of ['d1', 'd2', 'w1']) await sessions.registerSession({ sessionId: id, actorId: id });
+});
+afterEach(async () => {
+  await t.drop();
+});
+
+/** A release run of the given members, executed and walked through all its stages. */
+async function walkedRun(members: string[], key = 'k1', candidate = SHA, flow = 'release') {
+  const run = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow,
+    target: 'stage',
+    candidate,
+    idempotencyKey: key,
+    items: members,
+  });
+  await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+  const plan = await r.loadRunPlan({ runId: run.run_id });
+  for (const stage of plan.stages) {
+    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal });
+    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, result: { ok: true, detail: 'test' } });
+  }
+  return run.run_id;
+}
+
+async function pass(runId: string, ...checks: string[]) {
+  for (const checkName of checks) await r.recordQaVerdict({ sessionId: 'd1', runId, checkName, status: 'passed' });
+}
+
+const statusOf = async (item: string) => (await items.getItem({ item })).status;
+
+test('S1 settling_at is recorded while executing, and completion authority reads a settling run as delivered', async () => {
+  const runId = await walkedRun(['WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-2/gift-smoke');
+  const before = await items.getItem({ item: 'WEB-2' });
+  expect(before.completion_runs).toEqual([
+    expect.objectContaining({ run_id: runId, status: 'executing', settling: false }),
+  ]);
+  // not yet settling: the done gate does not read the run as delivered
+  expect(
+    (await refusalOf(items.updateItem({ sessionId: 'd1', item: 'WEB-2', field: 'status', value: 'done' }))).code,
+  ).toBe('done_gate_refused');
+  await r.beginSettling({ runId });
+  const settling = await r.getRun({ runId });
+  expect(settling).toMatchObject({ status: 'executing', settling: true, settling_at: expect.any(String) });
+  expect((await items.getItem({ item: 'WEB-2' })).completion_runs[0]).toMatchObject({ run_id: runId, settling: true });
+  // the ordinary done write passes its gate against the settling run
+  await expect(
+    items.updateItem({ sessionId: 'd1', item: 'WEB-2', field: 'status', value: 'done' }),
+  ).resolves.toMatchObject({
+    status: 'done',
+    completed_deliveries: [expect.objectContaining({ run: runId })],
+  });
+});
+
+test('S2 D7 the commit closes every member once, publishes completed_deliveries and releases the claims; the run then succeeds', async () => {
+  const claims = claimActivities({ db: t.db });
+  await claims.takeItem({ sessionId: 'w1', item: 'WEB-1' });
+  const runId = await walkedRun(['WEB-1', 'WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
+  const result = await r.settleNow({ runId });
+  expect(result).toMatchObject({ status: 'succeeded', commit: { closed: ['WEB-1', 'WEB-2'], attributed: [] } });
+  const web1 = await items.getItem({ item: 'WEB-1' });
+  expect(web1).toMatchObject({ status: 'done', completion_run: runId });
+  expect(web1.completed_deliveries).toEqual([
+    {
+      owner: 'web',
+      member: 'WEB-1',
+      run: runId,
+      environment: 'stage',
+      candidate: SHA,
+      recorded_at: expect.any(String),
+    },
+  ]);
+  expect(web1.delivery_evidence).toMatchObject({
+    rung: { rung: 'released', run: runId, candidate: SHA },
+    preflight: { run: runId, qa: [{ requirement_id: 'WEB-1/checkout-e2e', status: 'passed' }] },
+  });
+  const claim = await t.db
+    .selectFrom('work_claims')
+    .selectAll()
+    .where('target_kind', '=', 'item')
+    .executeTakeFirstOrThrow();
+  expect(claim).toMatchObject({ release_reason: `delivered by run ${runId}`, released_at: expect.any(Date) });
+  // the holder's session held nothing else: the effects phase ended it
+  expect(
+    (await t.db.selectFrom('sessions').selectAll().where('session_id', '=', 'w1').executeTakeFirstOrThrow()).end_reason,
+  ).toBe(`settled: no claims left after run ${runId}`);
+  // a replay closes nobody twice
+  await expect(
+    r.updateRunStatus({ sessionId: 'd1', runId, field: 'status', value: 'succeeded' }),
+  ).resolves.toMatchObject({
+    status: 'succeeded',
+    replayed: true,
+  });
+  const done = await t.db.selectFrom('events').select('payload').where('event_type', '=', 'ItemDone').execute();
+  expect(done.map((e) => e.payload.item).sort()).toEqual(['WEB-1', 'WEB-2']);
+});
+
+test('S2 a refused member rolls back every member of the set: run_settlement_blocked names it, the rest are held', async () => {
+  await walkedRun(['WEB-1', 'WEB-2']).then(async (runId) => {
+    await pass(runId, 'smoke-test', 'WEB-2/gift-smoke'); // WEB-1/checkout-e2e stays pending
+    await r.beginSettling({ runId });
+    const refused = await refusalOf(r.updateRunStatus({ sessionId: 'd1', runId, field: 'status', value: 'succeeded' }));
+    expect(refused.code).toBe('run_settlement_blocked');
+    expect(refused.message).toMatch(
+      new RegExp(
+        `^run ${runId} cannot settle: blocked WEB-1 \\(blocking QA requirement WEB-1/checkout-e2e is pending\\); held with the run: WEB-2$`,
+      ),
+    );
+    expect(refused.recovery).toContain(`yoke deployment-runs qa-verdict ${runId} --check WEB-1/checkout-e2e`);
+    expect(refused.details).toMatchObject({
+      blocked: [{ item: 'WEB-1', reasons: [{ code: 'done_gate_qa_open' }] }],
+      held: ['WEB-2'],
+    });
+    // nobody closed: WEB-2 (cleared) is not done either
+    expect(await statusOf('WEB-1')).toBe('open');
+    expect(await statusOf('WEB-2')).toBe('open');
+    expect(
+      await t.db.selectFrom('deployment_run_items').select('closed_at').where('run_id', '=', runId).execute(),
+    ).toEqual([{ closed_at: null }, { closed_at: null }]);
+    expect((await r.getRun({ runId })).settlement).toMatchObject({
+      committed_at: null,
+      blocked: { code: 'run_settlement_blocked' },
+    });
+    // replay after the blocker settles
+    await pass(runId, 'WEB-1/checkout-e2e');
+    await expect(
+      r.updateRunStatus({ sessionId: 'd1', runId, field: 'status', value: 'succeeded' }),
+    ).resolves.toMatchObject({
+      status: 'succeeded',
+      commit: { closed: ['WEB-1', 'WEB-2'] },
+    });
+  });
+});
+
+test('S2 a member refused inside the commit transaction rolls back the members written before it', async () => {
+  const runId = await walkedRun(['WEB-1', 'WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
+  await r.beginSettling({ runId });
+  // WEB-2's status write is refused at its own savepoint, after WEB-1's was written: the
+  // database refuses it (a check constraint added for this test only)
+  await t.db.schema
+    .alterTable('backlog_items')
+    .addCheckConstraint('test_no_done_web2', (await import('kysely')).sql`NOT (status = 'done' AND number = 2)`)
+    .execute();
+  await expect(r.commitRunSettlement({ runId })).rejects.toThrow(/test_no_done_web2/);
+  expect(await statusOf('WEB-1')).toBe('open'); // written in its savepoint, rolled back with the set
+  await t.db.schema.alterTable('backlog_items').dropConstraint('test_no_done_web2').execute();
+  await expect(r.settleNow({ runId })).resolves.toMatchObject({ status: 'succeeded' });
+});
+
+test('S6 success refuses while a final member still owes an unanswered post-deploy obligation, naming it', async () => {
+  await apply(
+    definition({
+      items: [
+        {
+          id: 'WEB-5',
+          obligations: [
+            { case: 'stage-e2e', qa_phase: 'post_deploy', target_env: 'stage' },
+            { case: 'prod-canary', qa_phase: 'post_deploy', target_env: 'production' },
+          ],
+        },
+      ],
+    }),
+  );
+  const runId = await walkedRun(['WEB-5']);
+  await pass(runId, 'smoke-test', 'WEB-5/stage-e2e');
+  const refused = await refusalOf(r.settleNow({ runId }));
+  expect(refused.code).toBe('run_settlement_blocked');
+  expect(refused.details.blocked).toEqual([
+    {
+      item: 'WEB-5',
+      reasons: [
+        expect.objectContaining({
+          code: 'post_deploy_obligations_unanswered',
+          message: 'post-deploy obligations unanswered: WEB-5/prod-canary (production)',
+        }),
+      ],
+    },
+  ]);
+  expect((await r.getRun({ runId })).status).toBe('executing');
+});
+
+test('S3 an effect failing twice then succeeding is applied exactly once; the run stays settling until then', async () => {
+  await apply(
+    definition({
+      items: [
+        { id: 'WEB-1', issue: 41 },
+        { id: 'WEB-2', issue: 42 },
+      ],
+    }),
+  );
+  const lane = mkdtempSync(join(tmpdir(), 'yoke-lane-'));
+  writeFileSync(join(lane, 'file'), 'x');
+  await items.updateItem({ sessionId: 'd1', item: 'WEB-1', field: 'lane', value: lane });
+  const runId = await walkedRun(['WEB-1', 'WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
+  failures.set(41, 2);
+  const first = await r.settleNow({ runId });
+  expect(first).toMatchObject({ status: 'executing', effects_pending: 1 });
+  expect(first.effects.failed).toEqual([{ item: 'WEB-1', effect: 'tracker_sync', error: 'tracker unavailable' }]);
+  expect(first.commit.closed).toEqual(['WEB-1', 'WEB-2']); // a failure never reopens a member
+  expect(existsSync(lane)).toBe(false); // lane cleanup applied
+  expect((await r.getRun({ runId })).settling).toBe(true);
+  const second = await r.settleNow({ runId });
+  expect(second).toMatchObject({ status: 'executing', commit: { already_committed: true } });
+  const third = await r.settleNow({ runId });
+  expect(third.status).toBe('succeeded');
+  expect(third.effects.applied).toEqual([{ item: 'WEB-1', effect: 'tracker_sync', outcome: 'closed' }]);
+  expect(tracked.sort()).toEqual([41, 42]);
+  await r.settleNow({ runId });
+  expect(tracked).toHaveLength(2);
+  const effects = (await r.getRun({ runId })).settlement!.effects;
+  expect(effects.filter((e) => e.applied_at)).toHaveLength(6);
+});
+
+test('D7 environment-specific dependencies need done plus attribution in that environment', async () => {
+  await apply(
+    definition({
+      items: [
+        { id: 'WEB-2', obligations: [] },
+        { id: 'WEB-6', depends_on: [{ item: 'WEB-2' }] },
+        { id: 'WEB-7', depends_on: [{ item: 'WEB-2', environment: 'production' }] },
+      ],
+    }),
+  );
+  const ready = (item: string) => items.updateItem({ sessionId: 'd1', item, field: 'status', value: 'delivery_ready' });
+  expect((await refusalOf(ready('WEB-6'))).code).toBe('dependency_unsatisfied');
+  const runId = await walkedRun(['WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-2/gift-smoke');
+  await r.settleNow({ runId });
+  await expect(ready('WEB-6')).resolves.toMatchObject({ status: 'delivery_ready' });
+  const refused = await refusalOf(ready('WEB-7'));
+  expect(refused).toMatchObject({
+    code: 'dependency_unsatisfied',
+    message: 'WEB-7 depends on WEB-2 delivered to production',
+  });
+  // a later cancelled run cannot revoke the completed delivery
+  const later = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: 'bbbbbbbb',
+    idempotencyKey: 'k9',
+    items: ['WEB-2'],
+  });
+  await r.terminalizeRun({ sessionId: 'd1', runId: later.run_id, disposition: 'cancelled', reason: 'test' });
+  expect(await items.getItem({ item: 'WEB-2' })).toMatchObject({ status: 'done', completion_run: runId });
+});
