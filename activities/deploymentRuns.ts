@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import type { SshTimeouts } from './hosts/ssh';
+import { compositionActivities } from './runs/composition';
 import { runCreationActivities } from './runs/creation';
 import { runExecutionActivities } from './runs/execution';
 import { runReadActivities } from './runs/read';
@@ -21,6 +22,7 @@ export function deploymentRunActivities(deps: {
     ...runReadActivities(deps),
     ...runStageActivities(deps),
     ...settlementActivities(deps),
+    ...compositionActivities(deps),
   };
 }
 

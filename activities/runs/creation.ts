@@ -9,6 +9,7 @@ import type { UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
 import { refusal, unreachable, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
+import { assertComposition, composition } from './composition';
 import { admitMembers, materializeFlowDefaults, type ExplicitSelection } from './membership';
 import type { RunIdentity } from './read';
 
@@ -163,6 +164,7 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     const selection: ExplicitSelection = { requirementIds: request.requirement_ids, planIds: request.plan_ids };
     const warnings: UntargetedObligation[] = [];
     warnings.push(...(await admitMembers(trx, run, flow, members, selection)));
+    assertComposition(await composition(trx, run, flow, 'create')); // D9
     await recordEvent(trx, {
       event_type: 'DeploymentRunCreated',
       project_id: projectId,

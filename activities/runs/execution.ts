@@ -9,6 +9,7 @@ import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { admitMembers, freezeComposition, membersOf, type CarriedWork, type ExplicitSelection } from './membership';
+import { assertComposition, composition, type SupplementalWarning } from './composition';
 import { openLines } from './occupancy';
 
 export const DEFAULT_DRIVER_FRESH_MS = 600_000;
@@ -163,6 +164,7 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
       }
       const flow = await flowById(trx, run.flow_id);
       const carried = await freezeComposition(trx, run, flow);
+      assertComposition(await composition(trx, run, flow, 'freeze')); // D9 at the executing freeze
       await trx
         .insertInto('deployment_run_occupancy')
         .values(units.map((unit) => ({ run_id: run.run_id, unit })))
@@ -304,7 +306,7 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
   /** `add-item` (D5, D6): only while the run has not settled; driver-bound (R1). */
   async function addItem(
     input: { sessionId: string; runId: string; item: string } & ExplicitSelection,
-  ): Promise<{ run_id: string; item: string; warnings: UntargetedObligation[] }> {
+  ): Promise<{ run_id: string; item: string; warnings: (UntargetedObligation | SupplementalWarning)[] }> {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
@@ -327,12 +329,21 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
           details: { run_id: run.run_id, item: item.item },
         });
       }
-      const warnings = await admitMembers(
+      const flow = await flowById(trx, run.flow_id);
+      const warnings: (UntargetedObligation | SupplementalWarning)[] = await admitMembers(
         trx,
         run,
-        await flowById(trx, run.flow_id),
+        flow,
         [{ item_id: item.item_id, item: item.item }],
         input,
+      );
+      // D9 refusals; D10: a supplemental member whose proof will not be credited is named.
+      const checked = await composition(trx, run, flow, 'add_item');
+      assertComposition(checked);
+      warnings.push(
+        ...checked.warnings.filter(
+          (w): w is SupplementalWarning => w.code === 'supplemental_proof_not_credited' && w.item === item.item,
+        ),
       );
       await recordEvent(trx, {
         event_type: 'DeploymentRunItemAdded',

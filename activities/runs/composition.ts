@@ -1,0 +1,188 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database, FlowRow, RunRow } from '../../db/database';
+import { completionWalks, itemsById } from '../../db/items';
+import type { Executor } from '../../db/pool';
+import { flowById, obligationsOf, runById } from '../../db/runs';
+import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
+import { refusal, type YokeError } from '../../domain/errors';
+import { hasCompletionAuthority } from '../completion/doneGate';
+
+export interface CompositionResult {
+  code: 'item_qa_no_member_owes_target';
+  stage: string;
+  message: string;
+}
+
+export interface SupplementalWarning {
+  code: 'supplemental_proof_not_credited';
+  item: string;
+  message: string;
+}
+
+export interface Composition {
+  refusals: YokeError[];
+  results: CompositionResult[];
+  warnings: (UntargetedObligation | SupplementalWarning)[];
+}
+
+const PERSISTENT_TIERS = ['stage', 'production'];
+
+/**
+ * validate_composition (D6, D9, D10): what a run's flow, target and members allow, read at
+ * create, add-item, the executing freeze and `deployment-runs validate`. Refusals are
+ * returned, not thrown, so every one can be named; `when` picks the checks of each moment.
+ */
+export async function composition(
+  db: Executor,
+  run: RunRow,
+  flow: FlowRow,
+  when: 'create' | 'add_item' | 'freeze' | 'validate',
+): Promise<Composition> {
+  const out: Composition = { refusals: [], results: [], warnings: [] };
+  const memberRows = await db
+    .selectFrom('deployment_run_items')
+    .select(['item_id', 'delivery_intent'])
+    .where('run_id', '=', run.run_id)
+    .orderBy('item_id')
+    .execute();
+  const members = await itemsById(
+    db,
+    memberRows.map((m) => m.item_id),
+  );
+  const itemScoped = flow.stages.filter((s) => s.kind === 'qa' && s.scope === 'item');
+  const target = await db
+    .selectFrom('environments')
+    .select(['name', 'tier'])
+    .where('environment_id', '=', run.target_environment_id)
+    .executeTakeFirstOrThrow();
+
+  // D9: a custody-free flow cannot prove members at an item-scoped QA stage.
+  if (itemScoped.length && !flow.delivery_custody && members.length) {
+    out.refusals.push(
+      refusal(
+        'item_qa_flow_without_delivery_custody',
+        `flow ${flow.name} has item-scoped QA (${itemScoped.map((s) => s.name).join(', ')}) but takes no delivery custody, so it cannot prove members ${members.map((m) => m.item).join(', ')}`,
+        {
+          recovery: `deliver them through a flow with delivery_custody: true, or remove them: yoke deployment-runs remove-item ${run.run_id} ITEM --reason R`,
+          details: { run_id: run.run_id, flow: flow.name, members: members.map((m) => m.item) },
+        },
+      ),
+    );
+  }
+
+  // D9: a memberless item-scoped QA run of the completion flow owes the delivery-ready items
+  // no other release holds by landing custody.
+  if (itemScoped.length && members.length === 0 && (when === 'validate' || when === 'freeze')) {
+    const owed = await owedDeliveryReadyItems(db, run, flow);
+    if (owed.length) {
+      out.refusals.push(
+        refusal(
+          'item_qa_run_without_members',
+          `run ${run.run_id} has item-scoped QA but no members, while its flow ${flow.name} is the completion flow of delivery-ready ${owed.join(', ')}`,
+          {
+            recovery: `add them: yoke deployment-runs add-item ${run.run_id} ${owed[0]}, or cancel: yoke deployment-runs terminalize ${run.run_id} --disposition cancelled --reason R`,
+            details: { run_id: run.run_id, owed },
+          },
+        ),
+      );
+    } else {
+      for (const s of itemScoped) {
+        out.results.push({
+          code: 'item_qa_no_member_owes_target',
+          stage: s.name,
+          message: `stage ${s.name} passes: no member owes delivery to ${s.target}`,
+        });
+      }
+    }
+  }
+
+  // D9: a final-delivery release refuses a same-project final member it could not close.
+  if (flow.delivery_custody && PERSISTENT_TIERS.includes(target.tier)) {
+    for (const m of members) {
+      const row = memberRows.find((r) => r.item_id === m.item_id)!;
+      if (m.project_id !== run.project_id || row.delivery_intent !== 'final' || m.status === 'done') continue;
+      if (await hasCompletionAuthority(db, run, m)) continue;
+      out.refusals.push(
+        refusal(
+          'final_member_not_closable',
+          `run ${run.run_id} (flow ${flow.name}) is a final delivery to ${target.name} but cannot close ${m.item}: its completion flow is another flow`,
+          {
+            recovery: `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or remove it (yoke deployment-runs remove-item ${run.run_id} ${m.item} --reason R), or cancel: yoke deployment-runs terminalize ${run.run_id} --disposition cancelled --reason R`,
+            details: { run_id: run.run_id, item: m.item, flow: flow.name },
+          },
+        ),
+      );
+    }
+  }
+
+  // D6: obligations no QA stage targets are named, never an error.
+  const obligations = await obligationsOf(
+    db,
+    members.map((m) => m.item_id),
+  );
+  out.warnings.push(...untargetedObligations(obligations, flow.stages));
+
+  // D10: a supplemental membership answers only with the final run's commit.
+  if (when === 'add_item' || when === 'validate') {
+    const walks = await completionWalks(
+      db,
+      members.map((m) => m.item_id),
+    );
+    for (const m of members) {
+      if (m.project_id === run.project_id && (await hasCompletionAuthority(db, run, m))) continue;
+      const walk = walks.get(m.item_id);
+      const final = walk?.completion_runs.find(
+        (r) => r.run_id === walk.read_run_id && r.status !== 'failed' && r.status !== 'cancelled',
+      );
+      if (final && final.run_id !== run.run_id && final.candidate_sha === run.candidate_sha) continue;
+      out.warnings.push({
+        code: 'supplemental_proof_not_credited',
+        item: m.item,
+        message: final
+          ? `${m.item}'s final run ${final.run_id} delivers ${final.candidate_sha}, not ${run.candidate_sha}: proof from ${run.run_id} will not be credited`
+          : `${m.item} has no final run whose commit ${run.candidate_sha} matches: proof from ${run.run_id} will not be credited`,
+      });
+    }
+  }
+  return out;
+}
+
+/** Throws the first refusal, naming every one in its details. */
+export function assertComposition(c: Composition): void {
+  if (c.refusals.length === 0) return;
+  const [first, ...rest] = c.refusals;
+  first!.details.other_refusals = rest.map((r) => r.toJSON());
+  throw first;
+}
+
+/** Delivery-ready items whose completion flow is this flow and no live custody release holds. */
+async function owedDeliveryReadyItems(db: Executor, run: RunRow, flow: FlowRow): Promise<string[]> {
+  const { rows } = await sql<{ item: string }>`
+    SELECT p.item_prefix || '-' || i.number AS item
+      FROM backlog_items i
+      JOIN projects p ON p.project_id = i.project_id
+     WHERE i.project_id = ${run.project_id}
+       AND i.status = 'delivery_ready'
+       AND coalesce(i.completion_flow_id,
+             (SELECT f.flow_id FROM flows f WHERE f.project_id = i.project_id AND f.completion_flow)) = ${flow.flow_id}
+       AND NOT EXISTS (
+         SELECT 1 FROM deployment_run_items m
+           JOIN deployment_runs r ON r.run_id = m.run_id
+           JOIN flows f ON f.flow_id = r.flow_id
+          WHERE m.item_id = i.item_id AND r.run_id <> ${run.run_id}
+            AND r.status IN ('created', 'executing') AND f.delivery_custody)
+     ORDER BY i.number`.execute(db);
+  return rows.map((r) => r.item);
+}
+
+/** `yoke deployment-runs validate RUN`: the composition now, refusing with the first refusal. */
+export function compositionActivities(deps: { db: Kysely<Database> }) {
+  async function validateRun(input: { runId: string }) {
+    const run = await runById(deps.db, input.runId);
+    const flow = await flowById(deps.db, run.flow_id);
+    const c = await composition(deps.db, run, flow, 'validate');
+    assertComposition(c);
+    return { run_id: run.run_id, valid: true, results: c.results, warnings: c.warnings };
+  }
+  return { validateRun };
+}
