@@ -30,7 +30,7 @@ export interface SessionView {
   /** U2: what was asked for at registration. */
   requested: { model: string | null; effort: string | null; window: number | null };
   /** U2: what the provider attested it served; null (unattested) until a hook settles it, never copied from the request. */
-  served: { model: string | null; window: number | null; attested_at: string | null };
+  served: { model: string | null; effort: string | null; window: number | null; attested_at: string | null };
 }
 
 export interface RegisterInput {
@@ -216,12 +216,24 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
    * U4: settles served facts from a completed served-model hook. A write that fails to reach
    * Postgres is retried (a failed-open or timed-out relay must not leave the fact unsettled).
    */
-  async function attestServed(input: { sessionId: string; model: string; window?: number }): Promise<SessionView> {
+  async function attestServed(input: {
+    sessionId: string;
+    model: string;
+    window?: number;
+    effort?: string;
+  }): Promise<SessionView> {
     for (let attempt = 1; ; attempt++) {
       try {
         const row = await db
           .updateTable('sessions')
-          .set({ served_model: input.model, served_window: input.window ?? null, served_attested_at: sql`now()` })
+          // U2, U3: a statement that names no window or effort keeps the attested one (facts are
+          // never unlearned); only a statement of its own replaces it.
+          .set({
+            served_model: input.model,
+            served_window: input.window ?? sql<number | null>`served_window`,
+            served_effort: input.effort ?? sql<string | null>`served_effort`,
+            served_attested_at: sql`now()`,
+          })
           .where('session_id', '=', input.sessionId)
           .returning('session_id')
           .executeTakeFirst();
@@ -264,6 +276,11 @@ function toView(r: SessionRow & { project: string | null }): SessionView {
     end_reason: r.end_reason,
     probe: r.probe,
     requested: { model: r.requested_model, effort: r.requested_effort, window: r.requested_window },
-    served: { model: r.served_model, window: r.served_window, attested_at: iso(r.served_attested_at) },
+    served: {
+      model: r.served_model,
+      effort: r.served_effort,
+      window: r.served_window,
+      attested_at: iso(r.served_attested_at),
+    },
   };
 }

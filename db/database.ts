@@ -44,6 +44,8 @@ export interface SessionsTable {
   served_model: string | null;
   served_window: number | null;
   served_attested_at: NullableTimestamp;
+  /** U2: the provider-attested effort; NULL until a served statement names one. */
+  served_effort: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface BacklogItemsTable {
@@ -290,6 +292,8 @@ export interface PricingRevisionsTable {
   estimated: ColumnType<boolean, boolean | undefined, boolean>;
   rates: ColumnType<Record<string, unknown>, string, string>;
   imported_at: Timestamp;
+  /** U12: set only on a revision imported with --backdate: why it reprices the past. */
+  backdate_reason: ColumnType<string | null, string | null | undefined, never>;
 }
 
 export interface ItemDependenciesTable {

@@ -36,8 +36,10 @@ export interface Checkpoint {
   threads?: Record<string, { usage: Buckets | null; models: string[] }>;
   /** Cursor: print-mode request ids and hook generation ids already counted. */
   seen?: Record<string, { model: string; usage: Buckets }>;
-  /** Codex (U3): the newest served model and context window the main rollout stated. */
-  served?: { model: string | null; window: number | null };
+  /** Codex (U2, U3): the newest served model, effort and context window the main rollout stated. */
+  served?: { model: string | null; window: number | null; effort?: string | null };
+  /** U8: files whose model history (turn_context) could not be read: pricing is uncertain. */
+  unreadable_model_history?: string[];
   reasons: string[];
 }
 
@@ -250,6 +252,9 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
       } catch {
         if (text.includes('token_count'))
           note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
+        // U8: a model statement we cannot read leaves the model behind these tokens uncertain
+        if (text.includes('turn_context') && !(cp.unreadable_model_history ??= []).includes(basename(path)))
+          cp.unreadable_model_history!.push(basename(path));
         return;
       }
       const payload = parsed.payload ?? {};
@@ -272,6 +277,7 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
         // U3/U10: only the newest statement attests; the fold reads to the end, so the last one wins.
         const served = (cp.served ??= { model: null, window: null });
         if (parsed.type === 'turn_context' && typeof payload.model === 'string') served.model = payload.model;
+        if (parsed.type === 'turn_context' && typeof payload.effort === 'string') served.effort = payload.effort;
         const window =
           parsed.type === 'turn_context'
             ? payload.model_context_window
@@ -304,12 +310,15 @@ function codexTotals(cp: Checkpoint): { totals: UsageTotals; caveat: string | nu
     const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
     for (const k of Object.keys(entry.all) as (keyof Buckets)[]) entry.all[k] += thread.usage[k];
   }
-  return {
-    totals,
-    caveat: mixed.length
+  const caveats = [
+    mixed.length
       ? `several models served thread(s) ${mixed.join(', ')}; each thread-wide total is priced at its last model`
       : null,
-  };
+    cp.unreadable_model_history?.length
+      ? `unreadable model history in ${cp.unreadable_model_history.join(', ')}: the model behind some tokens is uncertain`
+      : null,
+  ].filter((c): c is string => c !== null);
+  return { totals, caveat: caveats.length ? caveats.join('; ') : null };
 }
 
 // ---------------------------------------------------------------- Cursor

@@ -4,6 +4,7 @@ import { sql, type Kysely } from 'kysely';
 import { z } from 'zod';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database } from '../../db/database';
+import { recordEvent } from '../../db/events';
 import { refusal, usageError } from '../../domain/errors';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
@@ -48,6 +49,15 @@ export const PricingFile = z
   })
   .strict();
 
+/** U12: a revision effective this long before its import is back-dated (clock skew is not). */
+const BACKDATE_GRACE_SECONDS = 60;
+
+/** U12: a cost priced by a revision imported after the session began names that revision. */
+export function backdateCaveat(revision: PricingRevision | undefined, offeredAt: Date): string | null {
+  if (!revision?.backdated || Date.parse(revision.backdated.imported_at) <= offeredAt.getTime()) return null;
+  return `priced by back-dated revision ${revision.revision_id} (effective ${revision.effective_at}, imported ${revision.backdated.imported_at}): ${revision.backdated.reason}`;
+}
+
 export function usageNote(status: UsageFields['usage_status'], reasons: string[]): string {
   const parts = status === 'unavailable' ? ['no usage source was found for this session', ...reasons] : reasons;
   return [...parts, UNRECORDED_USAGE_UNDERCOUNT].join('; ');
@@ -63,6 +73,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
       effective_at: r.effective_at.toISOString(),
       estimated: r.estimated,
       rates: r.rates as PricingRevision['rates'],
+      backdated: r.backdate_reason ? { reason: r.backdate_reason, imported_at: r.imported_at.toISOString() } : null,
     }));
     // The shipped revision applies until an operator imports one (it is also importable explicitly).
     return stored.some((r) => r.revision_id === SEED_REVISION.revision_id) ? stored : [...stored, SEED_REVISION];
@@ -135,7 +146,13 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
       if (input.harness === 'codex' && (served?.model || served?.window)) {
         await trx
           .updateTable('sessions')
-          .set({ served_model: served.model, served_window: served.window, served_attested_at: sql`now()` })
+          .set({
+            served_model: served.model,
+            // U3: facts are never unlearned: a statement without a window keeps the attested one
+            served_window: served.window ?? sql<number | null>`served_window`,
+            served_effort: served.effort ?? sql<string | null>`served_effort`,
+            served_attested_at: sql`now()`,
+          })
           .where('session_id', '=', input.sessionId)
           .execute();
       }
@@ -178,10 +195,12 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
         continue;
       }
       const totals = r.totals as unknown as UsageTotals;
-      const cost = costOf(totals, revisionAt(catalog, r.offered_at.toISOString()));
+      const revision = revisionAt(catalog, r.offered_at.toISOString());
+      const cost = costOf(totals, revision);
       const caveats = [
         r.cost_caveat,
         cost.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
+        backdateCaveat(revision, r.offered_at),
         ...cost.gaps,
       ].filter((c): c is string => !!c);
       out.set(r.session_id, {
@@ -196,7 +215,18 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
     return out;
   }
 
-  async function importPricing(input: { file: string }) {
+  /**
+   * U12: prices cannot be rewritten after the fact. A revision takes effect from now on; one
+   * effective in the past would re-price sessions already priced, so it needs `backdate` with
+   * a reason, is audited, and every cost it prices names it in cost_caveat.
+   */
+  async function importPricing(input: { file: string; backdate?: boolean; reason?: string }) {
+    if (input.backdate && !input.reason?.trim()) {
+      throw usageError('backdate_reason_required', '--reason: a back-dated pricing revision needs a reason', {
+        recovery: 'yoke pricing import FILE --backdate --reason "why past sessions are re-priced"',
+        details: { option: '--reason' },
+      });
+    }
     let document: unknown;
     try {
       document = JSON.parse(readFileSync(input.file, 'utf8'));
@@ -237,17 +267,41 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
         },
       );
     }
-    await db
-      .insertInto('pricing_revisions')
-      .values({
-        revision_id: r.revision_id,
-        effective_at: r.effective_at,
-        source: r.source,
-        estimated: r.estimated,
-        rates: JSON.stringify(r.rates),
-      })
-      .execute();
-    return { revision_id: r.revision_id, imported: true };
+    return db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ past: boolean; now: Date }>`
+        SELECT ${r.effective_at}::timestamptz < now() - make_interval(secs => ${BACKDATE_GRACE_SECONDS}) AS past, now()`.execute(
+        trx,
+      );
+      const past = rows[0]!.past;
+      if (past && !input.backdate) {
+        throw refusal(
+          'pricing_revision_backdated',
+          `pricing revision ${r.revision_id} is effective ${r.effective_at}, before now (${rows[0]!.now.toISOString()}): it would re-price sessions already priced`,
+          {
+            recovery: `set effective_at to now or later, or re-price the past on purpose: yoke pricing import ${input.file} --backdate --reason R`,
+            details: { revision_id: r.revision_id, effective_at: r.effective_at },
+          },
+        );
+      }
+      await trx
+        .insertInto('pricing_revisions')
+        .values({
+          revision_id: r.revision_id,
+          effective_at: r.effective_at,
+          source: r.source,
+          estimated: r.estimated,
+          rates: JSON.stringify(r.rates),
+          backdate_reason: past ? input.reason!.trim() : null,
+        })
+        .execute();
+      if (past) {
+        await recordEvent(trx, {
+          event_type: 'PricingRevisionBackdated',
+          payload: { revision_id: r.revision_id, effective_at: r.effective_at, reason: input.reason!.trim() },
+        });
+      }
+      return { revision_id: r.revision_id, imported: true, backdated: past };
+    });
   }
 
   async function listPricing() {

@@ -100,7 +100,12 @@ export function registerUsage(program: Command): void {
       );
       const r = await withDb(async ({ db }) => {
         const { sessionActivities } = await import('../../activities/sessions');
-        return sessionActivities({ db }).attestServed({ sessionId: o.session, model: o.model, window: o.window });
+        return sessionActivities({ db }).attestServed({
+          sessionId: o.session,
+          model: o.model,
+          window: o.window,
+          effort: o.effort,
+        });
       });
       emit(
         !!o.json,
@@ -116,11 +121,23 @@ export function registerUsage(program: Command): void {
     .command('import')
     .description('import a pricing revision (JSON)')
     .argument('<file>', 'revision file')
+    .option('--backdate', 'allow an effective_at in the past: re-prices sessions already priced (audited)')
+    .option('--reason <text>', 'why a back-dated revision re-prices the past (required with --backdate)')
     .option('--json', 'print JSON')
     .action(async (file: string, raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
-      const r = await withDb(async (ctx) => (await usage(ctx)).importPricing({ file }));
-      emit(!!o.json, r, () => `${r.imported ? 'imported' : 'already present:'} revision ${r.revision_id}`);
+      const o = parseOptions(
+        z.object({ backdate: z.boolean().optional(), reason: nonEmpty.optional(), json: z.boolean().optional() }),
+        raw,
+      );
+      const r = await withDb(async (ctx) =>
+        (await usage(ctx)).importPricing({ file, backdate: o.backdate, reason: o.reason }),
+      );
+      emit(
+        !!o.json,
+        r,
+        () =>
+          `${r.imported ? 'imported' : 'already present:'} revision ${r.revision_id}${'backdated' in r && r.backdated ? ' (back-dated; audited)' : ''}`,
+      );
     });
   pricing
     .command('list')

@@ -17,6 +17,8 @@ export interface PricingRevision {
   effective_at: string;
   estimated: boolean;
   rates: Record<string, ModelRates>;
+  /** U12: set when the revision was imported after its effective date, on purpose. */
+  backdated?: { reason: string; imported_at: string } | null;
 }
 
 export interface Cost {

@@ -144,7 +144,11 @@ test('U12 pricing import adds an immutable revision; pricing list shows the ship
       rates: { 'claude-opus-4-6': { input: 4, output: 20 } },
     }),
   );
-  expect(json(await run(['pricing', 'import', file, '--json']))).toEqual({ revision_id: 'r-2027', imported: true });
+  expect(json(await run(['pricing', 'import', file, '--json']))).toEqual({
+    revision_id: 'r-2027',
+    imported: true,
+    backdated: false,
+  });
   const list = json<{ revision_id: string }[]>(await run(['pricing', 'list', '--json']));
   expect(list.map((r) => r.revision_id)).toEqual(['litellm-2025-12', 'r-2027']);
   writeFileSync(file, JSON.stringify({ revision_id: 'r-bad', effective_at: 'soon', source: 'x', rates: {} }));
@@ -189,6 +193,31 @@ test('U4 the served-model hook settles served facts; an unregistered session is 
     served: { model: 'claude-sonnet-4-5-20250929', window: 200000, attested_at: expect.any(String) },
     requested: { model: null },
   });
+  // U2: the served effort is stored apart from the requested one; U3: a later statement that
+  // names no window or effort does not unlearn the attested ones
+  const effort = await run([
+    'hooks',
+    'served-model',
+    '--session',
+    'c2',
+    '--model',
+    'claude-sonnet-4-5-20250929',
+    '--effort',
+    'high',
+    '--json',
+  ]);
+  expect(json(effort).served).toMatchObject({ effort: 'high', window: 200000 });
+  const bare = await run([
+    'hooks',
+    'served-model',
+    '--session',
+    'c2',
+    '--model',
+    'claude-sonnet-4-5-20250929',
+    '--json',
+  ]);
+  expect(json(bare).served).toMatchObject({ model: 'claude-sonnet-4-5-20250929', effort: 'high', window: 200000 });
+  expect(json(bare).requested).toMatchObject({ effort: null });
   const unknown = await run(['hooks', 'served-model', '--session', 'ghost', '--model', 'm', '--json']);
   expect(unknown.code).toBe(1);
   expect(jsonError(unknown).code).toBe('session_not_registered');

@@ -254,6 +254,37 @@ describe('Codex rollouts', () => {
     expect(row).toEqual({ served_model: 'gpt-5.1-codex', served_window: 272000, requested_model: null });
   });
 
+  test('U2 Codex turn_context.effort is stored as the served effort, apart from the requested one', async () => {
+    const path = join(dir, 'rollout-e.jsonl');
+    writeLines(path, [
+      codexMeta('dddddddd-0000-0000-0000-00000000000e', '2026-11-29T10:00:00Z'),
+      codexTurn('gpt-5.1-codex'),
+      codexTokens('2026-11-29T10:00:03Z', { input: 10, cached: 0, output: 1, reasoning: 0 }),
+    ]);
+    await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
+    const row = await t.db
+      .selectFrom('sessions')
+      .select(['served_effort', 'requested_effort'])
+      .where('session_id', '=', 'x1')
+      .executeTakeFirstOrThrow();
+    expect(row).toEqual({ served_effort: 'high', requested_effort: null });
+  });
+
+  test('U8 an unreadable turn_context row names the unreadable model history in cost_caveat, not in token completeness', async () => {
+    const path = join(dir, 'rollout-u.jsonl');
+    writeLines(path, [
+      codexMeta('dddddddd-0000-0000-0000-00000000000f', '2026-11-29T10:00:00Z'),
+      codexTurn('gpt-5-codex'),
+      codexTokens('2026-11-29T10:00:03Z', { input: 100, cached: 0, output: 10, reasoning: 0 }),
+    ]);
+    appendFileSync(path, '{"timestamp":"2026-11-29T10:00:04Z","type":"turn_context","payload":{"model":"gpt-5.2-co\n');
+    const r = await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
+    expect(r.status).toBe('measured');
+    const f = await fields('x1');
+    expect(f.cost_caveat).toContain('unreadable model history in rollout-u.jsonl');
+    expect(f.usage_note).not.toContain('model history');
+  });
+
   test('U8 a thread served by several models gets a cost_caveat, separate from token completeness', async () => {
     const path = join(dir, 'rollout-x.jsonl');
     writeLines(path, [
@@ -371,7 +402,11 @@ describe('cost and views', () => {
         rates: { 'claude-sonnet-4-20250514': { input: 1000, output: 1000 } },
       }),
     );
-    expect(await u.importPricing({ file: revision })).toEqual({ revision_id: 'future', imported: true });
+    expect(await u.importPricing({ file: revision })).toEqual({
+      revision_id: 'future',
+      imported: true,
+      backdated: false,
+    });
     expect((await fields('c1')).usage_cost_usd).toBe(28.8); // a later revision does not reprice this session
     writeFileSync(
       revision,
@@ -386,6 +421,55 @@ describe('cost and views', () => {
     await expect(sql`UPDATE pricing_revisions SET source = 'tampered'`.execute(t.db)).rejects.toThrow(/immutable/);
   });
 
+  test('U12 a back-dated revision is refused unless --backdate --reason; then audited and named in cost_caveat', async () => {
+    const main = join(dir, 'bd.jsonl');
+    writeLines(main, [claudeAssistant('m1', { input: 1_000_000, output: 0 })]);
+    await foldClaude(main);
+    const before = await fields('c1');
+    expect(before).toMatchObject({ usage_cost_status: 'priced' });
+    expect(before.usage_cost_usd).toBeGreaterThan(0);
+    const revision = join(dir, 'zero.json');
+    const effective = new Date(Date.now() - 3_600_000).toISOString();
+    writeFileSync(
+      revision,
+      JSON.stringify({
+        revision_id: 'all-zero',
+        effective_at: effective,
+        source: 'oops',
+        rates: {
+          'claude-sonnet-4-5': { input: 0, output: 0, cached_input: 0, cache_write: 0, cache_write_long: 0 },
+        },
+      }),
+    );
+    await t.db
+      .updateTable('sessions')
+      .set({ offered_at: sql`now() - interval '10 minutes'` })
+      .where('session_id', '=', 'c1')
+      .execute();
+    const refused = await refusalOf(u.importPricing({ file: revision }));
+    expect(refused).toMatchObject({ code: 'pricing_revision_backdated', details: { revision_id: 'all-zero' } });
+    expect(refused.recovery).toContain('--backdate --reason');
+    expect(await fields('c1')).toEqual(before); // nothing was re-priced
+    expect((await refusalOf(u.importPricing({ file: revision, backdate: true }))).code).toBe(
+      'backdate_reason_required',
+    );
+    await expect(
+      u.importPricing({ file: revision, backdate: true, reason: 'vendor refunded the hour' }),
+    ).resolves.toMatchObject({ imported: true, backdated: true });
+    const after = await fields('c1');
+    expect(after.usage_cost_usd).toBe(0);
+    expect(after.cost_caveat).toContain('back-dated revision all-zero');
+    expect(after.cost_caveat).toContain('vendor refunded the hour');
+    const audit = await t.db
+      .selectFrom('events')
+      .select('payload')
+      .where('event_type', '=', 'PricingRevisionBackdated')
+      .execute();
+    expect(audit.map((e) => e.payload)).toEqual([
+      expect.objectContaining({ revision_id: 'all-zero', reason: 'vendor refunded the hour' }),
+    ]);
+  });
+
   test('U12 an unknown model gives a named partial cost; an estimated revision stays labelled; price gaps never block capture', async () => {
     const revision = join(dir, 'est.json');
     writeFileSync(
@@ -398,7 +482,7 @@ describe('cost and views', () => {
         rates: { 'claude-sonnet-4-5': { input: 3, output: 15 } },
       }),
     );
-    await u.importPricing({ file: revision });
+    await u.importPricing({ file: revision, backdate: true, reason: 'test catalog for 2024 sessions' });
     await t.db
       .updateTable('sessions')
       .set({ offered_at: sql`'2024-06-01'::timestamptz` })
@@ -460,6 +544,6 @@ describe('cost and views', () => {
       requestedWindow: 1_000_000,
     });
     expect(r.session.requested).toEqual({ model: 'claude-opus-4-6', effort: null, window: 1_000_000 });
-    expect(r.session.served).toEqual({ model: null, window: null, attested_at: null });
+    expect(r.session.served).toEqual({ model: null, effort: null, window: null, attested_at: null });
   });
 });
