@@ -23,12 +23,16 @@ export function databaseUrlInUse(): string | undefined {
   return lastDatabaseUrl;
 }
 
-export async function withDb<T>(fn: (ctx: CommandContext) => Promise<T>): Promise<T> {
+/** `connections`: how many statements the command runs at once (a backfill folds on every core). */
+export async function withDb<T>(
+  fn: (ctx: CommandContext) => Promise<T>,
+  options: { connections?: number } = {},
+): Promise<T> {
   const config = loadConfig();
   lastDatabaseUrl = config.databaseUrl;
   // eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module that opens the store
   const { createDb } = await import('../db/pool');
-  const db = createDb(config.databaseUrl, { max: 2 });
+  const db = createDb(config.databaseUrl, { max: Math.max(2, options.connections ?? 2) });
   const temporal = new LazyTemporal(config);
   try {
     return await fn({

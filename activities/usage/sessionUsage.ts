@@ -8,6 +8,7 @@ import { recordEvent } from '../../db/events';
 import { refusal, usageError } from '../../domain/errors';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
+import type { Folder } from './foldPool';
 import { fold, READER_VERSION, type Checkpoint, type Harness } from './readers';
 import { SEED_REVISION } from './seedPricing';
 
@@ -63,8 +64,13 @@ export function usageNote(status: UsageFields['usage_status'], reasons: string[]
   return [...parts, UNRECORDED_USAGE_UNDERCOUNT].join('; ');
 }
 
-export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
+/**
+ * `folder` reads the artifacts: `fold` in this thread by default; a backfill passes its fold
+ * pool's, so many sessions are read on every core.
+ */
+export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Folder }) {
   const { db } = deps;
+  const folder = deps.folder ?? fold;
 
   async function revisions(): Promise<PricingRevision[]> {
     const rows = await db.selectFrom('pricing_revisions').selectAll().execute();
@@ -116,7 +122,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database> }) {
         .executeTakeFirst();
       const previous =
         stored && stored.harness === input.harness ? (stored.checkpoint as unknown as Checkpoint) : undefined;
-      const reading = await fold(input.harness, previous, artifacts);
+      const reading = await folder(input.harness, previous, artifacts);
       const status: FoldResult['status'] = !reading.measured
         ? 'unavailable'
         : reading.reasons.length

@@ -155,6 +155,62 @@ export function registerUsage(program: Command): void {
     });
 
   program
+    .command('usage')
+    .description('usage measured from harness transcripts')
+    .command('backfill')
+    .description(
+      'register and fold every transcript of a harness found on this machine (progress bar on a terminal, JSON lines otherwise)',
+    )
+    .requiredOption('--harness <harness>', 'claude | codex')
+    .option('--dir <dir>', "transcript directory (default: the harness's own: ~/.claude/projects, ~/.codex/sessions)")
+    .option('--machine <machine>', 'machine id of the sessions it registers (default: this host name)')
+    .option('--json', 'print JSON lines')
+    .action(async (raw) => {
+      const o = parseOptions(
+        z.object({
+          harness: z.enum(['claude', 'codex']),
+          dir: nonEmpty.optional(),
+          machine: nonEmpty.optional(),
+          json: z.boolean().optional(),
+        }),
+        raw,
+      );
+      const { availableParallelism } = await import('node:os');
+      const { backfillUsage } = await import('../../activities/usage/backfill');
+      const bar =
+        !o.json && process.stdout.isTTY ? (await import('../backfillProgress')).terminalProgress(process.stdout) : null;
+      const line = (event: string, data: object) => {
+        process.stdout.write(`${JSON.stringify({ event, ...data })}\n`);
+      };
+      const threads = availableParallelism();
+      const result = await withDb(
+        ({ db }) =>
+          backfillUsage(
+            { db },
+            {
+              harness: o.harness,
+              dir: o.dir,
+              machine: o.machine,
+              threads,
+              onStart: (p) => (bar ? bar.draw(p) : line('start', p)),
+              onSession: (session, p) => (bar ? bar.draw(p) : line('session', { ...session, progress: p })),
+            },
+          ),
+        { connections: threads },
+      );
+      if (!bar) {
+        line('done', result);
+        return;
+      }
+      bar.done();
+      process.stdout.write(
+        `${result.found} transcript(s) under ${result.dirs.join(', ')}: ${result.registered} newly registered on ${result.machine_id}, ` +
+          `${result.folded} folded${result.failed ? `, ${result.failed} failed (rerun with --json to see why)` : ''}; ` +
+          `${result.usage_tokens} tokens in ${result.seconds}s on ${result.threads} thread(s)\n`,
+      );
+    });
+
+  program
     .command('machines')
     .description('machines')
     .command('usage')

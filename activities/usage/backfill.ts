@@ -1,0 +1,204 @@
+import { existsSync, statSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/database';
+import { storedWatermarks } from '../../db/sessionUsage';
+import { registerHistoricalSessions } from '../../db/sessions';
+import { usageError } from '../../domain/errors';
+import { boundedEach, foldPool } from './foldPool';
+import { claudeArtifacts } from './readers';
+import { sessionUsageActivities } from './sessionUsage';
+import { defaultTranscriptDirs, findTranscripts, type BackfillHarness } from './transcripts';
+
+/**
+ * `yoke usage backfill` (issue 16): every transcript of a harness found on this machine
+ * becomes a registered session (if it is not one already) and is folded, on every core. A
+ * session registered here is history: offered when its transcript starts, ended when it was
+ * last written, so it prices at the revision of its own time (U12) and never counts as open.
+ * Folds are the ordinary incremental folds (U9), so running it again reads only what grew.
+ */
+export interface BackfillProgress {
+  files_done: number;
+  files_total: number;
+  /** Bytes past the stored watermarks: what this run reads. */
+  bytes_done: number;
+  bytes_total: number;
+  tokens: number;
+  elapsed_s: number;
+  /** null until there is a rate to go by. */
+  eta_s: number | null;
+}
+
+export interface BackfillSessionResult {
+  session_id: string;
+  path: string;
+  registered: boolean;
+  status: 'measured' | 'partial' | 'unavailable' | 'failed';
+  usage_tokens: number;
+  error?: string;
+}
+
+export interface BackfillResult {
+  harness: BackfillHarness;
+  dirs: string[];
+  machine_id: string;
+  actor_id: string;
+  found: number;
+  registered: number;
+  folded: number;
+  failed: number;
+  bytes: number;
+  usage_tokens: number;
+  seconds: number;
+  threads: number;
+}
+
+const REGISTER_BATCH = 500;
+
+export async function backfillUsage(
+  deps: { db: Kysely<Database> },
+  input: {
+    harness: BackfillHarness;
+    dir?: string;
+    machine?: string;
+    threads?: number;
+    onSession?: (result: BackfillSessionResult, progress: BackfillProgress) => void;
+    onStart?: (progress: BackfillProgress) => void;
+  },
+): Promise<BackfillResult> {
+  const started = process.hrtime.bigint();
+  const elapsed = () => Number(process.hrtime.bigint() - started) / 1e9;
+  let dirs: string[];
+  if (input.dir !== undefined) {
+    if (!existsSync(input.dir) || !statSync(input.dir).isDirectory()) {
+      throw usageError('invalid_argument', `--dir: ${input.dir} is not a directory`, {
+        recovery: `pass the harness's transcript directory (default: ${defaultTranscriptDirs(input.harness).join(' or ')})`,
+        details: { option: '--dir', dir: input.dir },
+      });
+    }
+    // a Claude config dir holds its transcripts under projects/; a projects dir is taken as is
+    dirs = [
+      input.harness === 'claude' && existsSync(join(input.dir, 'projects')) ? join(input.dir, 'projects') : input.dir,
+    ];
+  } else dirs = defaultTranscriptDirs(input.harness);
+
+  const found = findTranscripts(input.harness, dirs);
+  // what each fold will read: its files past their stored watermarks (all of them the first time)
+  const sizes = new Map<string, number>();
+  for (let i = 0; i < found.length; i += REGISTER_BATCH) {
+    const batch = found.slice(i, i + REGISTER_BATCH);
+    const marks = await storedWatermarks(
+      deps.db,
+      batch.map((t) => t.sessionId),
+    );
+    for (const t of batch) {
+      const files = marks.get(t.sessionId) ?? {};
+      const paths = new Set([
+        ...(input.harness === 'claude' ? claudeArtifacts(t.path) : [t.path]),
+        ...Object.keys(files),
+      ]);
+      let unread = 0;
+      for (const path of paths) unread += Math.max(0, safeSize(path) - (files[path]?.offset ?? 0));
+      sizes.set(t.sessionId, unread);
+    }
+  }
+  const bytesTotal = [...sizes.values()].reduce((a, b) => a + b, 0);
+
+  const actor = userInfo().username;
+  const machine = input.machine ?? hostname();
+  const registered = new Set<string>();
+  for (let i = 0; i < found.length; i += REGISTER_BATCH) {
+    const batch = found.slice(i, i + REGISTER_BATCH).map((t) => ({
+      session_id: t.sessionId,
+      actor_id: actor,
+      machine_id: machine,
+      harness: input.harness,
+      offered_at: t.startedAt,
+      ended_at: t.lastWrittenAt < t.startedAt ? t.startedAt : t.lastWrittenAt,
+      end_reason: `usage backfill: transcript ${t.path} last written at ${t.lastWrittenAt.toISOString()}`,
+    }));
+    for (const id of await registerHistoricalSessions(deps.db, batch)) registered.add(id);
+  }
+
+  const pool = foldPool({ threads: input.threads, bytes: bytesTotal });
+  const usage = sessionUsageActivities({ db: deps.db, folder: pool.fold });
+  const progress: BackfillProgress = {
+    files_done: 0,
+    files_total: found.length,
+    bytes_done: 0,
+    bytes_total: bytesTotal,
+    tokens: 0,
+    elapsed_s: 0,
+    eta_s: null,
+  };
+  input.onStart?.({ ...progress });
+  let folded = 0;
+  let failed = 0;
+  try {
+    await boundedEach(found, pool.threads, async (t) => {
+      let result: BackfillSessionResult;
+      try {
+        const r = await usage.foldSessionUsage({
+          sessionId: t.sessionId,
+          harness: input.harness,
+          artifacts: [t.path],
+        });
+        folded++;
+        result = {
+          session_id: t.sessionId,
+          path: t.path,
+          registered: registered.has(t.sessionId),
+          status: r.status,
+          usage_tokens: r.usage_tokens,
+        };
+      } catch (err) {
+        // one unreadable transcript must not stop the others: it is named in the output
+        failed++;
+        result = {
+          session_id: t.sessionId,
+          path: t.path,
+          registered: registered.has(t.sessionId),
+          status: 'failed',
+          usage_tokens: 0,
+          error: (err as Error).message,
+        };
+      }
+      progress.files_done++;
+      progress.bytes_done += sizes.get(t.sessionId) ?? 0;
+      progress.tokens += result.usage_tokens;
+      progress.elapsed_s = round(elapsed());
+      progress.eta_s =
+        progress.bytes_done > 0
+          ? round((progress.elapsed_s * (progress.bytes_total - progress.bytes_done)) / progress.bytes_done)
+          : null;
+      input.onSession?.(result, { ...progress });
+    });
+  } finally {
+    await pool.close();
+  }
+  return {
+    harness: input.harness,
+    dirs,
+    machine_id: machine,
+    actor_id: actor,
+    found: found.length,
+    registered: registered.size,
+    folded,
+    failed,
+    bytes: bytesTotal,
+    usage_tokens: progress.tokens,
+    seconds: round(elapsed()),
+    threads: pool.threads,
+  };
+}
+
+function safeSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
