@@ -484,6 +484,22 @@ export function registerDeploymentRuns(program: Command): void {
     );
   });
 
+  dr.command('validate')
+    .description('validate_composition now (D6, D9, D10): exit 1 with the first refusal, naming every one')
+    .argument('<run>', 'run id')
+    .option('--json', 'print JSON')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const v = await withDb(async (ctx) => (await runs(ctx)).validateRun({ runId }));
+      emit(!!o.json, v, () =>
+        [
+          `${v.run_id}: composition valid`,
+          ...v.results.map((r) => `${r.code}: ${r.message}`),
+          ...v.warnings.map((w) => `warning: ${w.message}`),
+        ].join('\n'),
+      );
+    });
+
   dr.command('watch')
     .description('follow a run stage by stage until it ends (JSON lines with --json)')
     .argument('<run>', 'run id')

@@ -304,3 +304,185 @@ test('D7 environment-specific dependencies need done plus attribution in that en
   await r.terminalizeRun({ sessionId: 'd1', runId: later.run_id, disposition: 'cancelled', reason: 'test' });
   expect(await items.getItem({ item: 'WEB-2' })).toMatchObject({ status: 'done', completion_run: runId });
 });
+
+describe('completion authority and composition', () => {
+  const stageOnly = {
+    name: 'stage-check',
+    delivery_custody: false,
+    stages: [{ name: 'item-qa', kind: 'qa', target: 'stage', scope: 'item' }],
+  };
+  const custodyItemQa = {
+    name: 'item-release',
+    delivery_custody: true,
+    stages: [{ name: 'item-qa', kind: 'qa', target: 'stage', scope: 'item' }],
+  };
+
+  test('D8 the walk reads the newest completion-flow membership, but a failed or cancelled run never shadows a live one', async () => {
+    const first = await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'release',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: 'w1',
+      items: ['WEB-2'],
+    });
+    const second = await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'release',
+      target: 'stage',
+      candidate: 'cccccccc',
+      idempotencyKey: 'w2',
+      items: ['WEB-2'],
+    });
+    expect(await items.getItem({ item: 'WEB-2' })).toMatchObject({ completion_run: second.run_id });
+    await r.terminalizeRun({ sessionId: 'd1', runId: second.run_id, disposition: 'cancelled', reason: 'duplicate' });
+    const read = await items.getItem({ item: 'WEB-2' });
+    expect(read.completion_run).toBe(first.run_id);
+    expect(read.completion_runs.map((c) => [c.run_id, c.status])).toEqual([
+      [second.run_id, 'cancelled'],
+      [first.run_id, 'created'],
+    ]);
+    // a same-project run of another flow closes nothing and is not in the walk
+    await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'hotfix',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: 'w3',
+      items: ['WEB-2'],
+    });
+    expect((await items.getItem({ item: 'WEB-2' })).completion_runs).toHaveLength(2);
+    const listed = await items.listItems({ project: 'web' });
+    expect(listed.find((i) => i.item === 'WEB-2')).toMatchObject({ completion_run: first.run_id, status: 'open' });
+  });
+
+  test('D9 a custody-free flow with item-scoped QA refuses members: item_qa_flow_without_delivery_custody', async () => {
+    await apply(definition({ flows: [stageOnly] }));
+    const refused = await refusalOf(
+      r.createRun({
+        sessionId: 'd1',
+        project: 'web',
+        flow: 'stage-check',
+        target: 'stage',
+        candidate: SHA,
+        idempotencyKey: 'c1',
+        items: ['WEB-2'],
+      }),
+    );
+    expect(refused).toMatchObject({ code: 'item_qa_flow_without_delivery_custody' });
+    expect(refused.message).toContain('WEB-2');
+    expect(await t.db.selectFrom('deployment_runs').selectAll().execute()).toEqual([]); // nothing written
+  });
+
+  test('D9 a memberless item-QA run owing delivery-ready items is refused; owing none, it names item_qa_no_member_owes_target', async () => {
+    await apply(definition({ flows: [custodyItemQa], items: [{ id: 'WEB-2', completion_flow: 'item-release' }] }));
+    const run = await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'item-release',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: 'm1',
+      items: [],
+    });
+    await expect(r.validateRun({ runId: run.run_id })).resolves.toMatchObject({
+      valid: true,
+      results: [{ code: 'item_qa_no_member_owes_target', stage: 'item-qa' }],
+    });
+    await items.updateItem({ sessionId: 'd1', item: 'WEB-2', field: 'status', value: 'delivery_ready' });
+    const refused = await refusalOf(r.validateRun({ runId: run.run_id }));
+    expect(refused).toMatchObject({ code: 'item_qa_run_without_members', details: { owed: ['WEB-2'] } });
+    // the pre-execution check refuses too, and nothing is occupied
+    expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: run.run_id }))).code).toBe(
+      'item_qa_run_without_members',
+    );
+    expect((await r.getRun({ runId: run.run_id })).status).toBe('created');
+  });
+
+  test('D9 a final-delivery release refuses a same-project final member it could not close, naming flow selection and cancel', async () => {
+    await apply(definition({ flows: [custodyItemQa], items: [{ id: 'WEB-2', completion_flow: 'item-release' }] }));
+    const refused = await refusalOf(
+      r.createRun({
+        sessionId: 'd1',
+        project: 'web',
+        flow: 'release',
+        target: 'stage',
+        candidate: SHA,
+        idempotencyKey: 'f1',
+        items: ['WEB-2'],
+      }),
+    );
+    expect(refused.code).toBe('final_member_not_closable');
+    expect(refused.recovery).toContain("as WEB-2's completion_flow");
+    expect(refused.recovery).toContain('--disposition cancelled');
+    // a member the run can close is fine
+    await expect(
+      r.createRun({
+        sessionId: 'd1',
+        project: 'web',
+        flow: 'release',
+        target: 'stage',
+        candidate: SHA,
+        idempotencyKey: 'f2',
+        items: ['WEB-1'],
+      }),
+    ).resolves.toMatchObject({ status: 'created' });
+  });
+
+  test("D10 a supplemental membership is credited only with the final run's commit, else add-item warns supplemental_proof_not_credited", async () => {
+    const supplemental = {
+      name: 'stage-proof',
+      stages: [{ name: 'stage-qa', kind: 'qa', target: 'stage', scope: 'run' }],
+    };
+    await apply(definition({ flows: [supplemental] }));
+    const final = await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'release',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: 's1',
+      items: ['WEB-2'],
+    });
+    const other = await r.createRun({
+      sessionId: 'd2',
+      project: 'web',
+      flow: 'stage-proof',
+      target: 'stage',
+      candidate: 'dddddddd',
+      idempotencyKey: 's2',
+      items: [],
+    });
+    const warned = await r.addItem({
+      sessionId: 'd2',
+      runId: other.run_id,
+      item: 'WEB-2',
+      requirementIds: [],
+      planIds: [],
+    });
+    expect(warned.warnings).toEqual([
+      expect.objectContaining({ code: 'supplemental_proof_not_credited', item: 'WEB-2' }),
+    ]);
+    expect(warned.warnings[0]!.message).toContain(`final run ${final.run_id} delivers ${SHA}`);
+    const matching = await r.createRun({
+      sessionId: 'd2',
+      project: 'web',
+      flow: 'stage-proof',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: 's3',
+      items: [],
+    });
+    const credited = await r.addItem({
+      sessionId: 'd2',
+      runId: matching.run_id,
+      item: 'WEB-2',
+      requirementIds: [],
+      planIds: [],
+    });
+    expect(credited.warnings.filter((w) => w.code === 'supplemental_proof_not_credited')).toEqual([]);
+  });
+});
