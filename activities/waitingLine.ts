@@ -68,6 +68,17 @@ export interface LineOptions {
 
 export const DEFAULT_RESERVATION_LIFETIME_MS = 300_000;
 
+/** What an operation on the line runs with: the database, the reservation lifetime (W9), the wake-ups. */
+export interface LineDeps {
+  db: Kysely<Database>;
+  lifetimeMs: number;
+  notifier?: LineNotifier;
+}
+
+export function lineDeps(db: Kysely<Database>, line?: Partial<LineOptions>): LineDeps {
+  return { db, lifetimeMs: line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS, notifier: line?.notifier };
+}
+
 /**
  * W7/W8: when the machine is free and healthy, reserve it for the oldest waiting session
  * whose session has not ended. Waits of ended sessions met on the way are cancelled (W9).

@@ -190,6 +190,26 @@ export async function heartbeatClaim(db: Executor, claimId: number): Promise<voi
     .execute();
 }
 
+/** The live claim a session holds on its project's steering seat or on an item, if any. */
+export async function liveClaimIdOfSession(
+  db: Executor,
+  sessionId: string,
+  target: { kind: 'steering'; projectId: number } | { kind: 'item'; itemId: number },
+): Promise<number | undefined> {
+  const live = db
+    .selectFrom('work_claims')
+    .select('claim_id')
+    .where('target_kind', '=', target.kind)
+    .where('session_id', '=', sessionId)
+    .where('released_at', 'is', null);
+  const row = await (
+    target.kind === 'steering'
+      ? live.where('project_id', '=', target.projectId)
+      : live.where('item_id', '=', target.itemId)
+  ).executeTakeFirst();
+  return row?.claim_id;
+}
+
 export interface ReleaseMark {
   reason: string;
   bySessionId: string | null;

@@ -7,6 +7,10 @@ export async function projectByName(db: Executor, name: string): Promise<Project
   return db.selectFrom('projects').selectAll().where('name', '=', name).executeTakeFirst();
 }
 
+export async function projectById(db: Executor, projectId: number): Promise<ProjectRow> {
+  return db.selectFrom('projects').selectAll().where('project_id', '=', projectId).executeTakeFirstOrThrow();
+}
+
 export async function requireProject(db: Executor, name: string): Promise<ProjectRow> {
   const project = await projectByName(db, name);
   if (!project) {

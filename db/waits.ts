@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { ClaimRow, WaitRow } from './database';
 import type { Executor } from './pool';
 import { advisoryXactLock } from './advisoryLock';
+import { operatorKeyOf } from '../domain/operatorKeys';
 
 /**
  * The waiting line of one test machine is serialized by a transaction-scoped advisory lock:
@@ -90,7 +91,7 @@ export async function insertReservation(
     .values({
       target_kind: 'qa_admission',
       scope: JSON.stringify({ test_machine: waiter.test_machine }),
-      key: `QA_HOST:${waiter.test_machine}`,
+      key: operatorKeyOf('qa_admission', { test_machine: waiter.test_machine }),
       project_id: waiter.project_id,
       session_id: waiter.session_id,
       reserved_until: sql`clock_timestamp() + make_interval(secs => ${lifetimeMs / 1000})`,
@@ -205,4 +206,25 @@ export async function probeLine(
 export async function lockLineOfClaim(db: Executor, claimId: number): Promise<void> {
   await sql`SELECT pg_advisory_xact_lock(hashtextextended('qa_line:' || (scope->>'test_machine'), 0))
               FROM work_claims WHERE claim_id = ${claimId} AND target_kind = 'qa_admission'`.execute(db);
+}
+
+export async function waitingCount(db: Executor, testMachine: string): Promise<number> {
+  const row = await db
+    .selectFrom('qa_test_machine_waits')
+    .select((e) => e.fn.countAll<number>().as('n'))
+    .where('test_machine', '=', testMachine)
+    .where('state', '=', 'waiting')
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/** The state of the newest wait a reservation claim served, if any. */
+export async function stateOfReservationWait(db: Executor, claimId: number): Promise<WaitRow['state'] | undefined> {
+  const row = await db
+    .selectFrom('qa_test_machine_waits')
+    .select('state')
+    .where('claim_id', '=', claimId)
+    .orderBy('wait_id', 'desc')
+    .executeTakeFirst();
+  return row?.state;
 }

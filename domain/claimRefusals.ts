@@ -1,4 +1,4 @@
-import { refusal, type YokeError } from './errors';
+import { refusal, usageError, type YokeError } from './errors';
 import type { TargetKind } from './claimKinds';
 
 export interface Holder {
@@ -57,4 +57,67 @@ export function deployLockRetired(key: string): YokeError {
       details: { key },
     },
   );
+}
+
+/** Three lost races in a row: the unit is changing hands faster than we can look. */
+export function claimContended(wanted: Wanted): YokeError {
+  return refusal('claim_contended', `${wanted.label} changed hands three times while being taken`, {
+    recovery: 'run the same command again',
+    details: { key: wanted.key },
+  });
+}
+
+export function testMachineUnhealthy(machine: string): YokeError {
+  return refusal(
+    'test_machine_unhealthy',
+    `test machine ${machine} is unhealthy: its newest check is a failed verification`,
+    {
+      recovery: `wait in line for a successful verification, or verify it: yoke test-machine verify ${machine}`,
+      details: { test_machine: machine },
+    },
+  );
+}
+
+export function claimNotFound(claimId: number): YokeError {
+  return refusal('claim_not_found', `no claim has id ${claimId}`, {
+    recovery: 'find the claim id with: yoke coordination-claim list --active-only',
+    details: { claim_id: claimId },
+  });
+}
+
+export function claimAlreadyReleased(claim: {
+  claim_id: number;
+  released_at: Date;
+  release_reason: string | null;
+}): YokeError {
+  return refusal(
+    'claim_already_released',
+    `claim ${claim.claim_id} was released at ${claim.released_at.toISOString()} (${claim.release_reason})`,
+    {
+      recovery: 'nothing to do; list live holds with: yoke coordination-claim list --active-only',
+      details: {
+        claim_id: claim.claim_id,
+        released_at: claim.released_at.toISOString(),
+        release_reason: claim.release_reason,
+      },
+    },
+  );
+}
+
+export function claimNotHeld(sessionId: string, what: string): YokeError {
+  return refusal('claim_not_held', `session ${sessionId} holds no live claim on ${what}`, {
+    recovery: `list your claims with: yoke claims list --holder-session-id ${sessionId} --active-only`,
+    details: { session_id: sessionId, target: what },
+  });
+}
+
+/** Every release says why; the reason stays on the claim row. */
+export function requireReleaseReason(reason: string): string {
+  const trimmed = reason.trim();
+  if (!trimmed) {
+    throw usageError('reason_required', 'a release needs a non-empty --reason', {
+      recovery: 'say why, for example --reason "suite finished"; the reason is kept on the claim row',
+    });
+  }
+  return trimmed;
 }

@@ -1,0 +1,95 @@
+import {
+  claimView,
+  heartbeatClaim,
+  insertClaimRow,
+  insertClaimView,
+  liveHolder,
+  type NewClaimInput,
+} from '../db/claims';
+import { requireLiveSession } from '../db/sessions';
+import { isUnhealthy, lockLine } from '../db/waits';
+import { claimContended, heldRefusal, testMachineUnhealthy, type Wanted } from '../domain/claimRefusals';
+import type { YokeError } from '../domain/errors';
+import type { AcquireResult, JoinRequest } from './claims/acquire';
+import {
+  consumeReservation,
+  expireReservations,
+  grantOwnWait,
+  inLineTransaction,
+  joinLine,
+  serveLine,
+  type LineDeps,
+} from './waitingLine';
+
+/**
+ * QA_HOST acquire with the waiting line (W2, W4, W5, W7). The fast path takes a free,
+ * healthy machine nobody waits for. Otherwise, under the line's lock: the caller's own
+ * reserved turn is consumed; a free machine goes to the oldest live waiter first; and a
+ * refusal joins the line in the same transaction, so no release can slip between them.
+ */
+export async function takeTestMachine(
+  deps: LineDeps,
+  wanted: Wanted,
+  claim: NewClaimInput,
+  opts: { join?: JoinRequest; bypassLine?: boolean },
+): Promise<AcquireResult> {
+  const { db, lifetimeMs } = deps;
+  const machine = String(claim.scope.test_machine);
+  const fresh = await insertClaimView(db, claim, { lineGuard: !opts.bypassLine });
+  if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
+  const { value, warnings } = await inLineTransaction<Omit<AcquireResult, 'warnings'>>(
+    db,
+    deps.notifier,
+    async (trx, effects) => {
+      const session = await requireLiveSession(trx, claim.session_id);
+      await lockLine(trx, machine);
+      await expireReservations(trx, lifetimeMs, effects, machine);
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const holder = await liveHolder(trx, claim);
+        if (holder?.session_id === session.session_id) {
+          if (holder.reserved_until) {
+            await consumeReservation(trx, holder);
+            return { claim: await claimView(trx, holder.claim_id), reentered: false, consumed_reservation: true };
+          }
+          await heartbeatClaim(trx, holder.claim_id);
+          return { claim: await claimView(trx, holder.claim_id), reentered: true, consumed_reservation: false };
+        }
+        let why: YokeError | undefined;
+        if (holder) why = heldRefusal(wanted, await claimView(trx, holder.claim_id));
+        else if (!opts.bypassLine && (await isUnhealthy(trx, machine))) why = testMachineUnhealthy(machine);
+        else if (!opts.bypassLine && (await serveLine(trx, machine, lifetimeMs, effects))) continue; // now reserved: look again
+        if (why) {
+          if (!opts.join) return { refused: why };
+          const joined = await joinLine(
+            trx,
+            {
+              test_machine: machine,
+              session_id: session.session_id,
+              actor_id: session.actor_id,
+              resume_command: opts.join.resumeCommand,
+              rationale: `${why.code}: ${why.message}`,
+              qa_plan_execution_id: opts.join.qaPlanExecutionId ?? null,
+            },
+            effects,
+          );
+          why.details.wait = {
+            wait_id: joined.wait.wait_id,
+            position: joined.position,
+            queued_at: joined.wait.queued_at.toISOString(),
+            joined_now: joined.joined,
+            resume_command: joined.wait.resume_command,
+          };
+          why.message += `; ${joined.joined ? 'joined' : 'still in'} the waiting line at position ${joined.position}`;
+          return { refused: why };
+        }
+        const inserted = await insertClaimRow(trx, claim);
+        if (inserted) {
+          await grantOwnWait(trx, machine, session.session_id, inserted.claim_id);
+          return { claim: await claimView(trx, inserted.claim_id), reentered: false, consumed_reservation: false };
+        }
+      }
+      throw claimContended(wanted);
+    },
+  );
+  return { ...value, warnings };
+}

@@ -1,0 +1,37 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/database';
+import type { SshTimeouts } from '../hosts/ssh';
+import { lineDeps, type LineOptions } from '../waitingLine';
+import { beginCheck, expireReservation, finishCheck, runCheckCommand, type CheckDeps } from './checks';
+import { addTestMachine, listTestMachines, listWaits, removeTestMachine } from './machines';
+
+export type { CheckOutcome } from './checks';
+export type { CheckRecord, TestMachineView } from './machines';
+
+const DEFAULT_SSH_TIMEOUTS: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000 };
+
+/**
+ * Test machines (W1-W9): the catalogue in machines.ts, verification and golden capture in
+ * checks.ts, each operation a top-level `(deps, input)` function bound here to one set of
+ * dependencies.
+ */
+export function testMachineActivities(deps: {
+  db: Kysely<Database>;
+  ssh?: Partial<SshTimeouts>;
+  line?: Partial<LineOptions>;
+}) {
+  const d: CheckDeps = { ...lineDeps(deps.db, deps.line), ssh: { ...DEFAULT_SSH_TIMEOUTS, ...deps.ssh } };
+  return {
+    addTestMachine: (input: Parameters<typeof addTestMachine>[1]) => addTestMachine(d, input),
+    listTestMachines: (filter?: { name?: string }) => listTestMachines(d, filter),
+    removeTestMachine: (input: { name: string }) => removeTestMachine(d, input),
+    listWaits: (filter: Parameters<typeof listWaits>[1]) => listWaits(d, filter),
+    beginCheck: (input: Parameters<typeof beginCheck>[1]) => beginCheck(d, input),
+    runCheckCommand: (input: Parameters<typeof runCheckCommand>[1], control?: Parameters<typeof runCheckCommand>[2]) =>
+      runCheckCommand(d, input, control),
+    finishCheck: (input: Parameters<typeof finishCheck>[1]) => finishCheck(d, input),
+    expireReservation: (input: Parameters<typeof expireReservation>[1]) => expireReservation(d, input),
+  };
+}
+
+export type TestMachineActivities = ReturnType<typeof testMachineActivities>;

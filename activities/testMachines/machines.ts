@@ -1,0 +1,235 @@
+import { readFileSync } from 'node:fs';
+import type { Kysely } from 'kysely';
+import type { CheckRow, Database, TestMachineRow } from '../../db/database';
+import {
+  deleteTestMachine,
+  insertTestMachine,
+  lastCheck,
+  liveTestMachineHolder,
+  testMachineByName,
+  testMachines,
+} from '../../db/testMachines';
+import { isUnhealthy, lockLine, waitingCount, waitViews, type WaitView } from '../../db/waits';
+import { refusal, usageError } from '../../domain/errors';
+import { fingerprint, formatHostKey, parseHostKeyText, parseStoredHostKey } from '../../domain/hostKeys';
+import { runOverSsh, SshUnavailable, type SshTarget, type SshTimeouts } from '../hosts/ssh';
+import { closeLine, inLineTransaction, type LineDeps } from '../waitingLine';
+
+export interface AddTestMachineInput {
+  name: string;
+  host: string;
+  port: number;
+  user: string;
+  identityFile: string;
+  hostKeyFile?: string;
+  verifyCommand?: string;
+  captureCommand?: string;
+}
+
+/** A recorded check as readers see it: the row without its store-only fields, instants as ISO strings. */
+export type CheckRecord = Omit<
+  CheckRow,
+  'request_id' | 'output_excerpt' | 'qa_plan_execution_id' | 'started_at' | 'finished_at'
+> & {
+  started_at: string;
+  finished_at: string;
+};
+
+export interface TestMachineView {
+  name: string;
+  host: string;
+  port: number;
+  user: string;
+  identity_file: string;
+  host_key_fingerprint: string;
+  host_key_source: TestMachineRow['host_key_source'];
+  verify_command: string;
+  capture_command: string;
+  added_at: string;
+  healthy: boolean;
+  last_verification: CheckRecord | null;
+  last_golden_capture: CheckRecord | null;
+  holder: { claim_id: number; session_id: string; claimed_at: string; reserved_until: string | null } | null;
+  waiting: number;
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$/;
+
+export function checkRecord(r: CheckRow): CheckRecord {
+  return {
+    check_id: r.check_id,
+    test_machine: r.test_machine,
+    kind: r.kind,
+    passed: r.passed,
+    reason: r.reason,
+    exit_code: r.exit_code,
+    output_digest: r.output_digest,
+    session_id: r.session_id,
+    started_at: r.started_at.toISOString(),
+    finished_at: r.finished_at.toISOString(),
+  };
+}
+
+export async function machineRow(db: Kysely<Database>, name: string): Promise<TestMachineRow> {
+  const row = await testMachineByName(db, name);
+  if (!row) {
+    throw refusal('test_machine_not_found', `no test machine is named ${name}`, {
+      recovery: `add it: yoke test-machine add ${name} --host H --port P --user U --identity-file F`,
+      details: { test_machine: name },
+    });
+  }
+  return row;
+}
+
+/** The host key to pin: read from --host-key-file, or presented on a first connection (trust on first use). */
+async function hostKeyToPin(
+  input: AddTestMachineInput,
+  ssh: SshTimeouts,
+): Promise<{ hostKey: string; source: TestMachineRow['host_key_source'] }> {
+  if (input.hostKeyFile) {
+    let text: string;
+    try {
+      text = readFileSync(input.hostKeyFile, 'utf8');
+    } catch (err) {
+      throw usageError(
+        'invalid_host_key_file',
+        `cannot read host key file ${input.hostKeyFile}: ${(err as Error).message}`,
+        {
+          recovery: "pass the host's public key file with --host-key-file",
+          details: { file: input.hostKeyFile },
+        },
+      );
+    }
+    return { hostKey: formatHostKey(parseHostKeyText(text, input.hostKeyFile)), source: 'host_key_file' };
+  }
+  const probe: SshTarget = {
+    name: input.name,
+    host: input.host,
+    port: input.port,
+    user: input.user,
+    identityFile: input.identityFile,
+  };
+  try {
+    const { presented_host_key } = await runOverSsh(probe, 'true', { ...ssh, commandTimeoutMs: ssh.connectTimeoutMs });
+    return { hostKey: presented_host_key, source: 'trust_on_first_use' };
+  } catch (err) {
+    if (!(err instanceof SshUnavailable)) throw err;
+    throw refusal('ssh_unavailable', `cannot pin the host key of ${input.name}: ${err.detail}`, {
+      recovery: `make ${input.host}:${input.port} reachable with that identity, or pass its public key with --host-key-file`,
+      details: { test_machine: input.name, host: input.host, port: input.port },
+    });
+  }
+}
+
+/** Adds a machine and pins its host key. */
+export async function addTestMachine(
+  deps: { db: Kysely<Database>; ssh: SshTimeouts },
+  input: AddTestMachineInput,
+): Promise<TestMachineView> {
+  const { db } = deps;
+  if (!NAME.test(input.name)) {
+    throw usageError(
+      'invalid_test_machine_name',
+      `test machine name "${input.name}" must be letters, digits and . _ : / @ -`,
+      {
+        recovery: 'choose a name like lab-mac-1',
+        details: { test_machine: input.name },
+      },
+    );
+  }
+  if (await testMachineByName(db, input.name)) {
+    throw refusal('test_machine_exists', `test machine ${input.name} is already added`, {
+      recovery: `to change it: yoke test-machine remove ${input.name}, then add it again`,
+      details: { test_machine: input.name },
+    });
+  }
+  const { hostKey, source } = await hostKeyToPin(input, deps.ssh);
+  await insertTestMachine(db, {
+    name: input.name,
+    host: input.host,
+    port: input.port,
+    ssh_user: input.user,
+    identity_file: input.identityFile,
+    host_key: hostKey,
+    host_key_fingerprint: fingerprint(parseStoredHostKey(hostKey)),
+    host_key_source: source,
+    verify_command: input.verifyCommand ?? 'true',
+    capture_command: input.captureCommand ?? 'true',
+  });
+  const [view] = await listTestMachines(deps, { name: input.name });
+  return view!;
+}
+
+export async function listTestMachines(
+  { db }: { db: Kysely<Database> },
+  filter: { name?: string } = {},
+): Promise<TestMachineView[]> {
+  const views: TestMachineView[] = [];
+  for (const m of await testMachines(db, filter)) {
+    const [verification, capture, holder, unhealthy, waiting] = await Promise.all([
+      lastCheck(db, m.name, 'verification', { passedOnly: false }),
+      lastCheck(db, m.name, 'golden_capture', { passedOnly: false }),
+      liveTestMachineHolder(db, m.name, { includeReserved: true }),
+      isUnhealthy(db, m.name),
+      waitingCount(db, m.name),
+    ]);
+    views.push({
+      name: m.name,
+      host: m.host,
+      port: m.port,
+      user: m.ssh_user,
+      identity_file: m.identity_file,
+      host_key_fingerprint: m.host_key_fingerprint,
+      host_key_source: m.host_key_source,
+      verify_command: m.verify_command,
+      capture_command: m.capture_command,
+      added_at: m.added_at.toISOString(),
+      healthy: !unhealthy,
+      last_verification: verification ? checkRecord(verification) : null,
+      last_golden_capture: capture ? checkRecord(capture) : null,
+      holder: holder
+        ? {
+            claim_id: holder.claim_id,
+            session_id: holder.session_id,
+            claimed_at: holder.claimed_at.toISOString(),
+            reserved_until: holder.reserved_until?.toISOString() ?? null,
+          }
+        : null,
+      waiting,
+    });
+  }
+  return views;
+}
+
+/** Removes a machine nobody holds; its open waits are cancelled. Its check history stays. */
+export async function removeTestMachine(
+  deps: LineDeps,
+  input: { name: string },
+): Promise<{ name: string; cancelled_waits: number }> {
+  await machineRow(deps.db, input.name);
+  const { value } = await inLineTransaction(deps.db, deps.notifier, async (trx, effects) => {
+    await lockLine(trx, input.name);
+    const held = await liveTestMachineHolder(trx, input.name, { includeReserved: false });
+    if (held) {
+      throw refusal(
+        'test_machine_in_use',
+        `test machine ${input.name} is held by claim ${held.claim_id} (session ${held.session_id})`,
+        {
+          recovery: `wait for its release, or release it: yoke claims work release --claim-id ${held.claim_id} --reason R`,
+          details: { test_machine: input.name, claim_id: held.claim_id, session_id: held.session_id },
+        },
+      );
+    }
+    await deleteTestMachine(trx, input.name);
+    await closeLine(trx, input.name, 'test_machine_removed', effects);
+    return { name: input.name, cancelled_waits: effects.cancelled.length };
+  });
+  return value;
+}
+
+export async function listWaits(
+  { db }: { db: Kysely<Database> },
+  filter: { testMachine?: string; all?: boolean },
+): Promise<WaitView[]> {
+  return waitViews(db, { testMachine: filter.testMachine, openOnly: !filter.all });
+}
