@@ -60,18 +60,19 @@ export async function statusLine(): Promise<number> {
   const model = input.model?.id;
   let tokens: number | null = null;
   if (sessionId) {
-    const client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 1500 });
+    // bounded: a slow database costs the prompt at most the connect plus one statement's wait
+    const client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 1500, query_timeout: 1500 });
     try {
       await client.connect();
       // Served facts come only from the provider's own statement, never from a request (U2, U3).
-      await client.query(
-        `UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
-          WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)`,
-        [sessionId, model ?? null, Number.isInteger(window) ? window : null],
-      );
+      // One statement (one round trip) attests and reads the measured totals for the line.
       const { rows } = await client.query<{ totals: UsageTotals }>(
-        'SELECT totals FROM session_usage WHERE session_id = $1 AND status <> $2',
-        [sessionId, 'unavailable'],
+        `WITH attest AS (
+           UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
+            WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)
+           RETURNING session_id)
+         SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`,
+        [sessionId, model ?? null, Number.isInteger(window) ? window : null],
       );
       if (rows[0]) tokens = Object.values(rows[0].totals).reduce((sum, m) => sum + billableTokens(m.all), 0);
     } catch {
