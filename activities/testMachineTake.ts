@@ -10,7 +10,7 @@ import { requireLiveSession } from '../db/sessions';
 import { isUnhealthy, lockLine } from '../db/waits';
 import { claimContended, heldRefusal, testMachineUnhealthy, type Wanted } from '../domain/claimRefusals';
 import type { YokeError } from '../domain/errors';
-import type { AcquireResult, JoinRequest } from './claims/acquire';
+import type { AcquireResult, JoinRequest } from './claims/acquireResult';
 import {
   consumeReservation,
   expireReservations,

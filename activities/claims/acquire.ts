@@ -1,12 +1,5 @@
 import type { ClaimRow } from '../../db/database';
-import {
-  claimView,
-  heartbeatClaim,
-  insertClaimView,
-  liveHolder,
-  type ClaimView,
-  type NewClaimInput,
-} from '../../db/claims';
+import { claimView, heartbeatClaim, insertClaimView, liveHolder, type NewClaimInput } from '../../db/claims';
 import { ensureItem, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
 import { claimContended, deployLockRetired, heldRefusal, type Wanted } from '../../domain/claimRefusals';
@@ -15,21 +8,7 @@ import { parseItemRef } from '../../domain/itemRef';
 import { parseOperatorKey } from '../../domain/operatorKeys';
 import { takeTestMachine } from '../testMachineTake';
 import type { LineDeps } from '../waitingLine';
-
-export interface AcquireResult {
-  claim: ClaimView;
-  /** True when the caller already held it (same session, or C4 the owning item re-entering). */
-  reentered: boolean;
-  /** W7: the caller's reserved turn in the waiting line was consumed by this acquire. */
-  consumed_reservation: boolean;
-  warnings: string[];
-}
-
-/** W4: a refused QA_HOST acquire joins the waiting line with the command that resumes it. */
-export interface JoinRequest {
-  resumeCommand: string;
-  qaPlanExecutionId?: number;
-}
+import type { AcquireResult, JoinRequest } from './acquireResult';
 
 export interface AcquireCoordinationInput {
   sessionId: string;

@@ -6,7 +6,7 @@ import { listClaims, listCoordinationClaims } from './list';
 import { operatorRelease } from './operatorRelease';
 import { releaseItem, releaseSteeringSeat, releaseWorkClaim } from './release';
 
-export type { AcquireResult } from './acquire';
+export type { AcquireResult } from './acquireResult';
 export type { ReleaseResult } from './operatorRelease';
 
 /**
