@@ -12,6 +12,7 @@ import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
 import { registerUsage } from './commands/usage';
 import { registerItems } from './commands/items';
+import { registerDoctor } from './commands/doctor';
 import { databaseUrlInUse } from './context';
 import { asYokeError, report } from './output';
 
@@ -34,6 +35,7 @@ function buildProgram(): Command {
   registerBoard(program);
   registerPathClaims(program);
   registerItems(program);
+  registerDoctor(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });

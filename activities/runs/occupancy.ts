@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db/pool';
-import { flowById, runById } from '../../db/runs';
+import { runById, runFlow } from '../../db/runs';
 
 /**
  * The "stage outstanding" reader (the seam QA stages wait on; Q5 will widen it to item QA):
@@ -32,7 +32,7 @@ export async function stageOutstanding(
  */
 export async function openLines(db: Executor, runId: string): Promise<string[]> {
   const run = await runById(db, runId);
-  const flow = await flowById(db, run.flow_id);
+  const flow = await runFlow(db, run);
   const firstQa = flow.stages.findIndex((s) => s.kind === 'qa');
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
   if (firstQa < 0 || run.cursor_ordinal < firstQa) return [`deploying: stage ${stageName}`];
@@ -51,7 +51,7 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
 export async function releaseOccupancyIfSettled(db: Executor, runId: string): Promise<boolean> {
   const run = await runById(db, runId);
   if (run.occupancy_released_at || run.status !== 'executing') return false;
-  const flow = await flowById(db, run.flow_id);
+  const flow = await runFlow(db, run);
   const qa = flow.stages.map((s, ordinal) => ({ ...s, ordinal })).filter((s) => s.kind === 'qa');
   if (qa.length === 0 || run.cursor_ordinal < qa[0]!.ordinal) return false;
   const lastQa = qa[qa.length - 1]!;
