@@ -4,6 +4,7 @@ import { registerAdmin } from './commands/admin';
 import { registerApply } from './commands/apply';
 import { registerBoard } from './commands/board';
 import { registerPathClaims } from './commands/claimPrimitives';
+import { registerServe } from './commands/serve';
 import { registerDeploymentRuns } from './commands/deploymentRuns';
 import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
@@ -34,6 +35,7 @@ function buildProgram(): Command {
   registerBoard(program);
   registerPathClaims(program);
   registerItems(program);
+  registerServe(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });
