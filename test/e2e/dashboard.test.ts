@@ -111,7 +111,7 @@ async function seed() {
     items: ['SHOP-1'],
   });
   await runs.executeRun({ sessionId: 'd1', runId: run.run_id });
-  await runs.beginStage({ runId: run.run_id, ordinal: 0 });
+  await runs.beginStage({ runId: run.run_id, ordinal: 0, walk: 1 }); // the first execute starts walk 1
   runId = run.run_id;
 
   // Measured usage on mac-2.
