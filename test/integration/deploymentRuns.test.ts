@@ -134,7 +134,9 @@ describe('idempotent creation', () => {
     await expect(create({ project: 'api', items: [], idempotencyKey: 'api-1' })).resolves.toMatchObject({
       replayed: false,
     });
-    const timedOut = await refusalOf(create({ timeoutMs: 300 }));
+    // Its own key: a create abandoned by its caller may still commit once the lock frees (I2
+    // repeats under the same key for exactly that reason), which is not what this test watches.
+    const timedOut = await refusalOf(create({ timeoutMs: 300, idempotencyKey: 'k-timed-out' }));
     expect(timedOut).toMatchObject({ code: 'deployment_run_create_timeout', kind: 'unreachable' });
     const waiting = create();
     release();
