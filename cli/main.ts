@@ -8,6 +8,7 @@ import { registerDeploymentRuns } from './commands/deploymentRuns';
 import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
 import { registerProjects } from './commands/projects';
+import { registerQa } from './commands/qa';
 import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
 import { registerUsage } from './commands/usage';
@@ -29,6 +30,7 @@ function buildProgram(): Command {
   registerTestMachine(program);
   registerApply(program);
   registerDeploymentRuns(program);
+  registerQa(program);
   registerUsage(program);
   registerAdmin(program);
   registerBoard(program);

@@ -8,6 +8,8 @@ import { sweepActivities } from '../activities/sweep';
 import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
 import { runStageActivities } from '../activities/runs/stages';
+import { qaExecutionActivities } from '../activities/qa/executions';
+import { temporalQaNotifier } from '../activities/qa/signals';
 import { sessionUsageActivities } from '../activities/usage/sessionUsage';
 import { settlementActivities, type SettlementDeps } from '../activities/settlement/settlement';
 import type { TrackerFactory } from '../activities/settlement/tracker';
@@ -65,13 +67,15 @@ export function createActivities(deps: ActivityDeps) {
     notifier: deps.temporal ? temporalLineNotifier(deps.temporal.client, deps.temporal.taskQueue) : undefined,
   };
   const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
-  const runs = runStageActivities({ db: deps.db, ssh: deps.ssh });
   const settlement = settlementActivities({
     db: deps.db,
     tracker: deps.tracker,
     effectLeaseMs: deps.effectLeaseMs,
     afterEffect: deps.afterEffect,
   });
+  const qaNotifier = deps.temporal ? temporalQaNotifier(deps.temporal.client) : undefined;
+  const runs = runStageActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
+  const qa = qaExecutionActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
   return raisingApplicationFailures({
     foldSessionUsage: sessionUsageActivities({ db: deps.db }).foldSessionUsage,
     loadRunPlan: runs.loadRunPlan,
@@ -84,12 +88,20 @@ export function createActivities(deps: ActivityDeps) {
     applyRunSettlementEffects: beating(settlement.applyRunSettlementEffects),
     finishRunSettlement: beating(settlement.finishRunSettlement),
     failRun: runs.failRun,
+    blockingQaHold: runs.blockingQaHold,
     runDeployAction: heartbeating(runs.runDeployAction),
     ...sweepActivities({ db: deps.db, line }),
     beginCheck: machines.beginCheck,
     finishCheck: machines.finishCheck,
     expireReservation: machines.expireReservation,
     runCheckCommand: heartbeating(machines.runCheckCommand),
+    acquireHost: qa.acquireHost,
+    recordStepOutcome: qa.recordStepOutcome,
+    recordSshUnavailable: qa.recordSshUnavailable,
+    recordHumanVerdict: qa.recordHumanVerdict,
+    waiveExecutionCase: qa.waiveExecutionCase,
+    finishExecution: qa.finishExecution,
+    runStepCommand: heartbeating(qa.runStepCommand),
   });
 }
 

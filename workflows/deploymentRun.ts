@@ -76,8 +76,17 @@ export async function deploymentRun(input: RunInput): Promise<{ status: string }
   }
 
   const plan = await steps.loadRunPlan({ runId: input.runId });
+  const completing = plan.stages[plan.stages.length - 1]!;
   for (const stage of plan.stages.slice(plan.cursor)) {
     if (terminalized) break;
+    if (stage.ordinal === completing.ordinal) {
+      // Q4: the run-completing stage is held, not recorded early: while any blocking QA is
+      // unresolved it does not start (no cursor move, no StageStarted, no receipt). Settling
+      // the last obligation signals qaSettled, which wakes this wait.
+      Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal, waitingFor: 'blocking_qa' });
+      await waitUntil(async () => (await steps.blockingQaHold({ runId: input.runId })).unresolved.length === 0);
+      if (terminalized) break;
+    }
     const { proceed } = await steps.beginStage({ runId: input.runId, ordinal: stage.ordinal });
     if (!proceed) {
       terminalized = true;

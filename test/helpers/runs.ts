@@ -78,6 +78,7 @@ export function releaseDefinition(opts: {
       { name: 'preview-a', stages: [{ name: 'go', kind: 'auto', target: 'preview-a' }] },
       { name: 'preview-b', stages: [{ name: 'go', kind: 'auto', target: 'preview-b' }] },
     ],
+    plans: [{ id: 'PLAN-7', cases: [{ name: 'look', manual: { instructions: 'look at it' } }] }],
     items: [
       {
         id: `${opts.prefix}-1`,
