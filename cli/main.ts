@@ -70,7 +70,8 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => {
-    process.exitCode = code;
+    // A command that finished but reports a status of its own (watch: 1 or 5, advance: 5) keeps it.
+    process.exitCode = code === 0 ? (process.exitCode ?? 0) : code;
   },
   (err: unknown) => {
     // report() itself failed (stderr closed?): still exit non-zero.

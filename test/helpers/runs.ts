@@ -9,6 +9,8 @@ export interface HttpTarget {
   url: string;
   deploys: string[];
   status: number;
+  /** What GET /revision answers (Q2): the last deployed sha unless set. */
+  revision?: string;
   close(): Promise<void>;
 }
 
@@ -19,6 +21,10 @@ export async function startHttpTarget(): Promise<HttpTarget> {
     if (url.pathname === '/deploy') {
       if (target.status === 200) target.deploys.push(url.searchParams.get('sha') ?? '');
       res.writeHead(target.status).end(target.status === 200 ? 'deployed' : 'boom');
+    } else if (url.pathname === '/revision' && (target.revision ?? target.deploys.at(-1))) {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ commit: target.revision ?? target.deploys.at(-1) }));
     } else {
       res.writeHead(404).end();
     }

@@ -42,7 +42,7 @@ export interface TestWorker {
 /** A real worker on the run's dev server, on a task queue of its own, over the test's database. */
 export async function startTestWorker(
   db: Kysely<Database>,
-  opts: { reservationLifetimeMs?: number } = {},
+  opts: { reservationLifetimeMs?: number; commandTimeoutMs?: number } = {},
 ): Promise<TestWorker> {
   const address = process.env.YOKE_TEST_TEMPORAL_ADDRESS!;
   const nativeConnection = await NativeConnection.connect({ address });
@@ -57,7 +57,7 @@ export async function startTestWorker(
       db,
       temporal: { client, taskQueue },
       reservationLifetimeMs: opts.reservationLifetimeMs,
-      ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: 30_000 },
+      ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: opts.commandTimeoutMs ?? 30_000 },
     }),
   });
   const running = worker.run();
