@@ -21,7 +21,10 @@ import {
 } from './definitions';
 
 const steps = proxyActivities<
-  Omit<QaExecutionActivities, 'runStepCommand' | 'beginExecution' | 'getExecution' | 'abortExecution'>
+  Omit<
+    QaExecutionActivities,
+    'runStepCommand' | 'beginExecution' | 'getExecution' | 'abortExecution' | 'authorizeWaiver'
+  >
 >({
   startToCloseTimeout: '1 minute',
   retry: { maximumAttempts: 20 },

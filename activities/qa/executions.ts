@@ -311,7 +311,6 @@ export function qaExecutionActivities(deps: {
   async function acquireHost(input: { executionId: number; ordinal: number }): Promise<HostTurn> {
     const e = await executionById(db, input.executionId);
     if (e.status !== 'running') return { held: false, ended: true, status: e.status };
-    const steps = planSteps(e.plan);
     const machine = stepAt(e, input.ordinal).test_machine!;
     if (e.held_claim_id !== null) {
       const held = await db
@@ -361,7 +360,6 @@ export function qaExecutionActivities(deps: {
         return true;
       });
       if (!kept.value) return { held: false, ended: true, status: 'ended' };
-      void steps;
       return { held: true, claim_id: claim.claim_id };
     } catch (err) {
       if (err instanceof YokeError && err.details.wait) {
@@ -644,6 +642,12 @@ export function qaExecutionActivities(deps: {
     });
   }
 
+  /** R1 before a waiver reaches the workflow: a refused waiver never becomes a failed update. */
+  async function authorizeWaiver(input: { executionId: number; case: string; sessionId: string }): Promise<void> {
+    const e = await executionById(db, input.executionId);
+    await requireRunAuthority(db, await runById(db, e.run_id), input.sessionId, freshMs, `waive QA case ${input.case}`);
+  }
+
   /** The workflow walked every step: the execution passes, or fails on its first failed case (W9). */
   async function finishExecution(input: {
     executionId: number;
@@ -710,6 +714,7 @@ export function qaExecutionActivities(deps: {
     recordSshUnavailable,
     recordHumanVerdict,
     waiveExecutionCase,
+    authorizeWaiver,
     finishExecution,
     abortExecution,
   };

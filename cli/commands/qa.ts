@@ -185,18 +185,8 @@ export function registerQa(program: Command): void {
     const sessionId = actingSession(o);
     const request = { case: o.case, reason: o.reason, sessionId };
     const r = await withDb(async (ctx) => {
-      const { requireRunAuthority } = await import('../../activities/qa/authority');
-      const { executionById } = await import('../../db/qaExecutions');
-      const { runById } = await import('../../db/runs');
-      const e = await executionById(ctx.db, id);
       // R1 before anything reaches the workflow: a refused waiver never becomes a failed update.
-      await requireRunAuthority(
-        ctx.db,
-        await runById(ctx.db, e.run_id),
-        sessionId,
-        ctx.config.driverFreshMs,
-        `waive QA case ${o.case}`,
-      );
+      await (await qa(ctx)).authorizeWaiver({ executionId: id, case: o.case, sessionId });
       return throughWorkflow(
         ctx,
         id,
