@@ -54,7 +54,7 @@ export class LazyTemporal {
   /** Tells QA workflows and run workflows about an execution's end, connecting only when needed. */
   qaNotifier(): QaNotifier {
     const notifier = async () => {
-      const { temporalQaNotifier } = await import('../activities/qa/signals');
+      const { temporalQaNotifier } = await import('../temporal/qaSignals');
       return temporalQaNotifier(await this.get());
     };
     return {

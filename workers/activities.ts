@@ -9,7 +9,7 @@ import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
 import { runStageActivities } from '../activities/runs/stages';
 import { qaExecutionActivities } from '../activities/qa/executions';
-import { temporalQaNotifier } from '../activities/qa/signals';
+import { temporalQaNotifier } from '../temporal/qaSignals';
 import { sessionUsageActivities } from '../activities/usage/sessionUsage';
 import { settlementActivities, type SettlementDeps } from '../activities/settlement/settlement';
 import type { TrackerFactory } from '../activities/settlement/tracker';

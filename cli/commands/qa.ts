@@ -1,3 +1,4 @@
+import type { WorkflowHandle } from '@temporalio/client';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ExecutionView } from '../../activities/qa/executions';
@@ -67,7 +68,7 @@ function revisionWarning(r: {
 async function throughWorkflow<T>(
   ctx: CommandContext,
   id: number,
-  update: (handle: import('@temporalio/client').WorkflowHandle) => Promise<T>,
+  update: (handle: WorkflowHandle) => Promise<T>,
   fallback: () => Promise<T>,
 ): Promise<T> {
   const client = await ctx.temporal.get();

@@ -1,6 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { executionEnded, qaExecutionWorkflowId, qaSettled, runWorkflowId } from '../../workflows/definitions';
-import type { QaNotifier } from './ending';
+import { executionEnded, qaExecutionWorkflowId, qaSettled, runWorkflowId } from '../workflows/definitions';
+import type { QaNotifier } from '../activities/qa/ending';
 
 /** A workflow that already finished needs no message. */
 function gone(err: unknown): boolean {
