@@ -16,6 +16,8 @@ import { withBenchDatabase } from './benchDatabase';
  */
 const MEMBERS = [1, 10, 100, 500];
 const READS = Number(process.env.BENCH_READS ?? 50);
+/** Items of the run with n members are numbered after those of the smaller runs. */
+const offset = (n: number) => MEMBERS.filter((m) => m < n).reduce((a, b) => a + b, 0);
 
 /** Counts every statement kysely sends (BEGIN/COMMIT of a transaction excluded). */
 class CountingPlugin implements KyselyPlugin {
@@ -40,7 +42,6 @@ const since = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
 
 async function main(): Promise<void> {
   await withBenchDatabase('qa', async ({ db, postgres }) => {
-    const max = Math.max(...MEMBERS);
     const definition = {
       project: 'bench',
       item_prefix: 'B',
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
       plans: [{ id: 'accept', cases: [{ name: 'look', manual: { instructions: 'look' } }] }],
       flows: MEMBERS.map((n) => ({
         name: `flow-${n}`,
+        delivery_custody: true,
         stages: [
           {
             name: 'item-qa',
@@ -60,10 +62,14 @@ async function main(): Promise<void> {
           { name: 'go', kind: 'auto', target: `env-${n}` },
         ],
       })),
-      items: Array.from({ length: max }, (_, i) => ({
-        id: `B-${i + 1}`,
-        obligations: [{ case: 'e2e', qa_phase: 'post_deploy', target_env: null }],
-      })),
+      // Each run's members complete on that run's flow (its own items), so the runs can close them.
+      items: MEMBERS.flatMap((n) =>
+        Array.from({ length: n }, (_, i) => ({
+          id: `B-${offset(n) + i + 1}`,
+          completion_flow: `flow-${n}`,
+          obligations: [{ case: 'e2e', qa_phase: 'post_deploy', target_env: null }],
+        })),
+      ),
     };
     const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
     writeFileSync(file, stringify(definition));
@@ -82,7 +88,7 @@ async function main(): Promise<void> {
         target: `env-${n}`,
         candidate: 'abcdef1234',
         idempotencyKey: `k-${n}`,
-        items: Array.from({ length: n }, (_, i) => `B-${i + 1}`),
+        items: Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`),
       });
       await readQaPending(db, { runId: run.run_id }, 30_000); // warm
       counter.count = 0;

@@ -7,6 +7,9 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { writeDefinition } from '../helpers/runs';
 
 let t: TestDatabase;
+const sizes = [1, 40];
+/** Items of the run with n members are numbered after those of the smaller runs. */
+const offset = (n: number) => sizes.filter((m) => m < n).reduce((a, b) => a + b, 0);
 
 class CountingPlugin implements KyselyPlugin {
   count = 0;
@@ -21,7 +24,6 @@ class CountingPlugin implements KyselyPlugin {
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  const sizes = [1, 40];
   await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({
     file: writeDefinition({
       project: 'bench',
@@ -30,6 +32,7 @@ beforeAll(async () => {
       plans: [{ id: 'accept', cases: [{ name: 'look', manual: {} }] }],
       flows: sizes.map((n) => ({
         name: `flow-${n}`,
+        delivery_custody: true,
         stages: [
           {
             name: 'item-qa',
@@ -42,10 +45,14 @@ beforeAll(async () => {
           { name: 'go', kind: 'auto', target: `env-${n}` },
         ],
       })),
-      items: Array.from({ length: 40 }, (_, i) => ({
-        id: `B-${i + 1}`,
-        obligations: [{ case: 'e2e', qa_phase: 'post_deploy' }],
-      })),
+      // Each run's members complete on that run's flow (its own items), so the runs can close them.
+      items: sizes.flatMap((n) =>
+        Array.from({ length: n }, (_, i) => ({
+          id: `B-${offset(n) + i + 1}`,
+          completion_flow: `flow-${n}`,
+          obligations: [{ case: 'e2e', qa_phase: 'post_deploy' }],
+        })),
+      ),
     }),
   });
   await sessionActivities({ db: t.db }).registerSession({ sessionId: 's', actorId: 's' });
@@ -64,16 +71,16 @@ test('Q5 the blocking-QA read answers its whole run in a fixed number of stateme
       target: `env-${n}`,
       candidate: 'abcdef1234',
       idempotencyKey: `k-${n}`,
-      items: Array.from({ length: n }, (_, i) => `B-${i + 1}`),
+      items: Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`),
     });
     const counter = new CountingPlugin();
     const report = await readQaPending(t.db.withPlugin(counter), { runId: run.run_id }, 10_000);
     counts.push(counter.count);
     expect(report.members).toHaveLength(n);
-    expect(report.members[0]).toEqual({
-      item: 'B-1',
+    expect(report.members.find((m) => m.item === `B-${offset(n) + 1}`)).toEqual({
+      item: `B-${offset(n) + 1}`,
       stage_name: 'item-qa',
-      blockers: ['B-1/e2e', 'plan accept has no passed execution'],
+      blockers: [`B-${offset(n) + 1}/e2e`, 'plan accept has no passed execution'],
     });
     expect(report.run_obligations).toEqual([{ check_name: 'smoke', stage_name: 'run-qa', status: 'pending' }]);
     const scoped = await readQaPending(t.db, { runId: run.run_id, stage: 'run-qa' }, 10_000);
