@@ -4,7 +4,8 @@ import { requireProject } from '../db/projects';
 import { refusal, usageError } from '../domain/errors';
 import { defaultItemPrefix } from '../domain/itemRef';
 
-export const PERMISSIONS = ['claims.release'] as const;
+/** `project.read` lets an actor read a project's sessions and usage (U13); every grant implies it. */
+export const PERMISSIONS = ['claims.release', 'project.read'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
 export interface ProjectView {

@@ -81,5 +81,15 @@ export function parseOptions<S extends z.ZodType>(schema: S, value: unknown): z.
   });
 }
 
-export const claimIdSchema = z.coerce.number().int().positive().max(2_147_483_647);
+/** Claim ids are decimal digits only: `0x10` or `1e3` are not 16 and 1000. */
+export const claimIdSchema = z
+  .union([
+    z.number(),
+    z
+      .string()
+      .trim()
+      .regex(/^[0-9]+$/, 'a claim id is decimal digits'),
+  ])
+  .transform(Number)
+  .pipe(z.number().int().positive().max(2_147_483_647));
 export const nonEmpty = z.string().trim().min(1);

@@ -4,6 +4,7 @@ import { registerAdmin } from './commands/admin';
 import { registerApply } from './commands/apply';
 import { registerBoard } from './commands/board';
 import { registerPathClaims } from './commands/claimPrimitives';
+import { registerServe } from './commands/serve';
 import { registerDeploymentRuns } from './commands/deploymentRuns';
 import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
@@ -13,6 +14,7 @@ import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
 import { registerUsage } from './commands/usage';
 import { registerItems } from './commands/items';
+import { registerDoctor } from './commands/doctor';
 import { databaseUrlInUse } from './context';
 import { asYokeError, report } from './output';
 
@@ -36,6 +38,8 @@ function buildProgram(): Command {
   registerBoard(program);
   registerPathClaims(program);
   registerItems(program);
+  registerDoctor(program);
+  registerServe(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });

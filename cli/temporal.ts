@@ -5,6 +5,20 @@ import { YokeError, unreachable, type ErrorKind } from '../domain/errors';
 import type { YokeConfig } from '../config/yokeConfig';
 import { temporalConnectOptions } from '../temporal/connection';
 
+/** A live worker's long poll lasts about a minute; a poll older than this is a worker that is gone. */
+export const POLLER_FRESH_MS = 75_000;
+
+/** Pollers whose last poll is recent (the server keeps dead ones listed for about 5 minutes). */
+export function freshPollers(
+  pollers: { lastAccessTime?: { seconds?: unknown; nanos?: number | null } | null }[],
+  nowMs: number,
+): number {
+  return pollers.filter((p) => {
+    const seconds = Number(p.lastAccessTime?.seconds ?? 0);
+    return nowMs - seconds * 1000 < POLLER_FRESH_MS;
+  }).length;
+}
+
 /**
  * The CLI's Temporal client, connected on first use only: most commands never need it, and
  * loading it costs half a second (DESIGN.md, "The CLI starts fast").
@@ -63,7 +77,11 @@ export class LazyTemporal {
     };
   }
 
-  /** True when at least one worker polls the task queue for workflow tasks. */
+  /**
+   * True when a worker polled the task queue recently. The server lists a poller for minutes
+   * after its worker died; a live worker renews its long poll at least every minute, so only
+   * a poll newer than POLLER_FRESH_MS counts.
+   */
   async hasWorker(): Promise<boolean> {
     const client = await this.get();
     const { temporal } = await import('@temporalio/proto');
@@ -72,7 +90,7 @@ export class LazyTemporal {
       taskQueue: { name: this.config.taskQueue },
       taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     });
-    return (described.pollers?.length ?? 0) > 0;
+    return freshPollers(described.pollers ?? [], Date.now()) > 0;
   }
 
   /** Refuses early when no worker polls the task queue, for commands that wait on one. */
@@ -123,4 +141,45 @@ export function yokeErrorFromFailure(err: unknown): YokeError | undefined {
     current = f.cause;
   }
   return undefined;
+}
+
+/**
+ * Waits for a workflow's result, but never forever (exit 3 with the reason): not past
+ * `limitMs`, and not once no worker has polled recently (the workflow would wait for one).
+ * A refusal raised inside comes back as its YokeError.
+ */
+export async function boundedResult<T>(
+  temporal: LazyTemporal,
+  handle: { workflowId: string; result(): Promise<unknown> },
+  opts: { limitMs: number; what: string; checkEveryMs?: number },
+): Promise<T> {
+  const settled = handle.result().then(
+    (value) => ({ value: value as T }),
+    (error: unknown) => ({ error }),
+  );
+  const started = Date.now();
+  for (;;) {
+    const tick = new Promise<null>((r) => setTimeout(() => r(null), opts.checkEveryMs ?? 5_000).unref());
+    const done = await Promise.race([settled, tick]);
+    if (done) {
+      if ('error' in done) throw yokeErrorFromFailure(done.error) ?? done.error;
+      return done.value;
+    }
+    if (Date.now() - started > opts.limitMs) {
+      throw unreachable('wait_timeout', `${opts.what} did not finish within ${Math.round(opts.limitMs / 1000)} s`, {
+        recovery: `it may still finish: temporal workflow describe --workflow-id ${handle.workflowId}`,
+        details: { workflow_id: handle.workflowId },
+      });
+    }
+    if (!(await temporal.hasWorker())) {
+      throw unreachable(
+        'no_worker',
+        `no yoke worker has polled its task queue in the last ${POLLER_FRESH_MS / 1000} s; ${opts.what} waits in workflow ${handle.workflowId} until one runs`,
+        {
+          recovery: 'start a worker (npm start, or node dist/workers/main.js with the same settings)',
+          details: { workflow_id: handle.workflowId },
+        },
+      );
+    }
+  }
 }

@@ -214,6 +214,15 @@ export interface DeploymentRunsTable {
   superseded_by_run_id: string | null;
   settlement_committed_at: NullableTimestamp;
   settlement_blocked: NullableJson<Record<string, unknown>>;
+  /** The flow's stages and the environments' URLs as they were at execute (the pinned flow). */
+  pinned_flow: NullableJson<PinnedFlow>;
+  /** The walk that owns the cursor: each execute from created (a retry too) starts the next one. */
+  walk: ColumnType<number, number | undefined, number>;
+}
+
+export interface PinnedFlow {
+  stages: StageDefinition[];
+  environment_urls: Record<string, string | null>;
 }
 
 export interface DeploymentRunItemsTable {

@@ -73,3 +73,25 @@ export async function ensureItem(db: Executor, ref: ItemRef): Promise<ItemHandle
     .executeTakeFirstOrThrow();
   return { ...row, item: formatItemRef(ref) };
 }
+
+/**
+ * An item that already exists; a reference to one that does not is refused `item_unknown`
+ * (a typo such as WEB-999 must not create and enrol an item).
+ */
+export async function existingItem(db: Executor, ref: ItemRef): Promise<ItemHandle> {
+  const row = await db
+    .selectFrom('backlog_items as i')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select(['i.item_id', 'i.project_id'])
+    .where('p.item_prefix', '=', ref.prefix)
+    .where('i.number', '=', ref.number)
+    .executeTakeFirst();
+  if (!row) {
+    const item = formatItemRef(ref);
+    throw refusal('item_unknown', `no backlog item ${item} exists`, {
+      recovery: `items come to exist by declaring them in the project definition (yoke apply -f project.yaml) or by taking them (yoke claims item take ${item}); check the id for a typo`,
+      details: { item },
+    });
+  }
+  return { ...row, item: formatItemRef(ref) };
+}

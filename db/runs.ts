@@ -59,6 +59,15 @@ export async function flowById(db: Executor, flowId: number): Promise<FlowRow> {
   return db.selectFrom('flows').selectAll().where('flow_id', '=', flowId).executeTakeFirstOrThrow();
 }
 
+/**
+ * The flow a run walks: from execute on, the stages pinned on the run (a later `apply` changes
+ * the project's flow, never a running run's); before execute, the flow's current definition.
+ */
+export async function runFlow(db: Executor, run: RunRow): Promise<FlowRow> {
+  const flow = await flowById(db, run.flow_id);
+  return run.pinned_flow ? { ...flow, stages: run.pinned_flow.stages } : flow;
+}
+
 export async function environmentByName(
   db: Executor,
   projectId: number,

@@ -5,8 +5,11 @@ import type { TargetKind } from './claimKinds';
  * C6: each coordination claim is addressed by one operator key.
  *   LIVE_DB_MIGRATION:<model>      migration_serialization (needs a project and an owning item)
  *   QA_HOST:<machine>              qa_admission (machine-scoped, no project)
- *   ROUTE_QUALIFICATION:<grant>    route_qualification, the qualification grant token
- *                                  (ROUTE_GRANT:<grant> is accepted as an alias)
+ *   <grant>                        route_qualification: the bare qualification grant token
+ *                                  (a key without ":"); ROUTE_QUALIFICATION:<grant> and
+ *                                  ROUTE_GRANT:<grant> are aliases (and the only way to
+ *                                  name a token that contains ":"). Stored and listed as
+ *                                  ROUTE_QUALIFICATION:<grant>.
  *   DEPLOY:<anything>              the retired deploy_serialization lock (C12)
  */
 export type OperatorKey =
@@ -33,9 +36,17 @@ const CANONICAL_PREFIX: Record<OperatorKey['kind'], string> = {
 /** Names inside keys: a machine name, a model name, a grant token. */
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$/;
 
-const KEY_FORMS = 'LIVE_DB_MIGRATION:<model>, QA_HOST:<machine>, ROUTE_QUALIFICATION:<grant>';
+const KEY_FORMS =
+  'LIVE_DB_MIGRATION:<model>, QA_HOST:<machine>, or the bare qualification grant token (alias ROUTE_QUALIFICATION:<grant>)';
+
+/** The operator key forms, for --help. */
+export const OPERATOR_KEY_HELP =
+  'operator key: LIVE_DB_MIGRATION:<model>, QA_HOST:<machine>, or a qualification grant token as given (alias ROUTE_QUALIFICATION:<grant> / ROUTE_GRANT:<grant>)';
 
 export function parseOperatorKey(raw: string): OperatorKey {
+  // C6: the third operator key is the bare grant token: no prefix, no colon
+  if (!raw.includes(':') && NAME.test(raw) && !(raw.toUpperCase() in PREFIXES))
+    return { kind: 'route_qualification', key: `ROUTE_QUALIFICATION:${raw}`, grantKey: raw };
   const colon = raw.indexOf(':');
   const prefix = colon > 0 ? raw.slice(0, colon).toUpperCase() : '';
   const name = colon > 0 ? raw.slice(colon + 1) : '';

@@ -15,6 +15,7 @@ cat <<MSG
 yoke is up.
   Temporal:   ${addr}${ui:+   Web UI: ${ui}}
   Postgres:   see .yoke/services.json (DATABASE_URL overrides)
+  Dashboard:  http://127.0.0.1:${YOKE_DASHBOARD_PORT:-8340}   (yoke serve: board, runs, test machines, machines)
   CLI:        ./bin/yoke --help      (or: npm link, then yoke --help)
   Try:        ./bin/yoke projects create demo
               ./bin/yoke sessions register --session s1 --actor me --project demo
@@ -25,5 +26,9 @@ yoke is up.
 MSG
 node dist/workers/main.js &
 worker=$!
-trap 'kill -TERM $worker 2>/dev/null; wait $worker; stop_started' INT TERM
+# The operator dashboard (read-only); it prints its own address.
+node bin/yoke serve --port "${YOKE_DASHBOARD_PORT:-8340}" &
+dashboard=$!
+trap 'kill -TERM $worker $dashboard 2>/dev/null; wait $worker; stop_started' INT TERM
 wait $worker
+kill -TERM $dashboard 2>/dev/null || true

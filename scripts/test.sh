@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 bash scripts/install-system.sh
+bash scripts/install-chromium.sh
 npx tsc --noEmit -p tsconfig.json
 npm run --silent lint
 npm run --silent format:check

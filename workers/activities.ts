@@ -4,12 +4,14 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import { raisingApplicationFailures } from '../activities/failure';
 import { temporalLineNotifier } from '../temporal/lineSignals';
+import { temporalRunWorkflows } from '../temporal/runWorkflows';
 import { sweepActivities } from '../activities/sweep';
 import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
 import { runStageActivities } from '../activities/runs/stages';
 import { qaExecutionActivities } from '../activities/qa/executions';
 import { temporalQaNotifier } from '../temporal/qaSignals';
+import { runWorkflowActivities } from '../activities/runs/runWorkflows';
 import { sessionUsageActivities } from '../activities/usage/sessionUsage';
 import { settlementActivities, type SettlementDeps } from '../activities/settlement/settlement';
 import type { TrackerFactory } from '../activities/settlement/tracker';
@@ -76,21 +78,35 @@ export function createActivities(deps: ActivityDeps) {
   const qaNotifier = deps.temporal ? temporalQaNotifier(deps.temporal.client) : undefined;
   const runs = runStageActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
   const qa = qaExecutionActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
+  // The run's steps retry only infrastructure failures; anything else is recorded on the run.
+  const runSteps = raisingApplicationFailures(
+    {
+      loadRunPlan: runs.loadRunPlan,
+      runStatus: runs.runStatus,
+      beginStage: runs.beginStage,
+      stageWait: runs.stageWait,
+      finishStage: runs.finishStage,
+      failRun: runs.failRun,
+      blockingQaHold: runs.blockingQaHold,
+      runDeployAction: heartbeating(runs.runDeployAction),
+    },
+    { bugsAreFinal: true },
+  );
   return raisingApplicationFailures({
     foldSessionUsage: sessionUsageActivities({ db: deps.db }).foldSessionUsage,
-    loadRunPlan: runs.loadRunPlan,
-    beginStage: runs.beginStage,
-    qaStageStatus: runs.qaStageStatus,
-    approvalRecorded: runs.approvalRecorded,
-    finishStage: runs.finishStage,
+    ...runSteps,
     beginSettling: beating(settlement.beginSettling),
     commitRunSettlement: beating(settlement.commitRunSettlement),
     applyRunSettlementEffects: beating(settlement.applyRunSettlementEffects),
     finishRunSettlement: beating(settlement.finishRunSettlement),
-    failRun: runs.failRun,
-    blockingQaHold: runs.blockingQaHold,
-    runDeployAction: heartbeating(runs.runDeployAction),
     ...sweepActivities({ db: deps.db, line }),
+    // The reconciler: executing runs whose workflow is not running get one (sweep schedule).
+    reattachStrandedRuns: deps.temporal
+      ? runWorkflowActivities({
+          db: deps.db,
+          workflows: temporalRunWorkflows(deps.temporal.client, deps.temporal.taskQueue),
+        }).reattachStrandedRuns
+      : async () => ({ reattached: [] }),
     beginCheck: machines.beginCheck,
     finishCheck: machines.finishCheck,
     expireReservation: machines.expireReservation,

@@ -50,20 +50,35 @@ export const YOKE_TEST_MACHINE = 'YokeTestMachine';
 // deployment run: deployment-run/<runId>
 export interface RunInput {
   runId: string;
+  /**
+   * The walk this workflow owns (deployment_runs.walk, set by execute and retry). Absent, the
+   * workflow adopts the run's current walk (a workflow started before walks were numbered).
+   */
+  walk?: number;
 }
 export interface RunSnapshot {
   runId: string;
+  walk: number | null;
   phase: 'starting' | 'stage' | 'settling' | 'done';
   stage: string | null;
   ordinal: number | null;
+  /** 'qa' | 'approval' while a stage waits for people; null otherwise. */
   waitingFor: string | null;
+  /** Signals seen and Postgres re-reads made by this workflow run (continue-as-new starts again). */
+  wakeUps: number;
   outcome: string | null;
+}
+export interface RunOutcome {
+  /** The run's status in Postgres when the workflow ended, or 'superseded' when a newer walk owns it. */
+  status: string;
 }
 /** Sent after a QA verdict is recorded in Postgres: the QA stage re-reads what is outstanding. */
 export const qaSettled = defineSignal('qaSettled');
 /** Sent after an approval is recorded in Postgres. */
 export const stageApproved = defineSignal<[{ stage: string }]>('stageApproved');
-/** Sent after the run was terminalized in Postgres: the workflow stops walking. */
+/** Sent after another session took over the run's driver attachment (R1): waits re-read. */
+export const runTakenOver = defineSignal<[{ sessionId: string }]>('runTakenOver');
+/** Sent after the run was terminalized in Postgres: a running stage is cancelled and the workflow ends. */
 export const runTerminalized = defineSignal<[{ status: string }]>('runTerminalized');
 export const runState = defineQuery<RunSnapshot>('state');
 /** Sent after something a settling run may be waiting on changed: the run retries its settlement (S5). */

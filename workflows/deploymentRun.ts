@@ -1,30 +1,47 @@
 import {
   ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  TimeoutFailure,
   condition,
+  continueAsNew,
+  isCancellation,
   proxyActivities,
   setHandler,
+  upsertMemo,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
-import type { RunStageActivities } from '../activities/runs/stages';
+import type { RunStageActivities, StagePlan, StageResult } from '../activities/runs/stages';
 import {
   RUN_STATUS_KEY,
   qaSettled,
   runState,
+  runTakenOver,
   runTerminalized,
   settlementReplay,
   stageApproved,
   type RunInput,
+  type RunOutcome,
   type RunSnapshot,
 } from './definitions';
 import { settleRun } from './settlement';
 
-const steps = proxyActivities<Omit<RunStageActivities, 'runDeployAction' | 'recordQaVerdict' | 'approveStage'>>({
-  startToCloseTimeout: '1 minute',
-  retry: { maximumAttempts: 20 },
+type RunSteps = Omit<RunStageActivities, 'runDeployAction' | 'recordQaVerdict' | 'approveStage'>;
+
+// Steps only read and write Postgres. A failing connection (Postgres down, a dropped socket) is
+// retried without limit, with backoff: the run waits, and its pending activity shows the attempt
+// and the error (`yoke deployment-runs watch` prints it). Any other failure reaches the workflow
+// non-retryable (activities/failure.ts, bugsAreFinal) and is recorded on the run.
+const steps = proxyActivities<RunSteps>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
 // A deploy action heartbeats while its command or call runs, and is not retried: deploying
-// twice is the caller's decision (yoke deployment-runs retry), never an automatic one.
+// twice is the driver's decision (yoke deployment-runs retry), never an automatic one. A worker
+// that dies mid-deploy stops heartbeating; the stage then fails naming that.
 const deploy = proxyActivities<Pick<RunStageActivities, 'runDeployAction'>>({
   startToCloseTimeout: '15 minutes',
   heartbeatTimeout: '30 seconds',
@@ -32,107 +49,178 @@ const deploy = proxyActivities<Pick<RunStageActivities, 'runDeployAction'>>({
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 });
 
-/** How often a waiting QA or approval stage re-reads Postgres even without a signal. */
-const RECHECK = '30 seconds';
+/**
+ * Waits are woken by signals (verdict, approval, takeover, terminalize); this slow re-read of
+ * Postgres only covers a signal that never came (a CLI that died between its commit and its signal).
+ */
+const SAFETY_REREAD = '10 minutes';
+
+/** A stage's result, or the run ended under it (terminalized, or ended elsewhere). */
+type StageOutcome = StageResult | { ended: true };
+
+/** What a failed activity says, for the stage's detail and the run's terminal reason. */
+function failureDetail(err: ActivityFailure): string {
+  const cause = err.cause;
+  if (cause instanceof TimeoutFailure && cause.timeoutType === 'HEARTBEAT') {
+    return `worker_lost: the worker running ${err.activityType} stopped heartbeating (it died or lost its connection); the action may or may not have reached its target, and yoke never repeats it by itself: check the target, then yoke deployment-runs retry ${workflowInfo().workflowId.replace('deployment-run/', '')}`;
+  }
+  if (cause instanceof TimeoutFailure) return `timed_out: ${err.activityType} did not finish (${cause.timeoutType})`;
+  if (cause instanceof ApplicationFailure) return `${cause.type ?? 'error'}: ${cause.message}`;
+  return `${err.activityType} failed: ${cause?.message ?? err.message}`;
+}
 
 /**
- * A deployment run (deployment-run/<runId>): walks the flow's stages from the first one not
- * yet passed, recording the cursor in Postgres at each step. Deploy stages act on their
- * target; QA stages wait until the stage-outstanding reader reports nothing; approval stages
- * wait for a recorded approval; auto stages pass. After the last stage comes settlement (a
- * seam the settlement work extends). Postgres decides; signals only say "look again".
+ * A deployment run (deployment-run/<runId>): walks the run's pinned stages from the first one
+ * not yet passed, recording the cursor in Postgres at each step. Deploy stages act on their
+ * target; QA and approval stages wait, woken by signals, until Postgres has their outcome; auto
+ * stages pass. After the last stage comes settlement. Every way a stage can go wrong ends in a
+ * recorded state: the stage failed with its reason and the run failed (O4), or the run waits on
+ * its infrastructure. Postgres decides; signals only say "look again". One walk owns the
+ * cursor: a retry starts a new walk and this workflow, finding itself superseded, stops.
  */
-export async function deploymentRun(input: RunInput): Promise<{ status: string }> {
+export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
+  const { runId } = input;
   const snapshot: RunSnapshot = {
-    runId: input.runId,
+    runId,
+    walk: input.walk ?? null,
     phase: 'starting',
     stage: null,
     ordinal: null,
     waitingFor: null,
+    wakeUps: 0,
     outcome: null,
   };
   let terminalized = false;
   let pokes = 0;
+  let stageScope: CancellationScope | undefined;
+  const poke = () => void pokes++;
+  setHandler(qaSettled, poke);
+  setHandler(stageApproved, poke);
+  setHandler(runTakenOver, poke);
+  setHandler(settlementReplay, poke);
   setHandler(runTerminalized, () => {
     terminalized = true;
-  });
-  setHandler(qaSettled, () => {
     pokes++;
-  });
-  setHandler(stageApproved, () => {
-    pokes++;
-  });
-  setHandler(settlementReplay, () => {
-    pokes++;
+    stageScope?.cancel(); // a running deploy is cancelled; a wait ends
   });
   setHandler(runState, () => snapshot);
 
-  /** Waits until `ready` reads true, re-reading on every poke and at least every RECHECK. */
-  async function waitUntil(ready: () => Promise<boolean>): Promise<void> {
-    while (!terminalized && !(await ready())) {
-      const seen = pokes;
-      await condition(() => terminalized || pokes !== seen, RECHECK);
+  const plan = await steps.loadRunPlan({ runId });
+  const walk = input.walk ?? plan.walk;
+  snapshot.walk = walk;
+  upsertMemo({ walk }); // the reconciler tells a superseded workflow from the run's own by it
+  if (plan.walk !== walk) return end('superseded');
+  if (plan.status !== 'executing') return end(plan.status);
+
+  /** Each stage kind's step. */
+  const stageSteps: Record<StagePlan['kind'], (stage: StagePlan) => Promise<StageOutcome>> = {
+    deploy: (stage) => deploy.runDeployAction({ runId, ordinal: stage.ordinal }),
+    qa: (stage) => waitFor(stage, 'qa'),
+    approval: (stage) => waitFor(stage, 'approval'),
+    auto: async () => ({ ok: true, detail: 'auto stage passed' }),
+  };
+
+  /**
+   * The one wait: read the stage's outcome from Postgres; without one, sleep until a signal
+   * (or the slow safety re-read). The mark is taken before the read, so a signal that arrives
+   * while the read runs is not lost. A long wait continues as new before its history grows
+   * past what the server keeps.
+   */
+  async function waitFor(stage: StagePlan, what: 'qa' | 'approval'): Promise<StageOutcome> {
+    snapshot.waitingFor = what;
+    for (;;) {
+      const mark = pokes;
+      const seen = await steps.stageWait({ runId, ordinal: stage.ordinal });
+      snapshot.wakeUps++;
+      if (seen.run_status !== 'executing') return { ended: true };
+      if (seen.result) return seen.result;
+      await condition(() => pokes !== mark, SAFETY_REREAD);
+      if (terminalized) return { ended: true };
+      if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof deploymentRun>({ runId, walk });
     }
   }
 
-  const plan = await steps.loadRunPlan({ runId: input.runId });
-  const completing = plan.stages[plan.stages.length - 1]!;
-  for (const stage of plan.stages.slice(plan.cursor)) {
-    if (terminalized) break;
-    if (stage.ordinal === completing.ordinal) {
-      // Q4: the run-completing stage is held, not recorded early: while any blocking QA is
-      // unresolved it does not start (no cursor move, no StageStarted, no receipt). Settling
-      // the last obligation signals qaSettled, which wakes this wait.
-      Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal, waitingFor: 'blocking_qa' });
-      await waitUntil(async () => (await steps.blockingQaHold({ runId: input.runId })).unresolved.length === 0);
-      if (terminalized) break;
-    }
-    const { proceed } = await steps.beginStage({ runId: input.runId, ordinal: stage.ordinal });
-    if (!proceed) {
-      terminalized = true;
-      break;
-    }
-    Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal, waitingFor: null });
-    let result = { ok: true, detail: `${stage.kind} stage passed` };
-    if (stage.kind === 'deploy') {
-      result = await deploy.runDeployAction({ runId: input.runId, ordinal: stage.ordinal });
-    } else if (stage.kind === 'qa') {
-      let failed: string[] = [];
-      snapshot.waitingFor = 'qa';
-      await waitUntil(async () => {
-        const status = await steps.qaStageStatus({ runId: input.runId, stageName: stage.name });
-        failed = status.failed;
-        return status.pending.length === 0 || failed.length > 0;
-      });
-      if (failed.length) result = { ok: false, detail: `blocking QA failed: ${failed.join(', ')}` };
-    } else if (stage.kind === 'approval') {
-      snapshot.waitingFor = 'approval';
-      await waitUntil(() => steps.approvalRecorded({ runId: input.runId, ordinal: stage.ordinal }));
-      result = { ok: true, detail: 'approved' };
-    }
-    if (terminalized) break;
-    await steps.finishStage({ runId: input.runId, ordinal: stage.ordinal, result });
-    if (!result.ok) {
-      snapshot.outcome = (
-        await steps.failRun({ runId: input.runId, reason: `stage ${stage.name} failed: ${result.detail}` })
-      ).status;
-      snapshot.phase = 'done';
-      upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: snapshot.outcome }]);
-      return { status: snapshot.outcome };
+  /**
+   * Q4: the run-completing stage is held, not recorded early: while any blocking QA is
+   * unresolved it does not start (no cursor move, no StageStarted, no receipt). Settling the
+   * last obligation signals qaSettled, which wakes this wait. False when the run ended instead.
+   */
+  async function holdCompletingStage(stage: StagePlan): Promise<boolean> {
+    Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal, waitingFor: 'blocking_qa' });
+    for (;;) {
+      const mark = pokes;
+      const { unresolved } = await steps.blockingQaHold({ runId });
+      snapshot.wakeUps++;
+      if (unresolved.length === 0) {
+        snapshot.waitingFor = null;
+        return true;
+      }
+      await condition(() => pokes !== mark, SAFETY_REREAD);
+      if (terminalized) return false;
+      if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof deploymentRun>({ runId, walk });
     }
   }
-  if (terminalized) {
-    snapshot.phase = 'done';
-    snapshot.outcome = 'terminalized';
-    return { status: 'terminalized' };
+
+  /** Runs one stage's step in a scope that terminalize cancels; a failed activity is the stage's failure. */
+  async function runStage(stage: StagePlan): Promise<StageOutcome> {
+    stageScope = new CancellationScope();
+    try {
+      return await stageScope.run(() => stageSteps[stage.kind](stage));
+    } catch (err) {
+      if (terminalized && isCancellation(err)) return { ended: true };
+      if (err instanceof ActivityFailure) return { ok: false, detail: failureDetail(err) };
+      throw err;
+    } finally {
+      stageScope = undefined;
+      snapshot.waitingFor = null;
+    }
   }
-  snapshot.phase = 'settling';
-  const status = await settleRun(input.runId, async (timeout) => {
-    const seen = pokes;
-    await condition(() => terminalized || pokes !== seen, timeout);
-    return terminalized;
-  });
-  Object.assign(snapshot, { phase: 'done', outcome: status });
-  if (status !== 'terminalized') upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: status }]);
-  return { status };
+
+  /** Labels the workflow with the run's status (YokeRunStatus) and returns it. */
+  function end(status: string): RunOutcome {
+    Object.assign(snapshot, { phase: 'done', outcome: status, waitingFor: null });
+    if (status !== 'superseded') upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: status }]);
+    return { status };
+  }
+
+  async function walkStages(): Promise<RunOutcome> {
+    const completing = plan.stages[plan.stages.length - 1]!;
+    for (const stage of plan.stages.slice(plan.cursor)) {
+      if (terminalized) return end((await steps.runStatus({ runId })).status);
+      if (stage.ordinal === completing.ordinal && !(await holdCompletingStage(stage)))
+        return end((await steps.runStatus({ runId })).status);
+      const begun = await steps.beginStage({ runId, ordinal: stage.ordinal, walk });
+      if (begun.superseded) return end('superseded');
+      if (!begun.proceed) return end(begun.status);
+      Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal });
+      const outcome = await runStage(stage);
+      if ('ended' in outcome) return end((await steps.runStatus({ runId })).status);
+      await steps.finishStage({ runId, ordinal: stage.ordinal, walk, result: outcome });
+      if (!outcome.ok) {
+        const reason = `stage ${stage.name} failed: ${outcome.detail}`;
+        return end((await steps.failRun({ runId, walk, reason })).status);
+      }
+    }
+    snapshot.phase = 'settling';
+    return end((await settle()).status);
+  }
+
+  /** The seam after the last stage: settlement decides how the run ends (workflows/settlement.ts). */
+  async function settle(): Promise<{ status: string }> {
+    const status = await settleRun(runId, async (timeout) => {
+      const mark = pokes;
+      await condition(() => terminalized || pokes !== mark, timeout);
+      return terminalized;
+    });
+    return { status: status === 'terminalized' ? (await steps.runStatus({ runId })).status : status };
+  }
+
+  try {
+    return await walkStages();
+  } catch (err) {
+    // A step that failed for good (a bug, a row gone): the run must not stay executing.
+    if (!(err instanceof ActivityFailure)) throw err;
+    const reason = `yoke could not record the run's progress: ${failureDetail(err)}`;
+    return end((await steps.failRun({ runId, walk, reason })).status);
+  }
 }

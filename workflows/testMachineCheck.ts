@@ -1,4 +1,12 @@
-import { ActivityCancellationType, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  TimeoutFailure,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { CheckOutcome, TestMachineActivities } from '../activities/testMachines';
 import type { CheckInput } from './definitions';
 
@@ -41,6 +49,22 @@ export async function testMachineCheck(input: CheckInput) {
     outcome = await ssh.runCheckCommand({ testMachine: input.testMachine, kind: input.kind });
   } catch (err) {
     await finish(null);
+    // The worker died or lost its connection mid-check: say so, as a refusal the CLI can print
+    // (not "Workflow execution failed"); the machine's health is unchanged.
+    if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
+      throw ApplicationFailure.create({
+        type: 'check_interrupted',
+        message: `the ${input.kind} of ${input.testMachine} did not finish: the worker running it stopped (${(err.cause.timeoutType ?? 'activity').toLowerCase()} timeout); nothing was recorded and the machine was released`,
+        nonRetryable: true,
+        details: [
+          {
+            kind: 'unreachable',
+            recovery: `run it again once a worker runs: yoke test-machine ${input.kind === 'verification' ? 'verify' : 'golden-capture'} ${input.testMachine}`,
+            details: { test_machine: input.testMachine },
+          },
+        ],
+      });
+    }
     throw err;
   }
   const finished = await finish(outcome);

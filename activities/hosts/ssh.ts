@@ -173,6 +173,14 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
         }, opts.commandTimeoutMs);
         if (opts.onProgress) progress = setInterval(opts.onProgress, 2_000);
         stream.on('close', (code: number | null, signal: string | null) => {
+          // W3: a stream that closes with neither an exit status nor a signal lost its connection
+          // (sshd died, the network dropped): the host is unavailable, not the command failed.
+          if (!timedOut && code == null && signal == null && !opts.signal?.aborted) {
+            finish(() =>
+              reject(new SshUnavailable(target.name, 'the connection closed before the command reported its exit')),
+            );
+            return;
+          }
           hash.update(errHash.digest());
           finish(() =>
             resolve({

@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database, FlowRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
-import { ensureItem, requireProject } from '../../db/projects';
+import { existingItem, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
 import { environmentByName, flowByName } from '../../db/runs';
 import type { UntargetedObligation } from '../../domain/admission';
@@ -174,7 +174,7 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     return receipt(run.run_id, run.status, false, warnings);
   }
 
-  async function resolve(executor: Kysely<Database> | Transaction<Database>, input: CreateRunInput) {
+  async function resolve(executor: Transaction<Database>, input: CreateRunInput) {
     validateCandidate(input.candidate);
     if (input.sessionId) await requireLiveSession(executor, input.sessionId);
     const project = await requireProject(executor, input.project);
@@ -182,7 +182,7 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     const target = await environmentByName(executor, project.project_id, project.name, input.target);
     const members = [];
     for (const ref of [...new Set(input.items.map((i) => i.toUpperCase()))]) {
-      const item = await ensureItem(executor, parseItemRef(ref));
+      const item = await existingItem(executor, parseItemRef(ref));
       if (item.project_id !== project.project_id) {
         throw refusal('item_outside_project', `item ${item.item} does not belong to project ${project.name}`, {
           recovery: `create the run in the item's own project, or drop --item ${item.item}`,
@@ -234,14 +234,13 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
 
   /** `deployment-runs create` (I1, D3, D5, D6, O5). */
   async function createRun(input: CreateRunInput): Promise<CreateReceipt> {
-    const started = Date.now();
-    const resolved = withinDeadline(resolve(db, input), input.timeoutMs, () => creationTimedOut(input));
-    const { project, flow, target, members, request } = await resolved;
-    // I2: the deadline covers the whole create, not each step
-    const left = input.timeoutMs ? Math.max(1, input.timeoutMs - (Date.now() - started)) : undefined;
-    return withCreationTimeout({ ...input, timeoutMs: left }, (trx) =>
-      insertRun(trx, input, request, flow, project.project_id, target.environment_id, members),
-    );
+    validateCandidate(input.candidate);
+    // Resolution inside the creation transaction: a refused create writes nothing, and the
+    // whole create stays within its deadline (I2).
+    return withCreationTimeout(input, async (trx) => {
+      const { project, flow, target, members, request } = await resolve(trx, input);
+      return insertRun(trx, input, request, flow, project.project_id, target.environment_id, members);
+    });
   }
 
   /**

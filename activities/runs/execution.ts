@@ -1,10 +1,10 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock } from '../../db/advisoryLock';
-import type { Database, RunRow } from '../../db/database';
+import type { Database, PinnedFlow, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
-import { driverAttachmentLive, environmentsOf, flowById, runById, targetedEnvironmentNames } from '../../db/runs';
+import { driverAttachmentLive, environmentsOf, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
@@ -77,6 +77,8 @@ export interface ExecuteResult {
   status: string;
   /** The run was already executing under this driver; only its workflow needs to be running. */
   resumed: boolean;
+  /** The walk the run's workflow must carry: the one owner of the cursor. */
+  walk: number;
   occupancy_units: string[];
   carried_work: CarriedWork | null;
   driver_session_id: string;
@@ -102,7 +104,7 @@ export function runExecutionActivities(deps: {
 
   /** The units a run occupies: the origins of its target and every stage target (O1, O3). */
   async function unitsOf(trx: Transaction<Database>, run: RunRow): Promise<string[]> {
-    const flow = await flowById(trx, run.flow_id);
+    const flow = await runFlow(trx, run);
     const envs = await environmentsOf(trx, run.project_id);
     const target = envs.find((e) => e.environment_id === run.target_environment_id)!;
     const names = targetedEnvironmentNames(flow, target.name);
@@ -111,119 +113,136 @@ export function runExecutionActivities(deps: {
 
   /**
    * `deployment-runs execute` (O1-O3, R1): in one transaction, an advisory lock per origin in
-   * sorted order, the occupancy check, the composition freeze (D5), then status executing
-   * with the caller attached as driver.
+   * sorted order, the occupancy check, the composition freeze (D5), the flow pinned on the run,
+   * then status executing with the caller attached as driver and a new walk.
    */
   async function executeRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
-      const units = await unitsOf(trx, run);
-      const labels = {
-        project: (
-          await trx
-            .selectFrom('projects')
-            .select('name')
-            .where('project_id', '=', run.project_id)
-            .executeTakeFirstOrThrow()
-        ).name,
-        member_items: (await membersOf(trx, run.run_id)).map((m) => m.item),
-      };
-      if (run.status === 'executing') {
+      return executeLocked(trx, session.session_id, run);
+    });
+  }
+
+  /** The execute transition on a run the caller has locked and may drive. */
+  async function executeLocked(trx: Transaction<Database>, sessionId: string, run: RunRow): Promise<ExecuteResult> {
+    const units = await unitsOf(trx, run);
+    const labels = {
+      project: (
         await trx
-          .updateTable('deployment_runs')
-          .set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
-          .where('run_id', '=', run.run_id)
-          .execute();
-        return {
-          run_id: run.run_id,
-          ...labels,
-          status: run.status,
-          resumed: true,
-          occupancy_units: units,
-          carried_work: null,
-          driver_session_id: session.session_id,
-        };
-      }
-      if (run.status !== 'created') throw terminalRefusal(run, 'execute');
-      for (const unit of units) await advisoryXactLock(trx, `occupancy:${unit}`);
-      const holder = await trx
-        .selectFrom('deployment_run_occupancy as o')
-        .innerJoin('deployment_runs as r', 'r.run_id', 'o.run_id')
-        .innerJoin('projects as p', 'p.project_id', 'r.project_id')
-        .select(['o.unit', 'r.run_id', 'r.current_stage', 'r.cursor_ordinal', 'r.flow_id', 'p.name as project'])
-        .where('o.unit', 'in', units.length ? units : [''])
-        .where('r.status', '=', 'executing')
-        .where('r.occupancy_released_at', 'is', null)
-        .where('r.run_id', '!=', run.run_id)
-        .orderBy('o.unit')
-        .executeTakeFirst();
-      if (holder) {
-        const lines = await openLines(trx, holder.run_id);
-        throw refusal(
-          'target_occupied',
-          `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
-          {
-            recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
-            details: {
-              origin: holder.unit,
-              holder: {
-                run_id: holder.run_id,
-                project: holder.project,
-                stage: holder.current_stage,
-                open_lines: lines,
-              },
-            },
-          },
-        );
-      }
-      const flow = await flowById(trx, run.flow_id);
-      const carried = await freezeComposition(trx, run, flow);
-      assertComposition(await composition(trx, run, flow, 'freeze')); // D9 at the executing freeze
-      await trx
-        .insertInto('deployment_run_occupancy')
-        .values(units.map((unit) => ({ run_id: run.run_id, unit })))
-        .onConflict((oc) => oc.doNothing())
-        .execute();
-      await trx
-        .insertInto('deployment_run_stages')
-        .values(
-          flow.stages.map((s, ordinal) => ({
-            run_id: run.run_id,
-            ordinal,
-            name: s.name,
-            kind: s.kind,
-            target_env: s.target,
-          })),
-        )
-        .onConflict((oc) => oc.doNothing())
-        .execute();
+          .selectFrom('projects')
+          .select('name')
+          .where('project_id', '=', run.project_id)
+          .executeTakeFirstOrThrow()
+      ).name,
+      member_items: (await membersOf(trx, run.run_id)).map((m) => m.item),
+    };
+    if (run.status === 'executing') {
       await trx
         .updateTable('deployment_runs')
-        .set({
-          status: 'executing',
-          executing_at: sql`clock_timestamp()`,
-          occupancy_released_at: null,
-          driver_session_id: session.session_id,
-          driver_heartbeat_at: sql`now()`,
-        })
+        .set({ driver_session_id: sessionId, driver_heartbeat_at: sql`now()` })
         .where('run_id', '=', run.run_id)
         .execute();
-      await recordEvent(trx, {
-        event_type: 'DeploymentRunExecuting',
-        project_id: run.project_id,
-        session_id: session.session_id,
-        payload: { run_id: run.run_id, units },
-      });
       return {
         run_id: run.run_id,
         ...labels,
-        status: 'executing',
-        resumed: false,
+        status: run.status,
+        resumed: true,
+        walk: run.walk,
         occupancy_units: units,
-        carried_work: carried,
-        driver_session_id: session.session_id,
+        carried_work: null,
+        driver_session_id: sessionId,
       };
+    }
+    if (run.status !== 'created') throw terminalRefusal(run, 'execute');
+    for (const unit of units) await advisoryXactLock(trx, `occupancy:${unit}`);
+    const holder = await trx
+      .selectFrom('deployment_run_occupancy as o')
+      .innerJoin('deployment_runs as r', 'r.run_id', 'o.run_id')
+      .innerJoin('projects as p', 'p.project_id', 'r.project_id')
+      .select(['o.unit', 'r.run_id', 'r.current_stage', 'r.cursor_ordinal', 'r.flow_id', 'p.name as project'])
+      .where('o.unit', 'in', units.length ? units : [''])
+      .where('r.status', '=', 'executing')
+      .where('r.occupancy_released_at', 'is', null)
+      .where('r.run_id', '!=', run.run_id)
+      .orderBy('o.unit')
+      .executeTakeFirst();
+    if (holder) {
+      const lines = await openLines(trx, holder.run_id);
+      throw refusal(
+        'target_occupied',
+        `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
+        {
+          recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
+          details: {
+            origin: holder.unit,
+            holder: {
+              run_id: holder.run_id,
+              project: holder.project,
+              stage: holder.current_stage,
+              open_lines: lines,
+            },
+          },
+        },
+      );
+    }
+    // A retried run keeps the flow it pinned at its first execute.
+    const flow = await runFlow(trx, run);
+    const carried = await freezeComposition(trx, run, flow);
+    assertComposition(await composition(trx, run, flow, 'freeze')); // D9 at the executing freeze
+    const pinned: PinnedFlow = run.pinned_flow ?? {
+      stages: flow.stages,
+      environment_urls: Object.fromEntries((await environmentsOf(trx, run.project_id)).map((e) => [e.name, e.url])),
+    };
+    await trx
+      .insertInto('deployment_run_occupancy')
+      .values(units.map((unit) => ({ run_id: run.run_id, unit })))
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+    await trx
+      .insertInto('deployment_run_stages')
+      .values(
+        flow.stages.map((s, ordinal) => ({
+          run_id: run.run_id,
+          ordinal,
+          name: s.name,
+          kind: s.kind,
+          target_env: s.target,
+        })),
+      )
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+    const { walk } = await trx
+      .updateTable('deployment_runs')
+      .set({
+        status: 'executing',
+        executing_at: sql`clock_timestamp()`,
+        occupancy_released_at: null,
+        terminal_at: null,
+        terminal_reason: null,
+        driver_session_id: sessionId,
+        driver_heartbeat_at: sql`now()`,
+        pinned_flow: JSON.stringify(pinned),
+        walk: sql`walk + 1`,
+      })
+      .where('run_id', '=', run.run_id)
+      .returning('walk')
+      .executeTakeFirstOrThrow();
+    await recordEvent(trx, {
+      event_type: 'DeploymentRunExecuting',
+      project_id: run.project_id,
+      session_id: sessionId,
+      payload: { run_id: run.run_id, units, walk },
     });
+    return {
+      run_id: run.run_id,
+      ...labels,
+      status: 'executing',
+      resumed: false,
+      walk,
+      occupancy_units: units,
+      carried_work: carried,
+      driver_session_id: sessionId,
+    };
   }
 
   /** `deployment-runs heartbeat`: the driver keeps its attachment; after a lapse, the caller takes it. */
@@ -289,9 +308,13 @@ export function runExecutionActivities(deps: {
     return { ...result, warnings };
   }
 
-  /** `deployment-runs retry` (O4): a failed run restores its automatic retractions and starts again. */
+  /**
+   * `deployment-runs retry` (O4): a failed run restores its automatic retractions and executes
+   * again, in one transaction: a refused restart (its origins occupied meanwhile, say) leaves
+   * the run failed with its retractions in place.
+   */
   async function retryRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
-    await db.transaction().execute(async (trx) => {
+    return db.transaction().execute(async (trx) => {
       const session = await requireLiveSession(trx, input.sessionId);
       const run = await lockRun(trx, input.runId, freshMs);
       if (run.status === 'cancelled') {
@@ -318,19 +341,19 @@ export function runExecutionActivities(deps: {
         .where('run_id', '=', run.run_id)
         .where('status', 'in', ['failed', 'cancelled', 'running', 'waiting'])
         .execute();
-      await trx
-        .updateTable('deployment_runs')
-        .set({ status: 'created', terminal_at: null, terminal_reason: null })
-        .where('run_id', '=', run.run_id)
-        .execute();
       await recordEvent(trx, {
         event_type: 'DeploymentRunRetried',
         project_id: run.project_id,
         session_id: session.session_id,
         payload: { run_id: run.run_id },
       });
+      return executeLocked(trx, session.session_id, {
+        ...run,
+        status: 'created',
+        terminal_at: null,
+        terminal_reason: null,
+      });
     });
-    return executeRun(input);
   }
 
   /** `add-item` (D5, D6): only while the run has not settled; driver-bound (R1). */
@@ -359,11 +382,11 @@ export function runExecutionActivities(deps: {
           details: { run_id: run.run_id, item: item.item },
         });
       }
-      const flow = await flowById(trx, run.flow_id);
+      const flow = await runFlow(trx, run);
       const warnings: (UntargetedObligation | SupplementalWarning)[] = await admitMembers(
         trx,
         run,
-        flow,
+        await runFlow(trx, run),
         [{ item_id: item.item_id, item: item.item }],
         input,
       );
@@ -466,7 +489,12 @@ export async function markTerminal(
   await abortLiveExecutionsOfRun(trx, run.run_id, disposition, sessionId, ends.lifetimeMs, ends.effects, ends.qa);
   await trx
     .updateTable('deployment_runs')
-    .set({ status: disposition, terminal_at: sql`clock_timestamp()`, terminal_reason: reason })
+    .set({
+      status: disposition,
+      terminal_at: sql`clock_timestamp()`,
+      terminal_reason: reason,
+      occupancy_released_at: sql`coalesce(occupancy_released_at, clock_timestamp())`,
+    })
     .where('run_id', '=', run.run_id)
     .execute();
   await trx

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db/pool';
 import { qaStageOutstanding } from '../../db/qaOutstanding';
-import { flowById, runById } from '../../db/runs';
+import { runById, runFlow } from '../../db/runs';
 
 /**
  * What a QA stage still waits for, through the one reader (Q5, deployment_qa_stage_outstanding):
@@ -25,7 +25,7 @@ export async function stageOutstanding(
  */
 export async function openLines(db: Executor, runId: string): Promise<string[]> {
   const run = await runById(db, runId);
-  const flow = await flowById(db, run.flow_id);
+  const flow = await runFlow(db, run);
   const firstQa = flow.stages.findIndex((s) => s.kind === 'qa');
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
   if (firstQa < 0 || run.cursor_ordinal < firstQa) return [`deploying: stage ${stageName}`];
@@ -45,7 +45,7 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
 export async function releaseOccupancyIfSettled(db: Executor, runId: string): Promise<boolean> {
   const run = await runById(db, runId);
   if (run.occupancy_released_at || run.status !== 'executing') return false;
-  const flow = await flowById(db, run.flow_id);
+  const flow = await runFlow(db, run);
   const qa = flow.stages.map((s, ordinal) => ({ ...s, ordinal })).filter((s) => s.kind === 'qa');
   if (qa.length === 0 || run.cursor_ordinal < qa[0]!.ordinal) return false;
   const lastQa = qa[qa.length - 1]!;

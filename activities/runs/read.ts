@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { requireProject } from '../../db/projects';
-import { driverAttachmentLive, flowById, obligationsOf, runById } from '../../db/runs';
+import { driverAttachmentLive, obligationsOf, runById, runFlow } from '../../db/runs';
 import { requirementId, untargetedObligations } from '../../domain/admission';
 import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
@@ -136,7 +136,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
    */
   async function memberClosure(runId: string): Promise<MemberClosure[]> {
     const run = await runById(db, runId);
-    const flow = await flowById(db, run.flow_id);
+    const flow = await runFlow(db, run);
     const out: MemberClosure[] = [];
     for (const m of await membersOf(db, runId)) {
       const obligations = await obligationsOf(db, [m.item_id]);
@@ -185,7 +185,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       });
     }
     const run = await runById(db, input.runId);
-    const flow = await flowById(db, run.flow_id);
+    const flow = await runFlow(db, run);
     const [project, target, stages, qa, removals, units, members, live] = await Promise.all([
       db.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow(),
       db

@@ -2,8 +2,8 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { requireLiveSession } from '../../db/sessions';
-import { flowById, runById } from '../../db/runs';
-import { refusal, usageError } from '../../domain/errors';
+import { runById, runFlow } from '../../db/runs';
+import { refusal, usageError, YokeError } from '../../domain/errors';
 import type { DeployActionDefinition } from '../../domain/projectDefinition';
 import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
 import { DEFAULT_DRIVER_FRESH_MS, markTerminal } from './execution';
@@ -46,31 +46,48 @@ export function runStageActivities(deps: {
   const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
   const ssh: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000, ...deps.ssh };
 
+  /**
+   * Where a walk starts: the run's status, the walk that owns the cursor, and the first stage
+   * not yet passed (a restarted or continued workflow never redeploys a passed stage).
+   */
   async function loadRunPlan(input: {
     runId: string;
-  }): Promise<{ status: string; cursor: number; stages: StagePlan[] }> {
+  }): Promise<{ status: string; walk: number; cursor: number; stages: StagePlan[] }> {
     const run = await runById(db, input.runId);
-    const flow = await flowById(db, run.flow_id);
+    const flow = await runFlow(db, run);
     const done = await db
       .selectFrom('deployment_run_stages')
       .select(['ordinal', 'status'])
       .where('run_id', '=', run.run_id)
       .execute();
-    // Resume after the last passed stage: a retried or restarted workflow never redeploys a passed one.
     const firstOpen = flow.stages.findIndex((_, i) => done.find((d) => d.ordinal === i)?.status !== 'passed');
     return {
       status: run.status,
+      walk: run.walk,
       cursor: firstOpen < 0 ? flow.stages.length : firstOpen,
       stages: flow.stages.map((s, ordinal) => ({ ordinal, name: s.name, kind: s.kind, target: s.target })),
     };
   }
 
-  /** Moves the cursor to the stage (current_stage, cursor_ordinal) and marks it started. */
-  async function beginStage(input: { runId: string; ordinal: number }): Promise<{ proceed: boolean }> {
+  /** The run's status now (the workflow labels itself with it when it ends). */
+  async function runStatus(input: { runId: string }): Promise<{ status: string }> {
+    return { status: (await runById(db, input.runId)).status };
+  }
+
+  /**
+   * Moves the cursor to the stage (current_stage, cursor_ordinal) and marks it started. Only
+   * the walk that owns the run moves it: a superseded workflow is told to stop.
+   */
+  async function beginStage(input: {
+    runId: string;
+    ordinal: number;
+    walk: number;
+  }): Promise<{ proceed: boolean; status: string; superseded: boolean }> {
     return db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
-      if (run.status !== 'executing') return { proceed: false };
-      const flow = await flowById(trx, run.flow_id);
+      if (run.walk !== input.walk) return { proceed: false, status: run.status, superseded: true };
+      if (run.status !== 'executing') return { proceed: false, status: run.status, superseded: false };
+      const flow = await runFlow(trx, run);
       const stage = flow.stages[input.ordinal]!;
       const started = await trx
         .updateTable('deployment_run_stages')
@@ -95,7 +112,7 @@ export function runStageActivities(deps: {
           payload: { run_id: run.run_id, stage: stage.name, ordinal: input.ordinal },
         });
       }
-      return { proceed: true };
+      return { proceed: true, status: run.status, superseded: false };
     });
   }
 
@@ -105,7 +122,7 @@ export function runStageActivities(deps: {
     control: { signal?: AbortSignal; onProgress?: () => void } = {},
   ): Promise<StageResult> {
     const run = await runById(db, input.runId);
-    const flow = await flowById(db, run.flow_id);
+    const flow = await runFlow(db, run);
     const stage = flow.stages[input.ordinal]!;
     const env = await db
       .selectFrom('environments')
@@ -113,7 +130,9 @@ export function runStageActivities(deps: {
       .where('project_id', '=', run.project_id)
       .where('name', '=', stage.target)
       .executeTakeFirstOrThrow();
-    const values = { candidate: run.candidate_sha, run_id: run.run_id, environment: env.name, url: env.url ?? '' };
+    // The pinned flow carries the environments' URLs as they were at execute.
+    const envUrl = run.pinned_flow ? run.pinned_flow.environment_urls[env.name] : env.url;
+    const values = { candidate: run.candidate_sha, run_id: run.run_id, environment: env.name, url: envUrl ?? '' };
     const action = stage.action as DeployActionDefinition;
     if ('ssh' in action) {
       const host = await db
@@ -143,6 +162,8 @@ export function runStageActivities(deps: {
         };
       } catch (err) {
         if (err instanceof SshUnavailable) return { ok: false, detail: `ssh_unavailable: ${err.message}` };
+        // host_key_mismatch, identity_file_unreadable: the stage failed for a named reason.
+        if (err instanceof YokeError) return { ok: false, detail: `${err.code}: ${err.message} (${err.recovery})` };
         throw err;
       }
     }
@@ -169,23 +190,43 @@ export function runStageActivities(deps: {
     }
   }
 
-  async function qaStageStatus(input: { runId: string; stageName: string }) {
-    return stageOutstanding(db, input.runId, input.stageName);
-  }
-
-  async function approvalRecorded(input: { runId: string; ordinal: number }): Promise<boolean> {
+  /**
+   * What a waiting QA or approval stage reads: the run's status (a run ended elsewhere ends the
+   * wait, whatever the stage), and the stage's outcome once there is one.
+   */
+  async function stageWait(input: {
+    runId: string;
+    ordinal: number;
+  }): Promise<{ run_status: string; result: StageResult | null }> {
+    const run = await runById(db, input.runId);
+    const stage = (await runFlow(db, run)).stages[input.ordinal]!;
+    if (run.status !== 'executing') return { run_status: run.status, result: null };
+    if (stage.kind === 'qa') {
+      const { pending, failed } = await stageOutstanding(db, run.run_id, stage.name);
+      if (failed.length)
+        return { run_status: run.status, result: { ok: false, detail: `blocking QA failed: ${failed.join(', ')}` } };
+      return { run_status: run.status, result: pending.length ? null : { ok: true, detail: 'qa stage passed' } };
+    }
     const row = await db
       .selectFrom('deployment_run_stages')
       .select('detail')
       .where('run_id', '=', input.runId)
       .where('ordinal', '=', input.ordinal)
       .executeTakeFirst();
-    return row?.detail?.startsWith('approved by ') ?? false;
+    const approved = row?.detail?.startsWith('approved by ') ?? false;
+    return { run_status: run.status, result: approved ? { ok: true, detail: row!.detail! } : null };
   }
 
-  /** Records a stage's end; a passed QA stage may end the run's occupancy (O1). */
-  async function finishStage(input: { runId: string; ordinal: number; result: StageResult }): Promise<void> {
+  /** Records a stage's end (by the walk that owns the run); a passed QA stage may end the run's occupancy (O1). */
+  async function finishStage(input: {
+    runId: string;
+    ordinal: number;
+    walk: number;
+    result: StageResult;
+  }): Promise<void> {
     await db.transaction().execute(async (trx) => {
+      const run = await runById(trx, input.runId, { lock: true });
+      if (run.walk !== input.walk) return;
       await trx
         .updateTable('deployment_run_stages')
         .set({
@@ -201,7 +242,8 @@ export function runStageActivities(deps: {
     });
   }
 
-  async function failRun(input: { runId: string; reason: string }): Promise<{ status: string }> {
+  /** A stage failed: the run fails with its O4 retractions and releases its origins. */
+  async function failRun(input: { runId: string; walk: number; reason: string }): Promise<{ status: string }> {
     const ends = {
       lifetimeMs: deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS,
       effects: noEffects(),
@@ -209,7 +251,7 @@ export function runStageActivities(deps: {
     };
     const result = await db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
-      if (run.status !== 'executing') return { status: run.status };
+      if (run.status !== 'executing' || run.walk !== input.walk) return { status: run.status };
       await markTerminal(trx, run, 'failed', input.reason, null, ends);
       return { status: 'failed' };
     });
@@ -315,10 +357,10 @@ export function runStageActivities(deps: {
 
   return {
     loadRunPlan,
+    runStatus,
     beginStage,
     runDeployAction,
-    qaStageStatus,
-    approvalRecorded,
+    stageWait,
     finishStage,
     failRun,
     blockingQaHold,

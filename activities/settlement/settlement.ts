@@ -151,7 +151,13 @@ export function settlementActivities(deps: SettlementDeps) {
       }
       await trx
         .updateTable('deployment_runs')
-        .set({ status: 'succeeded', terminal_at: sql`clock_timestamp()`, current_stage: null })
+        .set({
+          status: 'succeeded',
+          terminal_at: sql`clock_timestamp()`,
+          current_stage: null,
+          // a terminal run never occupies (yoke doctor: no_terminal_run_occupies)
+          occupancy_released_at: sql`coalesce(occupancy_released_at, clock_timestamp())`,
+        })
         .where('run_id', '=', run.run_id)
         .execute();
       await recordEvent(trx, {

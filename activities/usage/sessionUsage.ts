@@ -5,6 +5,8 @@ import { z } from 'zod';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
+import { sessionById } from '../../db/sessions';
+import { visibleSessionSql } from '../../db/visibility';
 import { refusal, usageError } from '../../domain/errors';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
@@ -57,6 +59,11 @@ const BACKDATE_GRACE_SECONDS = 60;
 export function backdateCaveat(revision: PricingRevision | undefined, offeredAt: Date): string | null {
   if (!revision?.backdated || Date.parse(revision.backdated.imported_at) <= offeredAt.getTime()) return null;
   return `priced by back-dated revision ${revision.revision_id} (effective ${revision.effective_at}, imported ${revision.backdated.imported_at}): ${revision.backdated.reason}`;
+}
+
+/** The session whose actor's grants bound what a usage read shows (U13); absent for an operator at the control plane. */
+export interface UsageViewer {
+  sessionId: string;
 }
 
 export function usageNote(status: UsageFields['usage_status'], reasons: string[]): string {
@@ -321,18 +328,31 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
    * 24 h, plus sessions offered inside it and still open; probes and rows without a machine
    * are left out. Each session counts once.
    */
-  async function last24hCohort(): Promise<{ session_id: string; machine_id: string }[]> {
+  async function viewerActor(viewer: UsageViewer): Promise<string> {
+    const session = await sessionById(db, viewer.sessionId);
+    if (!session) {
+      throw refusal('session_not_registered', `session "${viewer.sessionId}" is not registered`, {
+        recovery: `register it first: yoke sessions register --session ${viewer.sessionId} --actor YOU`,
+        details: { session_id: viewer.sessionId },
+      });
+    }
+    return session.actor_id;
+  }
+
+  async function last24hCohort(viewer?: UsageViewer): Promise<{ session_id: string; machine_id: string }[]> {
+    // U13: a session sees usage only for what its actor may read.
+    const visible = viewer ? visibleSessionSql('sessions', await viewerActor(viewer)) : sql<boolean>`true`;
     const { rows } = await sql<{ session_id: string; machine_id: string }>`
       SELECT session_id, machine_id FROM sessions
-       WHERE NOT probe AND machine_id IS NOT NULL
+       WHERE NOT probe AND machine_id IS NOT NULL AND ${visible}
          AND (coalesce(ended_at, terminated_at) >= now() - interval '24 hours'
               OR (coalesce(ended_at, terminated_at) IS NULL AND offered_at >= now() - interval '24 hours'))
        ORDER BY offered_at`.execute(db);
     return rows;
   }
 
-  async function machinesUsage() {
-    const cohort = await last24hCohort();
+  async function machinesUsage(viewer?: UsageViewer) {
+    const cohort = await last24hCohort(viewer);
     const fields = await usageFields(cohort.map((c) => c.session_id));
     const machines = new Map<string, { tokens: number; cost: number; sessions: number; cost_status: Set<string> }>();
     for (const c of cohort) {

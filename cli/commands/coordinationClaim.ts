@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { claimActivities, type AcquireResult, type ReleaseResult } from '../../activities/claims';
 import { YokeError } from '../../domain/errors';
-import { parseOperatorKey } from '../../domain/operatorKeys';
+import { OPERATOR_KEY_HELP, parseOperatorKey } from '../../domain/operatorKeys';
 import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
@@ -72,7 +72,7 @@ export function registerCoordinationClaim(parent: Command): void {
     .description(
       "take LIVE_DB_MIGRATION:<model>, QA_HOST:<machine> or ROUTE_QUALIFICATION:<grant>; a refused QA_HOST acquire joins the machine's waiting line",
     )
-    .requiredOption('--key <key>', 'operator key')
+    .requiredOption('--key <key>', OPERATOR_KEY_HELP)
     .option('--project <project>', 'project (required for migration and route grants)')
     .option('--item <PREFIX-N>', 'owning item (required for LIVE_DB_MIGRATION)')
     .option('--wait', 'for QA_HOST keys: wait in line until your turn is reserved, then take it')
@@ -128,7 +128,7 @@ export function registerCoordinationClaim(parent: Command): void {
   group
     .command('list')
     .description('list coordination claims; QA_HOST keys ignore --project (C7)')
-    .option('--key <key>', 'only this operator key')
+    .option('--key <key>', `only this key; ${OPERATOR_KEY_HELP}`)
     .option('--project <project>', 'only this project (ignored for QA_HOST keys)')
     .option('--active-only', 'only live holds')
     .option('--json', 'print JSON')
@@ -141,7 +141,7 @@ export function registerCoordinationClaim(parent: Command): void {
   group
     .command('release')
     .description('audited operator release of a reviewed hold (C8, C11)')
-    .requiredOption('--key <key>', 'operator key of the hold')
+    .requiredOption('--key <key>', `the hold's ${OPERATOR_KEY_HELP}`)
     .requiredOption('--claim-id <n>', 'claim id of the reviewed row')
     .requiredOption('--holder-session-id <id>', 'session that holds it')
     .requiredOption('--reason <text>', 'why; kept on the claim row for good')

@@ -94,8 +94,9 @@ function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): 
 
 /**
  * execute / retry: Temporal must answer before anything is occupied (a missing worker only
- * delays the walk); then the Postgres transition, then the run's workflow, searchable by
- * project, status, origin and item.
+ * delays the walk); then the Postgres transition, then the workflow of the run's walk,
+ * searchable by project, status, origin and item. Should this process die between the two,
+ * the sweep's reconciler starts the workflow (or: yoke deployment-runs repair RUN).
  */
 async function startWalking(
   ctx: CommandContext,
@@ -109,25 +110,8 @@ async function startWalking(
       `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`,
     );
   const started = await transition();
-  const { WorkflowExecutionAlreadyStartedError } = await import('@temporalio/client');
-  const { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } =
-    await import('../../workflows/definitions');
-  const typedSearchAttributes = [
-    { key: PROJECT_KEY, value: started.project },
-    { key: RUN_STATUS_KEY, value: 'executing' },
-    { key: ITEM_KEY, value: started.member_items },
-    ...(started.occupancy_units[0] ? [{ key: TARGET_ORIGIN_KEY, value: started.occupancy_units[0] }] : []),
-  ];
-  try {
-    await client.workflow.start('deploymentRun', {
-      workflowId: runWorkflowId(started.run_id),
-      taskQueue: ctx.config.taskQueue,
-      args: [{ runId: started.run_id }],
-      typedSearchAttributes,
-    });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err; // resuming: it is already walking
-  }
+  const { ensureRunWorkflow } = await import('../../temporal/runWorkflows');
+  await ensureRunWorkflow(client, ctx.config.taskQueue, started);
   return started;
 }
 
@@ -135,7 +119,7 @@ async function startWalking(
 async function poke(
   ctx: CommandContext,
   runId: string,
-  what: 'qaSettled' | 'stageApproved' | 'runTerminalized' | 'settlementReplay',
+  what: 'qaSettled' | 'stageApproved' | 'runTerminalized' | 'settlementReplay' | 'runTakenOver',
   arg?: object,
 ): Promise<string | null> {
   try {
@@ -145,12 +129,13 @@ async function poke(
     if (what === 'qaSettled') await handle.signal(defs.qaSettled);
     else if (what === 'stageApproved') await handle.signal(defs.stageApproved, arg as { stage: string });
     else if (what === 'settlementReplay') await handle.signal(defs.settlementReplay);
+    else if (what === 'runTakenOver') await handle.signal(defs.runTakenOver, arg as { sessionId: string });
     else await handle.signal(defs.runTerminalized, arg as { status: string });
     return null;
   } catch (err) {
     const name = (err as Error).name;
     if (name === 'WorkflowNotFoundError') return null;
-    return `could not signal run ${runId}'s workflow (${(err as Error).message}); it re-reads Postgres within 30 s`;
+    return `could not signal run ${runId}'s workflow (${(err as Error).message}); it re-reads Postgres within 10 minutes (or now: yoke deployment-runs repair ${runId})`;
   }
 }
 
@@ -371,7 +356,14 @@ export function registerDeploymentRuns(program: Command): void {
   ).action(async (runId: string, raw) => {
     const o = parseOptions(Json, raw);
     const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => (await runs(ctx)).heartbeatRun({ sessionId, runId }));
+    const r = await withDb(async (ctx) => {
+      const result = await (await runs(ctx)).heartbeatRun({ sessionId, runId });
+      if (result.took_over) {
+        const warning = await poke(ctx, runId, 'runTakenOver', { sessionId });
+        if (warning) warn(!!o.json, `warning: ${warning}`);
+      }
+      return result;
+    });
     emit(
       !!o.json,
       r,
@@ -504,6 +496,28 @@ export function registerDeploymentRuns(program: Command): void {
           ...v.results.map((r) => `${r.code}: ${r.message}`),
           ...v.warnings.map((w) => `warning: ${w.message}`),
         ].join('\n'),
+      );
+    });
+
+  dr.command('repair')
+    .description(
+      "re-attach a workflow to an executing run whose workflow is not running (what the sweep's reconciler does)",
+    )
+    .argument('<run>', 'run id')
+    .option('--json', 'print JSON')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(Json, raw);
+      const r = await withDb(async (ctx) => {
+        const client = await ctx.temporal.get();
+        const { runWorkflowActivities } = await import('../../activities/runs/runWorkflows');
+        const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');
+        const workflows = temporalRunWorkflows(client, ctx.config.taskQueue);
+        return runWorkflowActivities({ db: ctx.db, workflows }).reattachRun({ runId });
+      });
+      emit(!!o.json, r, () =>
+        r.workflow === 'running'
+          ? `${r.run_id}: its workflow ${r.workflow_id} is running (walk ${r.walk}); nothing to repair`
+          : `${r.run_id}: workflow ${r.workflow_id} ${r.workflow} for walk ${r.walk}`,
       );
     });
 

@@ -112,10 +112,15 @@ export function registerSessions(program: Command): void {
     .option('--project <project>', 'only this project')
     .option('--active-only', 'only live sessions')
     .option('--usage-last-24h', 'the 24-hour usage cohort (U13); combines with no other filter')
+    .option(
+      '--session <id>',
+      'viewing session (default $YOKE_SESSION_ID): the cohort shows only what its actor may read',
+    )
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(
         z.object({
+          session: nonEmpty.optional(),
           project: nonEmpty.optional(),
           activeOnly: z.boolean().optional(),
           usageLast24h: z.boolean().optional(),
@@ -135,7 +140,9 @@ export function registerSessions(program: Command): void {
         const sessions = sessionActivities({ db });
         let list = await sessions.listSessions(o.usageLast24h ? {} : o);
         if (o.usageLast24h) {
-          const cohort = new Set((await usage.last24hCohort()).map((c) => c.session_id));
+          const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
+          const viewer = viewerId ? { sessionId: viewerId } : undefined;
+          const cohort = new Set((await usage.last24hCohort(viewer)).map((c) => c.session_id));
           list = list.filter((s) => cohort.has(s.session_id));
         }
         const fields = await usage.usageFields(list.map((s) => s.session_id));

@@ -83,15 +83,24 @@ async function runCheck(ctx: CommandContext, testMachine: string, sessionId: str
   const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');
   warn(json, `${kind === 'verification' ? 'verifying' : 'capturing golden state of'} ${testMachine} over SSH...`);
   const input: CheckInput = { testMachine, sessionId, kind };
-  const report = (await client.workflow.execute('testMachineCheck', {
+  const handle = await client.workflow.start('testMachineCheck', {
     workflowId: checkWorkflowId(testMachine, kind, randomUUID()),
     taskQueue: ctx.config.taskQueue,
     args: [input],
     typedSearchAttributes: [
       { key: defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD), value: testMachine },
     ],
-  })) as { check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome };
-  return report;
+  });
+  const { boundedResult } = await import('../temporal');
+  return boundedResult<{ check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome }>(
+    ctx.temporal,
+    handle,
+    {
+      // the SSH connect and command timeouts bound the check itself; a minute more for its records
+      limitMs: ctx.config.ssh.connectTimeoutMs + ctx.config.ssh.commandTimeoutMs + 60_000,
+      what: `the ${kind} of ${testMachine}`,
+    },
+  );
 }
 
 export function registerTestMachine(program: Command): void {

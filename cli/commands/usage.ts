@@ -215,10 +215,14 @@ export function registerUsage(program: Command): void {
     .description('machines')
     .command('usage')
     .description('24-hour usage per machine (U13)')
+    .option('--session <id>', 'viewing session (default $YOKE_SESSION_ID): only what its actor may read')
     .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
-      const rows = await withDb(async (ctx) => (await usage(ctx)).machinesUsage());
+      const o = parseOptions(z.object({ session: nonEmpty.optional(), json: z.boolean().optional() }), raw);
+      const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
+      const rows = await withDb(async (ctx) =>
+        (await usage(ctx)).machinesUsage(viewerId ? { sessionId: viewerId } : undefined),
+      );
       emit(!!o.json, rows, () =>
         table(
           ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],

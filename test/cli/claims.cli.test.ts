@@ -224,6 +224,23 @@ test('usage and validation errors exit 2 naming the problem', async () => {
   ]);
   expect(badId.code).toBe(2);
   expect(jsonError(badId)).toMatchObject({ code: 'invalid_argument', details: { option: '--claim-id' } });
+  // claim ids are decimal digits only: 0x10 and 1e3 are not claims 16 and 1000
+  for (const id of ['0x10', '1e3']) {
+    const notDecimal = await run([
+      'claims',
+      'work',
+      'release',
+      '--claim-id',
+      id,
+      '--reason',
+      'x',
+      '--session',
+      'w1',
+      '--json',
+    ]);
+    expect(notDecimal.code).toBe(2);
+    expect(jsonError(notDecimal)).toMatchObject({ code: 'invalid_argument', details: { option: '--claim-id' } });
+  }
   const noSession = await run(['claims', 'item', 'take', 'WEB-1']);
   expect(noSession.code).toBe(2);
   expect(noSession.stderr).toMatch(/^session_required: .*\nrecovery: pass --session S or set YOKE_SESSION_ID/);

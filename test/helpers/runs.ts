@@ -4,23 +4,48 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 
-/** A real HTTP deployment target on loopback: records every deploy, can be told to fail. */
+/** A real HTTP deployment target on loopback: records every deploy, can be told to fail or to be slow. */
 export interface HttpTarget {
   url: string;
   deploys: string[];
   status: number;
   /** What GET /revision answers (Q2): the last deployed sha unless set. */
   revision?: string;
+  /** Answers a deploy only after this long (a slow target, so a fault lands mid-request). */
+  delayMs: number;
+  /** Deploy requests received so far, answered or not. */
+  received: number;
+  /** Deploy requests whose caller hung up before the answer. */
+  abandoned: number;
   close(): Promise<void>;
 }
 
 export async function startHttpTarget(): Promise<HttpTarget> {
-  const target: HttpTarget = { url: '', deploys: [], status: 200, close: async () => undefined };
+  const target: HttpTarget = {
+    url: '',
+    deploys: [],
+    status: 200,
+    delayMs: 0,
+    received: 0,
+    abandoned: 0,
+    close: async () => undefined,
+  };
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url!, 'http://x');
     if (url.pathname === '/deploy') {
-      if (target.status === 200) target.deploys.push(url.searchParams.get('sha') ?? '');
-      res.writeHead(target.status).end(target.status === 200 ? 'deployed' : 'boom');
+      target.received++;
+      const answer = () => {
+        if (target.status === 200) target.deploys.push(url.searchParams.get('sha') ?? '');
+        res.writeHead(target.status).end(target.status === 200 ? 'deployed' : 'boom');
+      };
+      if (!target.delayMs) return answer();
+      const timer = setTimeout(answer, target.delayMs);
+      res.on('close', () => {
+        if (!res.writableFinished) {
+          clearTimeout(timer);
+          target.abandoned++;
+        }
+      });
     } else if (url.pathname === '/revision' && (target.revision ?? target.deploys.at(-1))) {
       res
         .writeHead(200, { 'content-type': 'application/json' })
@@ -32,7 +57,11 @@ export async function startHttpTarget(): Promise<HttpTarget> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
   target.url = `http://127.0.0.1:${port}`;
-  target.close = () => new Promise((r) => server.close(() => r()));
+  target.close = () =>
+    new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
   return target;
 }
 

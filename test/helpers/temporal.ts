@@ -42,7 +42,12 @@ export interface TestWorker {
 /** A real worker on the run's dev server, on a task queue of its own, over the test's database. */
 export async function startTestWorker(
   db: Kysely<Database>,
-  opts: { reservationLifetimeMs?: number; commandTimeoutMs?: number } = {},
+  opts: {
+    reservationLifetimeMs?: number;
+    commandTimeoutMs?: number;
+    /** Wraps the worker's activities (a test that must act at an exact moment inside one). */
+    wrap?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
+  } = {},
 ): Promise<TestWorker> {
   const address = process.env.YOKE_TEST_TEMPORAL_ADDRESS!;
   const nativeConnection = await NativeConnection.connect({ address });
@@ -53,12 +58,14 @@ export async function startTestWorker(
     connection: nativeConnection,
     taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({
-      db,
-      temporal: { client, taskQueue },
-      reservationLifetimeMs: opts.reservationLifetimeMs,
-      ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: opts.commandTimeoutMs ?? 30_000 },
-    }),
+    activities: (opts.wrap ?? ((a) => a))(
+      createActivities({
+        db,
+        temporal: { client, taskQueue },
+        reservationLifetimeMs: opts.reservationLifetimeMs,
+        ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: opts.commandTimeoutMs ?? 30_000 },
+      }),
+    ),
   });
   const running = worker.run();
   return {

@@ -59,8 +59,8 @@ const create = (over: Partial<Parameters<DeploymentRunActivities['createRun']>[0
   });
 
 async function stageStep(runId: string, ordinal: number, ok = true) {
-  await r.beginStage({ runId, ordinal });
-  await r.finishStage({ runId, ordinal, result: { ok, detail: 'test' } });
+  await r.beginStage({ runId, ordinal, walk: 1 });
+  await r.finishStage({ runId, ordinal, walk: 1, result: { ok, detail: 'test' } });
 }
 
 describe('idempotent creation', () => {
@@ -512,7 +512,7 @@ describe('occupancy, drivers and lifecycle', () => {
   test('O1 O2 O3 environments resolving to one origin are one unit: a second start is refused target_occupied with every detail', async () => {
     const web = await create();
     await r.executeRun({ sessionId: 'd1', runId: web.run_id });
-    await r.beginStage({ runId: web.run_id, ordinal: 0 });
+    await r.beginStage({ runId: web.run_id, ordinal: 0, walk: 1 });
     const api = await create({ project: 'api', items: ['API-1'], idempotencyKey: 'api' });
     const refused = await refusalOf(r.executeRun({ sessionId: 'd2', runId: api.run_id }));
     expect(refused.code).toBe('target_occupied');
@@ -536,7 +536,7 @@ describe('occupancy, drivers and lifecycle', () => {
     const web = await create();
     await r.executeRun({ sessionId: 'd1', runId: web.run_id });
     await stageStep(web.run_id, 0);
-    await r.beginStage({ runId: web.run_id, ordinal: 1 });
+    await r.beginStage({ runId: web.run_id, ordinal: 1, walk: 1 });
     const other = await create({ idempotencyKey: 'k2', items: [] });
     const refused = await refusalOf(r.executeRun({ sessionId: 'd2', runId: other.run_id }));
     expect((refused.details.holder as { open_lines: string[] }).open_lines).toEqual([
@@ -544,7 +544,7 @@ describe('occupancy, drivers and lifecycle', () => {
     ]);
     await r.recordQaVerdict({ sessionId: 'd2', runId: web.run_id, checkName: 'smoke-test', status: 'passed' });
     await r.recordQaVerdict({ sessionId: 'd1', runId: web.run_id, checkName: 'WEB-1/checkout-e2e', status: 'waived' });
-    await r.finishStage({ runId: web.run_id, ordinal: 1, result: { ok: true, detail: 'qa settled' } });
+    await r.finishStage({ runId: web.run_id, ordinal: 1, walk: 1, result: { ok: true, detail: 'qa settled' } });
     // still executing (approval and production deploy ahead), but no longer occupying
     expect((await r.getRun({ runId: web.run_id })).occupancy).toMatchObject({ occupying: false });
     await expect(r.executeRun({ sessionId: 'd2', runId: other.run_id })).resolves.toMatchObject({

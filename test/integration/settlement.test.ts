@@ -72,8 +72,8 @@ async function walkedRun(members: string[], key = 'k1', candidate = SHA, flow = 
   await r.executeRun({ sessionId: 'd1', runId: run.run_id });
   const plan = await r.loadRunPlan({ runId: run.run_id });
   for (const stage of plan.stages) {
-    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal });
-    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, result: { ok: true, detail: 'test' } });
+    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1 });
+    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
   }
   return run.run_id;
 }

@@ -102,8 +102,8 @@ async function walked(): Promise<string> {
   });
   await r.executeRun({ sessionId: 'd1', runId: run.run_id });
   for (const stage of (await r.loadRunPlan({ runId: run.run_id })).stages) {
-    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal });
-    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, result: { ok: true, detail: 'test' } });
+    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1 });
+    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
   }
   for (const checkName of ['smoke-test', 'WEB-2/gift-smoke'])
     await r.recordQaVerdict({ sessionId: 'd1', runId: run.run_id, checkName, status: 'passed' });

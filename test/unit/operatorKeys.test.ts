@@ -23,6 +23,17 @@ describe('operator keys', () => {
     expect(parseOperatorKey('DEPLOY:web').kind).toBe('deploy_serialization');
   });
 
+  test('C6 the bare qualification grant token is an operator key; the prefixed forms are aliases', () => {
+    const bare = parseOperatorKey('tok-123.beta');
+    expect(bare).toEqual({
+      kind: 'route_qualification',
+      key: 'ROUTE_QUALIFICATION:tok-123.beta',
+      grantKey: 'tok-123.beta',
+    });
+    expect(parseOperatorKey('ROUTE_QUALIFICATION:tok-123.beta')).toEqual(bare);
+    expect(parseOperatorKey('ROUTE_GRANT:tok-123.beta')).toEqual(bare);
+  });
+
   test('C6 stored claims render back to the key they were taken with', () => {
     expect(operatorKeyOf('qa_admission', { test_machine: 'lab-1' })).toBe('QA_HOST:lab-1');
     expect(operatorKeyOf('migration_serialization', { project_id: 1, model: 'orders', item_id: 3 })).toBe(
@@ -31,7 +42,7 @@ describe('operator keys', () => {
     expect(operatorKeyOf('item', { item_id: 3 })).toBeNull();
   });
 
-  test.each(['', 'QA_HOST', 'QA_HOST:', 'PRINTER:x', 'QA_HOST:has space', ':lab'])(
+  test.each(['', 'QA_HOST', 'QA_HOST:', 'PRINTER:x', 'QA_HOST:has space', ':lab', 'has space', '-tok'])(
     'C6 malformed key %p is a usage error',
     (raw) => {
       expect(() => parseOperatorKey(raw)).toThrow(YokeError);

@@ -165,7 +165,7 @@ test('O4 a failed deploy fails the run and retracts its unsettled requirements; 
     reason: 'superseded by a hotfix',
   });
   await again.signal(runTerminalized, { status: 'cancelled' });
-  expect(await again.result()).toEqual({ status: 'terminalized' });
+  expect(await again.result()).toEqual({ status: 'cancelled' });
   expect((await r.getRun({ runId: run.run_id })).stages!.map((s) => s.status)).toEqual([
     'passed',
     'cancelled',

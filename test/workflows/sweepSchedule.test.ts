@@ -17,7 +17,7 @@ afterAll(async () => {
 });
 
 /** Waits for the schedule's next started workflow and returns its result. */
-async function nextSweep(scheduleId: string, after: number): Promise<SweepResult> {
+async function nextSweep(scheduleId: string, after: number): Promise<SweepResult & { reattached_runs: string[] }> {
   const handle = w.client.schedule.getHandle(scheduleId);
   for (let i = 0; i < 200; i++) {
     const { info } = await handle.describe();
@@ -54,6 +54,7 @@ test('C5 the stale-session sweep runs as a Temporal Schedule and reclaims only n
       terminated_sessions: ['w1'],
       released_claim_ids: [grant.claim.claim_id],
       expired_reservation_claim_ids: [],
+      reattached_runs: [],
     });
     const live = await s.listCoordinationClaims({ activeOnly: true });
     expect(live.map((c) => c.claim_id).sort()).toEqual([qa.claim.claim_id, mig.claim.claim_id].sort());

@@ -1,0 +1,115 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/database';
+import {
+  doubleClaimHolders,
+  doubleOccupiedUnits,
+  executingRuns,
+  membersClosedTwice,
+  reservedWaitsWithoutClaim,
+  terminalRunsOccupying,
+  waitsOfEndedSessions,
+} from '../db/invariants';
+import type { RunWorkflows } from './runs/runWorkflows';
+
+export interface Violation {
+  invariant: string;
+  subject: string;
+  message: string;
+  recovery: string;
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  checked: string[];
+  violations: Violation[];
+}
+
+const INVARIANTS = [
+  'one_live_holder_per_unit',
+  'executing_run_has_live_workflow',
+  'no_terminal_run_occupies',
+  'reserved_wait_has_live_claim',
+  'no_member_closed_twice',
+  'no_wait_of_ended_session',
+] as const;
+
+/** `yoke doctor`: the invariants that must hold whatever crashed, each violation with its way out. */
+export function doctorActivities(deps: { db: Kysely<Database>; workflows: RunWorkflows }) {
+  const { db } = deps;
+
+  /** Why the run's workflow is not live, or null when it runs the run's current walk. */
+  async function workflowProblem(runId: string, walk: number): Promise<string | null> {
+    const wf = await deps.workflows.describe(runId);
+    if (wf.status === null) return `it has no workflow ${wf.workflow_id}`;
+    if (wf.status !== 'RUNNING') return `its workflow ${wf.workflow_id} is ${wf.status.toLowerCase()}`;
+    if (wf.walk !== null && wf.walk !== walk)
+      return `its workflow ${wf.workflow_id} runs walk ${wf.walk}, not the run's walk ${walk}`;
+    return null;
+  }
+
+  async function checkInvariants(): Promise<DoctorReport> {
+    const violations: Violation[] = [];
+    for (const c of await doubleClaimHolders(db)) {
+      violations.push({
+        invariant: 'one_live_holder_per_unit',
+        subject: c.unit,
+        message: `${c.unit} has ${c.claim_ids.length} live claims (${c.claim_ids.join(', ')})`,
+        recovery: `release all but the rightful holder: yoke coordination-claim release --claim-id N --reason R`,
+      });
+    }
+    for (const u of await doubleOccupiedUnits(db)) {
+      violations.push({
+        invariant: 'one_live_holder_per_unit',
+        subject: u.unit,
+        message: `origin ${u.unit} is occupied by ${u.run_ids.length} executing runs (${u.run_ids.join(', ')})`,
+        recovery: `terminalize all but one: yoke deployment-runs terminalize RUN --disposition cancelled --reason R`,
+      });
+    }
+    for (const run of await executingRuns(db)) {
+      const problem = await workflowProblem(run.run_id, run.walk);
+      if (problem) {
+        violations.push({
+          invariant: 'executing_run_has_live_workflow',
+          subject: run.run_id,
+          message: `run ${run.run_id} is executing but ${problem}`,
+          recovery: `yoke deployment-runs repair ${run.run_id} (the sweep's reconciler does the same)`,
+        });
+      }
+    }
+    for (const r of await terminalRunsOccupying(db)) {
+      violations.push({
+        invariant: 'no_terminal_run_occupies',
+        subject: r.run_id,
+        message: `run ${r.run_id} is ${r.status} but still occupies ${r.unit}`,
+        recovery: `yoke deployment-runs repair ${r.run_id} releases a terminal run's occupancy`,
+      });
+    }
+    for (const w of await reservedWaitsWithoutClaim(db)) {
+      violations.push({
+        invariant: 'reserved_wait_has_live_claim',
+        subject: `wait ${w.wait_id}`,
+        message: `wait ${w.wait_id} (session ${w.session_id} on ${w.test_machine}) is reserved but its claim ${w.claim_id ?? '(none)'} is not live`,
+        recovery: `the sweep expires it; to pass the turn on now: yoke test-machine waits ${w.test_machine}, then end session ${w.session_id}`,
+      });
+    }
+    for (const m of await membersClosedTwice(db)) {
+      violations.push({
+        invariant: 'no_member_closed_twice',
+        subject: `${m.run_id}/${m.item}`,
+        message: `member ${m.item} of run ${m.run_id} was closed ${m.closes} times`,
+        recovery: `inspect the close-out events: yoke deployment-runs get ${m.run_id}`,
+      });
+    }
+    for (const w of await waitsOfEndedSessions(db)) {
+      violations.push({
+        invariant: 'no_wait_of_ended_session',
+        subject: `wait ${w.wait_id}`,
+        message: `wait ${w.wait_id} on ${w.test_machine} is ${w.state} but its session ${w.session_id} has ended`,
+        recovery: 'the stale-session sweep cancels it on its next run (npm start keeps the schedule)',
+      });
+    }
+    return { ok: violations.length === 0, checked: [...INVARIANTS], violations };
+  }
+
+  return { checkInvariants };
+}

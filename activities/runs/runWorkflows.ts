@@ -1,0 +1,123 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../db/database';
+import { runById } from '../../db/runs';
+import { refusal } from '../../domain/errors';
+import { membersOf } from './membership';
+
+/** What a run's workflow is started with: its walk, and the labels operators filter by. */
+export interface RunWalk {
+  run_id: string;
+  walk: number;
+  project: string;
+  member_items: string[];
+  occupancy_units: string[];
+}
+
+export type WorkflowAttachment = 'running' | 'started' | 'replaced';
+/** What repair did: the workflow it found or started, or (a terminal run) the occupancy it released. */
+export type Repair = WorkflowAttachment | 'occupancy_released';
+
+/** A run's workflow as Temporal reports it: status null when there is none. */
+export interface RunWorkflowView {
+  workflow_id: string;
+  status: string | null;
+  walk: number | null;
+}
+
+/** The port to the run workflows (temporal/runWorkflows.ts implements it). */
+export interface RunWorkflows {
+  /** Starts the walk's workflow unless it runs; replaces a workflow of an older walk. */
+  ensure(run: RunWalk): Promise<WorkflowAttachment>;
+  describe(runId: string): Promise<RunWorkflowView>;
+  workflowId(runId: string): string;
+}
+
+export interface Reattachment {
+  run_id: string;
+  walk: number;
+  workflow_id: string;
+  workflow: Repair;
+}
+
+/**
+ * The reconciler (run by the sweep schedule) and `deployment-runs repair`: an executing run
+ * whose workflow is not running, because a CLI died between its execute commit and the
+ * workflow start or a workflow ended abnormally, gets one.
+ */
+export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: RunWorkflows }) {
+  const { db } = deps;
+
+  async function walkOf(runId: string): Promise<RunWalk> {
+    const run = await runById(db, runId);
+    const [project, units] = await Promise.all([
+      db.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow(),
+      db.selectFrom('deployment_run_occupancy').select('unit').where('run_id', '=', runId).orderBy('unit').execute(),
+    ]);
+    return {
+      run_id: run.run_id,
+      walk: run.walk,
+      project: project.name,
+      member_items: (await membersOf(db, run.run_id)).map((m) => m.item),
+      occupancy_units: units.map((u) => u.unit),
+    };
+  }
+
+  async function reattachRun(input: { runId: string }): Promise<Reattachment> {
+    const run = await runById(db, input.runId);
+    if (run.status !== 'executing' && run.status !== 'created' && !run.occupancy_released_at) {
+      // A terminal run never occupies: release what a fault left behind (yoke doctor names it).
+      await db
+        .updateTable('deployment_runs')
+        .set({ occupancy_released_at: sql`clock_timestamp()` })
+        .where('run_id', '=', run.run_id)
+        .where('occupancy_released_at', 'is', null)
+        .execute();
+      return {
+        run_id: run.run_id,
+        walk: run.walk,
+        workflow_id: deps.workflows.workflowId(run.run_id),
+        workflow: 'occupancy_released',
+      };
+    }
+    if (run.status !== 'executing') {
+      throw refusal(
+        'run_not_executing',
+        `run ${run.run_id} is ${run.status}; only an executing run has a workflow to repair`,
+        {
+          recovery:
+            run.status === 'created'
+              ? `execute it: yoke deployment-runs execute ${run.run_id}`
+              : `see it: yoke deployment-runs get ${run.run_id}`,
+          details: { run_id: run.run_id, status: run.status },
+        },
+      );
+    }
+    const walk = await walkOf(run.run_id);
+    const workflow = await deps.workflows.ensure(walk);
+    return { run_id: run.run_id, walk: walk.walk, workflow_id: deps.workflows.workflowId(run.run_id), workflow };
+  }
+
+  /** Every executing run gets a running workflow; returns the runs that needed one. */
+  async function reattachStrandedRuns(): Promise<{ reattached: Reattachment[] }> {
+    const executing = await db
+      .selectFrom('deployment_runs')
+      .select('run_id')
+      .where('status', '=', 'executing')
+      .execute();
+    const reattached: Reattachment[] = [];
+    for (const { run_id } of executing) {
+      try {
+        const r = await reattachRun({ runId: run_id });
+        if (r.workflow === 'started' || r.workflow === 'replaced') reattached.push(r);
+      } catch (err) {
+        // It ended between the list and the look: nothing to reattach.
+        if ((err as { code?: string }).code !== 'run_not_executing') throw err;
+      }
+    }
+    return { reattached };
+  }
+
+  return { reattachRun, reattachStrandedRuns };
+}
+
+export type RunWorkflowActivities = ReturnType<typeof runWorkflowActivities>;

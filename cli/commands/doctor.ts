@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { YokeError } from '../../domain/errors';
+import { parseOptions, withDb } from '../context';
+import { emit } from '../output';
+
+/**
+ * `yoke doctor [--json]`: runs the invariant queries against Postgres and the run workflows
+ * in Temporal; exits 1 naming each violation with its recovery (0 when all hold, 3 when a
+ * service is unreachable).
+ */
+export function registerDoctor(program: Command): void {
+  program
+    .command('doctor')
+    .description('check the invariants that must hold after any crash or outage; exit 1 naming each violation')
+    .option('--json', 'print JSON')
+    .action(async (raw) => {
+      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const report = await withDb(async (ctx) => {
+        const { doctorActivities } = await import('../../activities/doctor');
+        const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');
+        const workflows = temporalRunWorkflows(await ctx.temporal.get(), ctx.config.taskQueue);
+        return doctorActivities({ db: ctx.db, workflows }).checkInvariants();
+      });
+      if (!report.ok) {
+        if (o.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+        throw new YokeError(
+          'refusal',
+          'invariant_violated',
+          report.violations.map((v) => `[${v.invariant}] ${v.message}`).join('\n'),
+          report.violations.map((v) => `${v.subject}: ${v.recovery}`).join('\n'),
+          { violations: report.violations },
+        );
+      }
+      emit(!!o.json, report, () => `ok: ${report.checked.length} invariants hold (${report.checked.join(', ')})`);
+    });
+}

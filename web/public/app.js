@@ -1,0 +1,219 @@
+// The operator dashboard: each panel polls its own JSON endpoint and redraws in place (no
+// reload, no build step). The machines panel's 24-hour usage cards are fetched once per
+// panel load (U13), independently of the fleet it polls.
+'use strict';
+
+const h = (tag, attrs = {}, ...children) => {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('data-')) el.setAttribute(k, v);
+    else el[k] = v;
+  }
+  for (const c of children.flat()) el.append(c instanceof Node ? c : document.createTextNode(c ?? ''));
+  return el;
+};
+const time = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').slice(0, 19) : '-');
+const link = (url, text) => h('a', { href: url, target: '_blank', rel: 'noopener', class: 'workflow-link' }, text);
+const badge = (text, kind) => h('span', { class: `badge ${kind ?? text}` }, text);
+
+function stamp(panel) {
+  panel.querySelector('.updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
+}
+
+function sessionRow(r, live) {
+  return h(
+    'tr',
+    { 'data-session': r.session_id },
+    h('td', {}, r.session_id),
+    h('td', {}, r.actor_id),
+    h('td', {}, r.project ?? '-'),
+    h('td', {}, r.machine_id ?? '-'),
+    h('td', {}, r.harness ?? '-'),
+    h('td', {}, time(live ? r.offered_at : r.ended_at)),
+    h(
+      'td',
+      { class: 'claims' },
+      r.claims.map((k) => h('kbd', {}, k)),
+    ),
+    live ? h('td', { class: 'staffing' }, (r.staffing ?? []).join(' ') || '-') : null,
+  );
+}
+
+const panels = {
+  async board(panel, data) {
+    panel
+      .querySelector('#active-sessions tbody')
+      .replaceChildren(...data.active_sessions.map((r) => sessionRow(r, true)));
+    panel
+      .querySelector('#recent-sessions tbody')
+      .replaceChildren(...data.recent_sessions.map((r) => sessionRow(r, false)));
+  },
+  async runs(panel, runs) {
+    panel.querySelector('.cards').replaceChildren(
+      ...(runs.length ? runs : [null]).map((r) =>
+        r === null
+          ? h('p', { class: 'empty' }, 'no runs')
+          : h(
+              'article',
+              { class: `card run ${r.status}`, 'data-run': r.run_id },
+              h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.status)),
+              h('p', {}, `${r.project} · ${r.flow} → ${r.target} · ${String(r.candidate_sha).slice(0, 12)}`),
+              h('p', {}, 'driver: ', r.driver ? `${r.driver.session_id}${r.driver.live ? '' : ' (lapsed)'}` : '-'),
+              h(
+                'ol',
+                { class: 'stages' },
+                (r.stages ?? []).map((s) =>
+                  h(
+                    'li',
+                    { class: `stage ${s.status}`, 'data-stage': s.name },
+                    `${s.name} (${s.kind} → ${s.target_env}): `,
+                    badge(s.status),
+                  ),
+                ),
+              ),
+              h(
+                'p',
+                { class: 'occupancy' },
+                `occupancy: ${r.occupancy?.occupying ? 'occupying' : 'free'} ${(r.occupancy?.units ?? []).join(', ')}`,
+                ...(r.occupancy?.open_lines ?? []).map((l) => h('span', { class: 'open-line' }, ` · ${l}`)),
+              ),
+              h(
+                'ul',
+                { class: 'qa' },
+                (r.qa ?? []).map((q) =>
+                  h(
+                    'li',
+                    { 'data-check': q.check_name },
+                    `${q.check_name}${q.blocking ? ' (blocking)' : ''}: `,
+                    badge(q.status),
+                  ),
+                ),
+              ),
+            ),
+      ),
+    );
+  },
+  async 'test-machines'(panel, machines) {
+    panel.querySelector('.cards').replaceChildren(
+      ...(machines.length ? machines : [null]).map((m) =>
+        m === null
+          ? h('p', { class: 'empty' }, 'no test machines')
+          : h(
+              'article',
+              { class: 'card machine', 'data-machine': m.name },
+              h('h3', {}, m.name, ' ', badge(m.healthy ? 'healthy' : 'unhealthy')),
+              h(
+                'p',
+                { class: 'holder' },
+                'holder: ',
+                m.holder
+                  ? `${m.holder.session_id} (claim ${m.holder.claim_id}${m.holder.reserved_until ? `, reserved until ${time(m.holder.reserved_until)}` : ''})`
+                  : 'free',
+              ),
+              h('p', {}, `waiting: ${m.waiting}`),
+              h(
+                'ol',
+                { class: 'line' },
+                m.line.map((w) =>
+                  h(
+                    'li',
+                    { 'data-wait-session': w.session_id },
+                    link(w.workflow_url, w.session_id),
+                    ` ${w.state} since ${time(w.queued_at)}`,
+                  ),
+                ),
+              ),
+            ),
+      ),
+    );
+  },
+  async machines(panel, fleet) {
+    panel.querySelector('#fleet').replaceChildren(
+      ...(fleet.length ? fleet : [null]).map((m) =>
+        m === null
+          ? h('p', { class: 'empty' }, 'no live sessions')
+          : h(
+              'article',
+              { class: 'card fleet', 'data-fleet-machine': m.machine_id },
+              h('h3', {}, m.machine_id),
+              h(
+                'ul',
+                {},
+                m.sessions.map((s) => h('li', {}, `${s.session_id} (${s.actor_id}) ${s.staffing.join(' ')}`)),
+              ),
+            ),
+      ),
+    );
+  },
+};
+
+const endpoints = {
+  board: '/api/board',
+  runs: '/api/runs',
+  'test-machines': '/api/test-machines',
+  machines: '/api/machines',
+};
+
+async function loadUsage() {
+  const cards = document.getElementById('usage-cards');
+  const res = await fetch('/api/machines/usage');
+  const rows = await res.json();
+  if (!res.ok) {
+    cards.replaceChildren(h('p', { class: 'error' }, rows.error?.message ?? 'usage unavailable'));
+    return;
+  }
+  cards.replaceChildren(
+    ...(rows.length ? rows : [null]).map((m) =>
+      m === null
+        ? h('p', { class: 'empty' }, 'no sessions in the last 24 hours')
+        : h(
+            'article',
+            { class: 'card usage', 'data-usage-machine': m.machine_id },
+            h('h3', {}, m.machine_id),
+            h(
+              'dl',
+              {},
+              h('dt', {}, '24H TOKENS'),
+              h('dd', { 'data-figure': 'tokens' }, String(m['24H TOKENS'])),
+              h('dt', {}, '24H API COST'),
+              h(
+                'dd',
+                { 'data-figure': 'cost' },
+                `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
+              ),
+              h('dt', {}, '24H SESSIONS'),
+              h('dd', { 'data-figure': 'sessions' }, String(m['24H SESSIONS'])),
+            ),
+          ),
+    ),
+  );
+}
+
+async function refresh(name) {
+  const panel = document.querySelector(`[data-panel="${name}"]`);
+  try {
+    const res = await fetch(endpoints[name]);
+    if (!res.ok) throw new Error(`${endpoints[name]}: HTTP ${res.status}`);
+    await panels[name](panel, await res.json());
+    stamp(panel);
+    panel.classList.remove('stale');
+  } catch (err) {
+    panel.classList.add('stale');
+    panel.querySelector('.updated').textContent = String(err.message ?? err);
+  }
+}
+
+async function start() {
+  const config = await (await fetch('/api/config')).json();
+  document.getElementById('temporal-ui').append(link(config.temporal_ui, 'Temporal Web UI'));
+  document.getElementById('usage-reload').addEventListener('click', () => loadUsage());
+  await loadUsage();
+  for (const name of Object.keys(endpoints)) {
+    await refresh(name);
+    setInterval(() => refresh(name), config.poll_ms);
+  }
+}
+
+start();

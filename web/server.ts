@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { dashboardActivities } from '../activities/dashboard';
+import { runWorkflowId, waitWorkflowId } from '../workflows/definitions';
+
+export interface DashboardOptions {
+  db: Parameters<typeof dashboardActivities>[0]['db'];
+  driverFreshMs: number;
+  /** The Temporal Web UI every run and wait links to. */
+  temporalUi: string;
+  namespace: string;
+  /** U13: the viewing session whose actor's grants bound the usage cards. */
+  viewerSessionId?: string;
+  /** How often the page polls each panel's JSON endpoint. */
+  pollMs: number;
+  /** Where index.html, app.js and style.css live (served as they are: no build step). */
+  publicDir: string;
+}
+
+const STATIC: Record<string, string> = {
+  '/': 'index.html',
+  '/app.js': 'app.js',
+  '/style.css': 'style.css',
+};
+const TYPES: Record<string, string> = {
+  'index.html': 'text/html; charset=utf-8',
+  'app.js': 'text/javascript; charset=utf-8',
+  'style.css': 'text/css; charset=utf-8',
+};
+
+/**
+ * The read-only operator dashboard: one JSON endpoint per panel, polled by the page, and the
+ * page itself. Every run and wait carries a link to its workflow in the Temporal Web UI.
+ */
+export function buildDashboard(opts: DashboardOptions): FastifyInstance {
+  const app = Fastify({ logger: false });
+  const panels = dashboardActivities({ db: opts.db, driverFreshMs: opts.driverFreshMs });
+  const workflowUrl = (workflowId: string) =>
+    `${opts.temporalUi.replace(/\/$/, '')}/namespaces/${encodeURIComponent(opts.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+
+  for (const [route, file] of Object.entries(STATIC)) {
+    app.get(route, async (_req, reply) => {
+      // Read on each request: an edited page shows on reload, with nothing to rebuild.
+      reply.header('cache-control', 'no-store').type(TYPES[file]!);
+      return readFileSync(join(opts.publicDir, file), 'utf8');
+    });
+  }
+  app.get('/api/config', async () => ({
+    poll_ms: opts.pollMs,
+    temporal_ui: opts.temporalUi,
+    namespace: opts.namespace,
+    viewer_session_id: opts.viewerSessionId ?? null,
+  }));
+  app.get('/api/board', async () => panels.boardPanel());
+  app.get('/api/runs', async () =>
+    (await panels.runsPanel()).map((r) => ({ ...r, workflow_url: workflowUrl(runWorkflowId(r.run_id)) })),
+  );
+  app.get('/api/test-machines', async () =>
+    (await panels.testMachinesPanel()).map((m) => ({
+      ...m,
+      line: m.line.map((w) => ({ ...w, workflow_url: workflowUrl(waitWorkflowId(m.name, w.session_id)) })),
+    })),
+  );
+  app.get('/api/machines', async () => panels.fleetPanel());
+  app.get('/api/machines/usage', async () =>
+    panels.machinesUsagePanel(opts.viewerSessionId ? { sessionId: opts.viewerSessionId } : undefined),
+  );
+  app.setErrorHandler(async (err: Error & { code?: string }, _req, reply) => {
+    reply.status(err.code === 'session_not_registered' ? 400 : 500);
+    return { error: { code: err.code ?? 'internal_error', message: err.message } };
+  });
+  return app;
+}
