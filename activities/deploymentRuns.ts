@@ -2,6 +2,8 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import type { SshTimeouts } from './hosts/ssh';
 import { compositionActivities } from './runs/composition';
+import type { QaNotifier } from './qa/ending';
+import type { LineOptions } from './waitingLine';
 import { runCreationActivities } from './runs/creation';
 import { runExecutionActivities } from './runs/execution';
 import { runReadActivities } from './runs/read';
@@ -15,6 +17,8 @@ export function deploymentRunActivities(deps: {
   driverFreshMs?: number;
   ssh?: Partial<SshTimeouts>;
   tracker?: TrackerFactory;
+  line?: Partial<LineOptions>;
+  qaNotifier?: QaNotifier;
 }) {
   return {
     ...runCreationActivities(deps),

@@ -11,7 +11,7 @@ import { occupancyUnit } from '../domain/origins';
 import { formatPath, validateProjectDefinition, type ProjectDefinition } from '../domain/projectDefinition';
 
 export interface Change {
-  kind: 'project' | 'environment' | 'host' | 'flow' | 'item' | 'obligation';
+  kind: 'project' | 'environment' | 'host' | 'flow' | 'plan' | 'item' | 'obligation';
   name: string;
   action: 'create' | 'update' | 'unchanged';
 }
@@ -180,6 +180,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           url: e.url ?? null,
           preview_slug: e.preview_slug ?? null,
           tier: e.tier,
+          served_revision_path: e.served_revision_path,
           occupancy_unit: occupancyUnit({
             url: e.url ?? null,
             preview_slug: e.preview_slug ?? null,
@@ -197,7 +198,8 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           !!existing &&
           existing.url === row.url &&
           existing.preview_slug === row.preview_slug &&
-          existing.tier === row.tier;
+          existing.tier === row.tier &&
+          existing.served_revision_path === row.served_revision_path;
         note('environment', e.name, existing, same);
         if (input.dryRun || same) continue;
         await trx
@@ -273,6 +275,23 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         ),
       );
       const itemIds = new Map<string, number>();
+      for (const plan of d.plans) {
+        const existing = await trx
+          .selectFrom('qa_plans')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('plan_id', '=', plan.id)
+          .executeTakeFirst();
+        const same = !!existing && stableJson(existing.definition) === stableJson(plan);
+        note('plan', plan.id, existing, same);
+        if (input.dryRun || same) continue;
+        await trx
+          .insertInto('qa_plans')
+          .values({ project_id: projectId, plan_id: plan.id, definition: JSON.stringify(plan) })
+          .onConflict((oc) => oc.columns(['project_id', 'plan_id']).doUpdateSet({ definition: JSON.stringify(plan) }))
+          .execute();
+      }
+
       for (const item of d.items) {
         const number = Number(item.id.split('-')[1]);
         const selected = {

@@ -69,6 +69,7 @@ export async function takeTestMachine(
               resume_command: opts.join.resumeCommand,
               rationale: `${why.code}: ${why.message}`,
               qa_plan_execution_id: opts.join.qaPlanExecutionId ?? null,
+              ...(opts.join.queuedAt ? { queued_at: opts.join.queuedAt } : {}),
             },
             effects,
           );

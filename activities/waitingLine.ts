@@ -28,6 +28,8 @@ export interface Reservation {
   session_id: string;
   claim_id: number;
   reserved_until: string;
+  /** W2: a plan execution's wait wakes that execution's workflow, not a session's wait workflow. */
+  qa_plan_execution_id: number | null;
 }
 
 export interface CancelledWait {
@@ -35,12 +37,14 @@ export interface CancelledWait {
   test_machine: string;
   session_id: string;
   reason: string;
+  qa_plan_execution_id?: number | null;
 }
 
 export interface JoinedWait {
   wait_id: number;
   test_machine: string;
   session_id: string;
+  qa_plan_execution_id: number | null;
 }
 
 export interface LineEffects {
@@ -105,6 +109,7 @@ export async function serveLine(
     session_id: waiter.session_id,
     claim_id: claim.claim_id,
     reserved_until: claim.reserved_until!.toISOString(),
+    qa_plan_execution_id: waiter.qa_plan_execution_id,
   };
   effects.reservations.push(reservation);
   return reservation;
@@ -134,7 +139,13 @@ async function cancelWaitRows(
       .execute();
     const cancelled = await settleWaits(trx, { waitIds: open.map((w) => w.wait_id) }, { state: 'cancelled', reason });
     for (const w of cancelled)
-      effects.cancelled.push({ wait_id: w.wait_id, test_machine: w.test_machine, session_id: w.session_id, reason });
+      effects.cancelled.push({
+        wait_id: w.wait_id,
+        test_machine: w.test_machine,
+        session_id: w.session_id,
+        reason,
+        qa_plan_execution_id: w.qa_plan_execution_id,
+      });
     const reservationClaims = cancelled.filter((w) => w.claim_id !== null).map((w) => w.claim_id!);
     if (reservationClaims.length) {
       await trx
@@ -224,6 +235,23 @@ export async function cancelWaitsOfSession(
   await cancelWaitRows(trx, open, reason, lifetimeMs, effects);
 }
 
+/** W9: an execution's end cancels its waits in the same transaction, passing any reserved turn on. */
+export async function cancelWaitsOfExecution(
+  trx: Executor,
+  executionId: number,
+  reason: string,
+  lifetimeMs: number,
+  effects: LineEffects,
+): Promise<void> {
+  const open = await trx
+    .selectFrom('qa_test_machine_waits')
+    .selectAll()
+    .where('qa_plan_execution_id', '=', executionId)
+    .where('state', 'in', ['waiting', 'reserved'])
+    .execute();
+  await cancelWaitRows(trx, open, reason, lifetimeMs, effects);
+}
+
 /** Cancels the waits of sessions that ended (the sweep's share of W9), machine by machine. */
 export async function cancelWaitsOfEndedSessions(
   trx: Executor,
@@ -299,7 +327,13 @@ export async function joinLine(
 ): Promise<{ wait: WaitRow; position: number; joined: boolean }> {
   await lockLine(trx, wait.test_machine);
   const { row, joined } = await insertWait(trx, wait);
-  if (joined) effects.joined.push({ wait_id: row.wait_id, test_machine: row.test_machine, session_id: row.session_id });
+  if (joined)
+    effects.joined.push({
+      wait_id: row.wait_id,
+      test_machine: row.test_machine,
+      session_id: row.session_id,
+      qa_plan_execution_id: row.qa_plan_execution_id,
+    });
   return { wait: row, position: await positionOf(trx, row), joined };
 }
 

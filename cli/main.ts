@@ -9,6 +9,7 @@ import { registerDeploymentRuns } from './commands/deploymentRuns';
 import { registerClaims } from './commands/claims';
 import { registerCoordinationClaim } from './commands/coordinationClaim';
 import { registerProjects } from './commands/projects';
+import { registerQa } from './commands/qa';
 import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
 import { registerUsage } from './commands/usage';
@@ -31,6 +32,7 @@ function buildProgram(): Command {
   registerTestMachine(program);
   registerApply(program);
   registerDeploymentRuns(program);
+  registerQa(program);
   registerUsage(program);
   registerAdmin(program);
   registerBoard(program);
@@ -72,7 +74,8 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => {
-    process.exitCode = code;
+    // A command that finished but reports a status of its own (watch: 1 or 5, advance: 5) keeps it.
+    process.exitCode = code === 0 ? (process.exitCode ?? 0) : code;
   },
   (err: unknown) => {
     // report() itself failed (stderr closed?): still exit non-zero.

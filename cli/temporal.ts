@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { LineNotifier } from '../activities/waitingLine';
+import type { QaNotifier } from '../activities/qa/ending';
 import { YokeError, unreachable, type ErrorKind } from '../domain/errors';
 import type { YokeConfig } from '../config/yokeConfig';
 import { temporalConnectOptions } from '../temporal/connection';
@@ -61,6 +62,18 @@ export class LazyTemporal {
       joined: async (w) => (await notifier()).joined(w),
       reserved: async (r) => (await notifier()).reserved(r),
       cancelled: async (c) => (await notifier()).cancelled(c),
+    };
+  }
+
+  /** Tells QA workflows and run workflows about an execution's end, connecting only when needed. */
+  qaNotifier(): QaNotifier {
+    const notifier = async () => {
+      const { temporalQaNotifier } = await import('../temporal/qaSignals');
+      return temporalQaNotifier(await this.get());
+    };
+    return {
+      executionEnded: async (id, status) => (await notifier()).executionEnded(id, status),
+      runQaSettled: async (runId) => (await notifier()).runQaSettled(runId),
     };
   }
 

@@ -14,7 +14,7 @@ function stamp(): string {
  * with --json. Returns the final status.
  */
 export async function watchRun(
-  _ctx: CommandContext,
+  ctx: CommandContext,
   runs: DeploymentRunActivities,
   runId: string,
   opts: { json: boolean; intervalMs: number },
@@ -58,6 +58,24 @@ export async function watchRun(
       lastLines = lines;
     }
     if (TERMINAL.has(view.status)) return view.status;
+    if (view.status === 'executing') {
+      // Q4: a run held before its completing stage is reported with every unresolved obligation.
+      const { readBlockingQa } = await import('./blockingQa');
+      const report = await readBlockingQa(ctx, runId, null);
+      if (report.held) {
+        const { unresolvedLines } = await import('../activities/qa/pending');
+        const unresolved = unresolvedLines(report);
+        if (opts.json)
+          process.stdout.write(
+            `${JSON.stringify({ at: new Date().toISOString(), run_id: runId, status: 'held', completing_stage: report.completing_stage, unresolved, report })}\n`,
+          );
+        else {
+          process.stdout.write(`${stamp()}  run ${runId} held by blocking QA before ${report.completing_stage}:\n`);
+          for (const l of unresolved) process.stdout.write(`  ${l}\n`);
+        }
+        return 'held';
+      }
+    }
     await new Promise((r) => setTimeout(r, opts.intervalMs));
   }
 }

@@ -1,7 +1,7 @@
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
 import type { CheckKind } from '../domain/checkKinds';
 import type { TargetKind } from '../domain/claimKinds';
-import type { StageDefinition, TrackerConfig } from '../domain/projectDefinition';
+import type { QaPlanDefinition, StageDefinition, TrackerConfig } from '../domain/projectDefinition';
 import type { DeliveryEvidence, ItemStatus } from '../domain/completion';
 
 /** Kysely table types, one interface per table of db/migrations. */
@@ -154,6 +154,8 @@ export interface EnvironmentsTable {
   preview_slug: string | null;
   tier: 'preview' | 'dev' | 'stage' | 'production';
   occupancy_unit: string;
+  /** Q1/Q2: where the environment says which commit it serves. */
+  served_revision_path: ColumnType<string, string | undefined, string>;
 }
 
 export interface DeployHostsTable extends SshAddressColumns {
@@ -261,6 +263,8 @@ export interface DeploymentRunQaTable {
   retracted_at: NullableTimestamp;
   retraction: 'automatic' | 'manual' | null;
   updated_at: Timestamp;
+  /** The QA plan whose passed execution answers this row, if any. */
+  plan_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export type StageStatus = 'pending' | 'running' | 'waiting' | 'passed' | 'failed' | 'cancelled';
@@ -340,6 +344,66 @@ export interface DeploymentItemCompletionRunsView {
   read_run_id: string;
 }
 
+export interface QaPlansTable {
+  project_id: number;
+  plan_id: string;
+  definition: ColumnType<QaPlanDefinition, string, string>;
+}
+
+export type ExecutionStatus = 'running' | 'passed' | 'failed' | 'aborted' | 'superseded';
+export type RevisionCheck = 'match' | 'mismatch' | 'unverified';
+
+export interface QaPlanExecutionsTable {
+  execution_id: Generated<number>;
+  run_id: string;
+  stage_name: string;
+  plan_id: string;
+  item_id: number | null;
+  plan: ColumnType<QaPlanDefinition, string, string>;
+  session_id: string;
+  status: ColumnType<ExecutionStatus, ExecutionStatus | undefined, ExecutionStatus>;
+  target_environment: string;
+  target_url: string | null;
+  served_revision_path: string;
+  delivered_commit: string;
+  observed_commit: string | null;
+  revision_check: RevisionCheck;
+  revision_detail: string | null;
+  cursor_ordinal: ColumnType<number, number | undefined, number>;
+  held_claim_id: number | null;
+  aborted_while_holding: ColumnType<boolean, boolean | undefined, boolean>;
+  began_at: Timestamp;
+  ended_at: NullableTimestamp;
+  release_reason: string | null;
+}
+
+export type StepKind = 'host_reset' | 'gate' | 'automatic' | 'manual';
+export type CaseVerdict = 'passed' | 'failed' | 'waived';
+
+export interface QaPlanExecutionResultsTable {
+  execution_id: number;
+  case_name: string;
+  ordinal: number;
+  kind: StepKind;
+  verdict: CaseVerdict;
+  observed_commit: string | null;
+  revision_check: RevisionCheck;
+  test_machine: string | null;
+  exit_code: number | null;
+  output_digest: string | null;
+  output_excerpt: string | null;
+  note: string | null;
+  recorded_by_session_id: string | null;
+  recorded_at: Timestamp;
+}
+
+export interface QaPlanExecutionLeasesTable {
+  execution_id: number;
+  claim_id: number;
+  test_machine: string;
+  claimed_at: Date;
+}
+
 export interface Database {
   projects: ProjectsTable;
   project_grants: ProjectGrantsTable;
@@ -365,6 +429,10 @@ export interface Database {
   item_dependencies: ItemDependenciesTable;
   deployment_run_member_effects: DeploymentRunMemberEffectsTable;
   deployment_item_completion_runs: DeploymentItemCompletionRunsView;
+  qa_plans: QaPlansTable;
+  qa_plan_executions: QaPlanExecutionsTable;
+  qa_plan_execution_results: QaPlanExecutionResultsTable;
+  qa_plan_execution_leases: QaPlanExecutionLeasesTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -377,3 +445,5 @@ export type CheckRow = Selectable<TestMachineChecksTable>;
 export type RunRow = Selectable<DeploymentRunsTable>;
 export type FlowRow = Selectable<FlowsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
+export type ExecutionRow = Selectable<QaPlanExecutionsTable>;
+export type ExecutionResultRow = Selectable<QaPlanExecutionResultsTable>;

@@ -5,6 +5,7 @@ import * as deploymentRuns from './migrations/0003_deployment_runs';
 import * as sessionUsage from './migrations/0004_session_usage';
 import * as reviewFixes from './migrations/0006_review_fixes';
 import * as runWalks from './migrations/0007_run_walks';
+import * as qaPlanExecutions from './migrations/0008_qa_plan_executions';
 import * as boardClaims from './migrations/0009_board_claims';
 import * as settlement from './migrations/0011_settlement';
 
@@ -16,6 +17,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0004_session_usage': sessionUsage,
   '0006_review_fixes': reviewFixes,
   '0007_run_walks': runWalks,
+  '0008_qa_plan_executions': qaPlanExecutions,
   '0009_board_claims': boardClaims,
   '0011_settlement': settlement,
 };

@@ -31,6 +31,8 @@ export const Environment = z
     url: WebUrl.optional(),
     preview_slug: Name.optional(),
     tier: z.enum(['preview', 'dev', 'stage', 'production']),
+    /** Q1/Q2: the path on `url` that answers the commit the environment serves. */
+    served_revision_path: z.string().startsWith('/', 'a path starting with /').default('/revision'),
   })
   .strict()
   .refine((e) => e?.url !== undefined || e?.preview_slug !== undefined, {
@@ -72,7 +74,9 @@ export const Stage = z
     target: Name,
     scope: z.enum(['item', 'run']).optional(),
     action: DeployAction.optional(),
-    checks: z.array(z.object({ name: Name, blocking: z.boolean().default(true) }).strict()).default([]),
+    checks: z
+      .array(z.object({ name: Name, blocking: z.boolean().default(true), plan: Name.optional() }).strict())
+      .default([]),
   })
   .strict()
   .superRefine(
@@ -91,6 +95,55 @@ export const Stage = z
     },
     { when: always },
   );
+
+/**
+ * A QA plan: ordered cases, each automatic (a command over SSH on a named test machine that
+ * passes with the given exit status) or manual (a human verdict), with an optional host-reset
+ * step and human gate that come before the cases.
+ */
+export const PlanCase = z
+  .object({
+    name: Name,
+    automatic: z
+      .object({
+        test_machine: Name,
+        command: z.string().min(1),
+        pass_exit_status: z.number().int().min(0).max(255).default(0),
+      })
+      .strict()
+      .optional(),
+    manual: z
+      .object({ instructions: z.string().default('') })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .superRefine(
+    (c, ctx) => {
+      if (!c.automatic === !c.manual)
+        ctx.addIssue({ code: 'custom', path: [], message: 'a case is either automatic or manual (exactly one)' });
+    },
+    { when: always },
+  );
+
+export const Plan = z
+  .object({
+    id: Name,
+    title: z.string().optional(),
+    host_reset: z
+      .object({ test_machine: Name, command: z.string().min(1) })
+      .strict()
+      .optional(),
+    gate: z
+      .object({ prompt: z.string().min(1) })
+      .strict()
+      .optional(),
+    cases: z.array(PlanCase).min(1, 'a plan needs at least one case'),
+  })
+  .strict();
+
+export type QaPlanDefinition = z.infer<typeof Plan>;
+export type PlanCaseDefinition = z.infer<typeof PlanCase>;
 
 export const Flow = z
   .object({
@@ -161,6 +214,7 @@ export const ProjectDefinition = z
     environments: z.array(Environment).default([]),
     hosts: z.array(DeployHost).default([]),
     flows: z.array(Flow).default([]),
+    plans: z.array(Plan).default([]),
     items: z.array(Item).default([]),
     tracker: Tracker.optional(),
   })
@@ -188,14 +242,19 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
     environments: list(raw.environments),
     hosts: list(raw.hosts),
     items: list(raw.items).map((i) => ({ ...i, obligations: list(i.obligations) })),
-    flows: list(raw.flows).map((f) => ({ ...f, stages: list(f.stages) })),
+    flows: list(raw.flows).map((f) => ({
+      ...f,
+      stages: list(f.stages).map((s) => ({ ...s, checks: list(s.checks) })),
+    })),
+    plans: list(raw.plans).map((p) => ({ ...p, cases: list(p.cases) })),
   };
-  const unique = (entries: { name?: string; id?: string }[], key: 'name' | 'id', at: string) => {
+  const unique = (entries: { name?: string; id?: string }[], key: 'name' | 'id', at: string | PropertyKey[]) => {
     const seen = new Set<string>();
     entries.forEach((x, i) => {
       const v = x[key];
       if (typeof v !== 'string') return;
-      if (seen.has(v)) issues.push({ path: [at, i, key], message: `duplicate ${key} "${v}"` });
+      if (seen.has(v))
+        issues.push({ path: [...(Array.isArray(at) ? at : [at]), i, key], message: `duplicate ${key} "${v}"` });
       seen.add(v);
     });
   };
@@ -203,6 +262,15 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
   unique(d.hosts, 'name', 'hosts');
   unique(d.flows, 'name', 'flows');
   unique(d.items, 'id', 'items');
+  unique(d.plans, 'id', 'plans');
+  const plans = new Set(d.plans.map((p) => p.id));
+  d.plans.forEach((p, pi) => {
+    unique(p.cases, 'name', ['plans', pi, 'cases']);
+    p.cases.forEach((c, ci) => {
+      if (c.name === 'host-reset' || c.name === 'gate')
+        issues.push({ path: ['plans', pi, 'cases', ci, 'name'], message: `"${c.name}" names the plan's own step` });
+    });
+  });
   const envs = new Set(d.environments.map((e) => e.name));
   const hosts = new Set(d.hosts.map((h) => h.name));
   d.flows.forEach((f, fi) => {
@@ -213,6 +281,13 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
       stageNames.add(s.name);
       if (typeof s.target === 'string' && !envs.has(s.target))
         issues.push({ path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
+      s.checks.forEach((c, ci) => {
+        if (typeof c.plan === 'string' && !plans.has(c.plan))
+          issues.push({
+            path: ['flows', fi, 'stages', si, 'checks', ci, 'plan'],
+            message: `no plan with id "${c.plan}"`,
+          });
+      });
       if (s.action && 'ssh' in s.action && s.action.ssh && !hosts.has(s.action.ssh.host)) {
         issues.push({
           path: ['flows', fi, 'stages', si, 'action', 'ssh', 'host'],
@@ -247,6 +322,11 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
       if (cases.has(o.case))
         issues.push({ path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
       cases.add(o.case);
+      if (typeof o.plan_id === 'string' && !plans.has(o.plan_id))
+        issues.push({
+          path: ['items', ii, 'obligations', oi, 'plan_id'],
+          message: `no plan with id "${o.plan_id}"`,
+        });
       if (typeof o.target_env === 'string' && !envs.has(o.target_env))
         issues.push({
           path: ['items', ii, 'obligations', oi, 'target_env'],

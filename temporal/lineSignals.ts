@@ -1,6 +1,14 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { cancelWait, hostReserved, waitWorkflowId, YOKE_TEST_MACHINE, type WaitInput } from '../workflows/definitions';
+import {
+  cancelWait,
+  executionHostReserved,
+  hostReserved,
+  qaExecutionWorkflowId,
+  waitWorkflowId,
+  YOKE_TEST_MACHINE,
+  type WaitInput,
+} from '../workflows/definitions';
 import type { LineNotifier } from '../activities/waitingLine';
 
 const TEST_MACHINE_KEY = defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD);
@@ -19,6 +27,7 @@ export function temporalLineNotifier(client: Client, taskQueue: string): LineNot
   });
   return {
     async joined(w) {
+      if (w.qa_plan_execution_id !== null) return; // the execution's own workflow waits (W2)
       try {
         await client.workflow.start('testMachineWait', options(w.test_machine, w.session_id));
       } catch (err) {
@@ -26,6 +35,18 @@ export function temporalLineNotifier(client: Client, taskQueue: string): LineNot
       }
     },
     async reserved(r) {
+      if (r.qa_plan_execution_id !== null) {
+        // W2: the reservation signal wakes the sleeping execution, which consumes the turn.
+        try {
+          await client.workflow
+            .getHandle(qaExecutionWorkflowId(r.qa_plan_execution_id))
+            .signal(executionHostReserved, { testMachine: r.test_machine, claimId: r.claim_id });
+          return;
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+          // No execution workflow to wake: the session's wait workflow lets the turn expire.
+        }
+      }
       await client.workflow.signalWithStart('testMachineWait', {
         ...options(r.test_machine, r.session_id),
         signal: hostReserved,
@@ -33,6 +54,7 @@ export function temporalLineNotifier(client: Client, taskQueue: string): LineNot
       });
     },
     async cancelled(c) {
+      if (c.qa_plan_execution_id) return; // the execution's end cancelled it; its workflow knows
       try {
         await client.workflow
           .getHandle(waitWorkflowId(c.test_machine, c.session_id))

@@ -9,6 +9,8 @@ import { sweepActivities } from '../activities/sweep';
 import { testMachineActivities } from '../activities/testMachines';
 import type { SshTimeouts } from '../activities/hosts/ssh';
 import { runStageActivities } from '../activities/runs/stages';
+import { qaExecutionActivities } from '../activities/qa/executions';
+import { temporalQaNotifier } from '../temporal/qaSignals';
 import { runWorkflowActivities } from '../activities/runs/runWorkflows';
 import { sessionUsageActivities } from '../activities/usage/sessionUsage';
 import { settlementActivities, type SettlementDeps } from '../activities/settlement/settlement';
@@ -67,13 +69,15 @@ export function createActivities(deps: ActivityDeps) {
     notifier: deps.temporal ? temporalLineNotifier(deps.temporal.client, deps.temporal.taskQueue) : undefined,
   };
   const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
-  const runs = runStageActivities({ db: deps.db, ssh: deps.ssh });
   const settlement = settlementActivities({
     db: deps.db,
     tracker: deps.tracker,
     effectLeaseMs: deps.effectLeaseMs,
     afterEffect: deps.afterEffect,
   });
+  const qaNotifier = deps.temporal ? temporalQaNotifier(deps.temporal.client) : undefined;
+  const runs = runStageActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
+  const qa = qaExecutionActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
   // The run's steps retry only infrastructure failures; anything else is recorded on the run.
   const runSteps = raisingApplicationFailures(
     {
@@ -83,6 +87,7 @@ export function createActivities(deps: ActivityDeps) {
       stageWait: runs.stageWait,
       finishStage: runs.finishStage,
       failRun: runs.failRun,
+      blockingQaHold: runs.blockingQaHold,
       runDeployAction: heartbeating(runs.runDeployAction),
     },
     { bugsAreFinal: true },
@@ -106,6 +111,13 @@ export function createActivities(deps: ActivityDeps) {
     finishCheck: machines.finishCheck,
     expireReservation: machines.expireReservation,
     runCheckCommand: heartbeating(machines.runCheckCommand),
+    acquireHost: qa.acquireHost,
+    recordStepOutcome: qa.recordStepOutcome,
+    recordSshUnavailable: qa.recordSshUnavailable,
+    recordHumanVerdict: qa.recordHumanVerdict,
+    waiveExecutionCase: qa.waiveExecutionCase,
+    finishExecution: qa.finishExecution,
+    runStepCommand: heartbeating(qa.runStepCommand),
   });
 }
 

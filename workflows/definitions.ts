@@ -105,3 +105,48 @@ export const foldRequested = defineSignal<[FoldRequest]>('foldRequested');
 export function usageWorkflowId(sessionId: string): string {
   return `session-usage/${sessionId}`;
 }
+
+// QA plan execution: qa-plan-execution/<executionId>
+export interface ExecutionInput {
+  executionId: number;
+}
+export interface ExecutionSnapshot {
+  executionId: number;
+  phase: 'starting' | 'step' | 'waiting_for_host' | 'waiting_for_verdict' | 'ending' | 'done';
+  step: string | null;
+  ordinal: number | null;
+  outcome: string | null;
+}
+export interface VerdictRequest {
+  case: string;
+  verdict: 'passed' | 'failed';
+  note?: string;
+  sessionId: string;
+  /** When given, the execution must belong to this run (qa_execution_wrong_run otherwise). */
+  runId?: string;
+}
+export interface WaiveRequest {
+  case: string;
+  reason: string;
+  sessionId: string;
+}
+export interface RecordedCase {
+  execution_id: number;
+  case: string;
+  verdict: string;
+  observed_commit: string | null;
+  revision_check: string;
+  recorded: boolean;
+}
+/** W2: the line reserved the machine for this execution; its next acquire consumes the turn. */
+export const executionHostReserved = defineSignal<[{ testMachine: string; claimId: number }]>('hostReserved');
+/** The execution ended in Postgres (aborted, superseded, its run terminalized): stop walking. */
+export const executionEnded = defineSignal<[{ status: string }]>('executionEnded');
+/** A human verdict on a manual case or the gate; the validator refuses with named codes. */
+export const recordVerdict = defineUpdate<RecordedCase, [VerdictRequest]>('recordVerdict');
+export const waiveCase = defineUpdate<RecordedCase, [WaiveRequest]>('waiveCase');
+export const executionState = defineQuery<ExecutionSnapshot>('state');
+
+export function qaExecutionWorkflowId(executionId: number): string {
+  return `qa-plan-execution/${executionId}`;
+}

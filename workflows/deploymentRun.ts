@@ -140,6 +140,27 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
     }
   }
 
+  /**
+   * Q4: the run-completing stage is held, not recorded early: while any blocking QA is
+   * unresolved it does not start (no cursor move, no StageStarted, no receipt). Settling the
+   * last obligation signals qaSettled, which wakes this wait. False when the run ended instead.
+   */
+  async function holdCompletingStage(stage: StagePlan): Promise<boolean> {
+    Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal, waitingFor: 'blocking_qa' });
+    for (;;) {
+      const mark = pokes;
+      const { unresolved } = await steps.blockingQaHold({ runId });
+      snapshot.wakeUps++;
+      if (unresolved.length === 0) {
+        snapshot.waitingFor = null;
+        return true;
+      }
+      await condition(() => pokes !== mark, SAFETY_REREAD);
+      if (terminalized) return false;
+      if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof deploymentRun>({ runId, walk });
+    }
+  }
+
   /** Runs one stage's step in a scope that terminalize cancels; a failed activity is the stage's failure. */
   async function runStage(stage: StagePlan): Promise<StageOutcome> {
     stageScope = new CancellationScope();
@@ -163,8 +184,11 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
   }
 
   async function walkStages(): Promise<RunOutcome> {
+    const completing = plan.stages[plan.stages.length - 1]!;
     for (const stage of plan.stages.slice(plan.cursor)) {
       if (terminalized) return end((await steps.runStatus({ runId })).status);
+      if (stage.ordinal === completing.ordinal && !(await holdCompletingStage(stage)))
+        return end((await steps.runStatus({ runId })).status);
       const begun = await steps.beginStage({ runId, ordinal: stage.ordinal, walk });
       if (begun.superseded) return end('superseded');
       if (!begun.proceed) return end(begun.status);

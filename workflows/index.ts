@@ -4,3 +4,4 @@ export { testMachineWait } from './testMachineWait';
 export { testMachineCheck } from './testMachineCheck';
 export { deploymentRun } from './deploymentRun';
 export { sessionUsage } from './sessionUsage';
+export { qaPlanExecution } from './qaPlanExecution';

@@ -14,4 +14,6 @@ export interface AcquireResult {
 export interface JoinRequest {
   resumeCommand: string;
   qaPlanExecutionId?: number;
+  /** W6: an execution taking its aborted predecessor's place joins with that queued_at. */
+  queuedAt?: string;
 }

@@ -11,6 +11,14 @@ import { parseItemRef } from '../../domain/itemRef';
 import { admitMembers, freezeComposition, membersOf, type CarriedWork, type ExplicitSelection } from './membership';
 import { assertComposition, composition, type SupplementalWarning } from './composition';
 import { openLines } from './occupancy';
+import { abortLiveExecutionsOfRun, noQaEffects, notifyQa, type QaEffects, type QaNotifier } from '../qa/ending';
+import {
+  DEFAULT_RESERVATION_LIFETIME_MS,
+  noEffects,
+  notifyLine,
+  type LineEffects,
+  type LineOptions,
+} from '../waitingLine';
 
 export const DEFAULT_DRIVER_FRESH_MS = 600_000;
 
@@ -76,9 +84,15 @@ export interface ExecuteResult {
   driver_session_id: string;
 }
 
-export function runExecutionActivities(deps: { db: Kysely<Database>; driverFreshMs?: number }) {
+export function runExecutionActivities(deps: {
+  db: Kysely<Database>;
+  driverFreshMs?: number;
+  line?: Partial<LineOptions>;
+  qaNotifier?: QaNotifier;
+}) {
   const { db } = deps;
   const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
+  const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
 
   /** Every execution and membership call: a live session, the run locked, and R1's driver check. */
   async function asDriver(trx: Transaction<Database>, input: { sessionId: string; runId: string }) {
@@ -265,17 +279,33 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
       throw usageError('reason_required', 'terminalize needs a non-empty --reason', {
         recovery: 'say why, e.g. --reason "superseded by hotfix"',
       });
-    return db.transaction().execute(async (trx) => {
+    const ends = { lifetimeMs, effects: noEffects(), qa: noQaEffects() };
+    const result = await db.transaction().execute(async (trx) => {
       const session = await requireLiveSession(trx, input.sessionId);
       const run = await lockRun(trx, input.runId, freshMs);
       if (run.status === input.disposition && run.terminal_reason === input.reason)
-        return { run_id: run.run_id, status: run.status, retracted: [] as string[] };
+        return {
+          run_id: run.run_id,
+          status: run.status,
+          retracted: [] as string[],
+          aborted_executions: [] as number[],
+        };
       if (run.status === 'succeeded' || run.status === 'cancelled' || run.status === 'failed')
         throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
       assertDriver(run, session.session_id, freshMs);
-      const retracted = await markTerminal(trx, run, input.disposition, input.reason, session.session_id);
-      return { run_id: run.run_id, status: input.disposition, retracted };
+      const retracted = await markTerminal(trx, run, input.disposition, input.reason, session.session_id, ends);
+      return {
+        run_id: run.run_id,
+        status: input.disposition,
+        retracted,
+        aborted_executions: ends.qa.ended.map((e) => e.execution_id),
+      };
     });
+    const warnings = [
+      ...(await notifyLine(deps.line?.notifier, ends.effects)),
+      ...(await notifyQa(deps.qaNotifier, ends.qa)),
+    ];
+    return { ...result, warnings };
   }
 
   /**
@@ -437,14 +467,26 @@ export function runExecutionActivities(deps: { db: Kysely<Database>; driverFresh
   return { executeRun, heartbeatRun, terminalizeRun, retryRun, addItem, removeItem };
 }
 
-/** Terminal status, aborted stages and O4's automatic retractions, inside the caller's transaction. */
+/** What terminalizing owes the waiting line and the QA workflows after commit. */
+export interface TerminalEnds {
+  lifetimeMs: number;
+  effects: LineEffects;
+  qa: QaEffects;
+}
+
+/**
+ * Terminal status, aborted stages, O4's automatic retractions and the abort of every live QA
+ * plan execution (release_reason run_failed / run_cancelled), inside the caller's transaction.
+ */
 export async function markTerminal(
   trx: Transaction<Database>,
   run: RunRow,
   disposition: 'cancelled' | 'failed',
   reason: string,
   sessionId: string | null,
+  ends: TerminalEnds,
 ): Promise<string[]> {
+  await abortLiveExecutionsOfRun(trx, run.run_id, disposition, sessionId, ends.lifetimeMs, ends.effects, ends.qa);
   await trx
     .updateTable('deployment_runs')
     .set({

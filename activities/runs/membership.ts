@@ -137,6 +137,8 @@ async function rollUp(
         source: 'item-rollup',
         blocking: obligation.blocking,
         stage_name: stage.name,
+        // A plan-bound case is answered by a passed execution of its plan.
+        plan_id: obligation.plan_id,
       })
       .onConflict((oc) =>
         oc
@@ -152,6 +154,8 @@ async function rollUp(
 export async function materializeFlowDefaults(db: Executor, run: RunRow, flow: FlowRow): Promise<void> {
   for (const stage of flow.stages.filter((s) => s.kind === 'qa')) {
     for (const check of stage.checks) {
+      // A plan check at an item-scoped stage is owed per member; the blocking-QA reader lists it.
+      if (check.plan && stage.scope === 'item') continue;
       await db
         .insertInto('deployment_run_qa')
         .values({
@@ -160,6 +164,7 @@ export async function materializeFlowDefaults(db: Executor, run: RunRow, flow: F
           source: 'flow-default',
           blocking: check.blocking,
           stage_name: stage.name,
+          plan_id: check.plan ?? null,
         })
         .onConflict((oc) => oc.doNothing())
         .execute();

@@ -1,28 +1,21 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db/pool';
+import { qaStageOutstanding } from '../../db/qaOutstanding';
 import { runById, runFlow } from '../../db/runs';
 
 /**
- * The "stage outstanding" reader (the seam QA stages wait on; Q5 will widen it to item QA):
- * a QA stage is settled when none of its blocking, unretracted run-level rows is pending.
+ * What a QA stage still waits for, through the one reader (Q5, deployment_qa_stage_outstanding):
+ * pending subjects (a waiting member once, a run obligation) and failed blocking obligations.
  */
 export async function stageOutstanding(
   db: Executor,
   runId: string,
   stageName: string,
 ): Promise<{ pending: string[]; failed: string[] }> {
-  const rows = await db
-    .selectFrom('deployment_run_qa')
-    .select(['check_name', 'status'])
-    .where('run_id', '=', runId)
-    .where('stage_name', '=', stageName)
-    .where('blocking', '=', true)
-    .where('retracted_at', 'is', null)
-    .orderBy('check_name')
-    .execute();
+  const rows = await qaStageOutstanding(db, runId, stageName);
   return {
-    pending: rows.filter((r) => r.status === 'pending').map((r) => r.check_name),
-    failed: rows.filter((r) => r.status === 'failed').map((r) => r.check_name),
+    pending: rows.filter((r) => r.status === 'pending').map((r) => r.subject),
+    failed: rows.filter((r) => r.status === 'failed').map((r) => r.subject),
   };
 }
 
@@ -37,8 +30,9 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
   if (firstQa < 0 || run.cursor_ordinal < firstQa) return [`deploying: stage ${stageName}`];
   const lines: string[] = [];
+  const rows = (await qaStageOutstanding(db, runId, null)).filter((r) => r.status === 'pending');
   for (const stage of flow.stages.filter((s) => s.kind === 'qa')) {
-    const { pending } = await stageOutstanding(db, runId, stage.name);
+    const pending = rows.filter((r) => r.stage_name === stage.name).map((r) => r.subject);
     if (pending.length) lines.push(`qa: stage ${stage.name} awaits ${pending.join(', ')}`);
   }
   return lines.length ? lines : [`stage ${stageName}`];
@@ -61,7 +55,8 @@ export async function releaseOccupancyIfSettled(db: Executor, runId: string): Pr
     .where('run_id', '=', runId)
     .execute();
   if (stages.find((s) => s.ordinal === lastQa.ordinal)?.status !== 'passed') return false;
-  for (const s of qa) if ((await stageOutstanding(db, runId, s.name)).pending.length) return false;
+  // Q5: the same reader as the QA wait and the held report.
+  if ((await qaStageOutstanding(db, runId, null)).some((r) => r.status === 'pending')) return false;
   await db
     .updateTable('deployment_runs')
     .set({ occupancy_released_at: sql`clock_timestamp()` })

@@ -6,8 +6,12 @@ import { runById, runFlow } from '../../db/runs';
 import { refusal, usageError, YokeError } from '../../domain/errors';
 import type { DeployActionDefinition } from '../../domain/projectDefinition';
 import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
-import { markTerminal } from './execution';
+import { DEFAULT_DRIVER_FRESH_MS, markTerminal } from './execution';
 import { releaseOccupancyIfSettled, stageOutstanding } from './occupancy';
+import { requireRunAuthority } from '../qa/authority';
+import { noQaEffects, notifyQa, type QaNotifier } from '../qa/ending';
+import { blockingQaUnresolved } from '../qa/pending';
+import { DEFAULT_RESERVATION_LIFETIME_MS, noEffects, notifyLine, type LineOptions } from '../waitingLine';
 
 export interface StagePlan {
   ordinal: number;
@@ -31,8 +35,15 @@ function fill(template: string, values: Record<string, string>): string {
  * The DeploymentRun workflow's steps. Each is idempotent: the workflow may retry any of
  * them, and Postgres stays the record of where the run is.
  */
-export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<SshTimeouts> }) {
+export function runStageActivities(deps: {
+  db: Kysely<Database>;
+  ssh?: Partial<SshTimeouts>;
+  line?: Partial<LineOptions>;
+  qaNotifier?: QaNotifier;
+  driverFreshMs?: number;
+}) {
   const { db } = deps;
+  const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
   const ssh: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000, ...deps.ssh };
 
   /**
@@ -233,12 +244,25 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
 
   /** A stage failed: the run fails with its O4 retractions and releases its origins. */
   async function failRun(input: { runId: string; walk: number; reason: string }): Promise<{ status: string }> {
-    return db.transaction().execute(async (trx) => {
+    const ends = {
+      lifetimeMs: deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS,
+      effects: noEffects(),
+      qa: noQaEffects(),
+    };
+    const result = await db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
       if (run.status !== 'executing' || run.walk !== input.walk) return { status: run.status };
-      await markTerminal(trx, run, 'failed', input.reason, null);
+      await markTerminal(trx, run, 'failed', input.reason, null, ends);
       return { status: 'failed' };
     });
+    await notifyLine(deps.line?.notifier, ends.effects);
+    await notifyQa(deps.qaNotifier, ends.qa);
+    return result;
+  }
+
+  /** Q4: the blocking obligations still unresolved; the run's completing stage waits while any is. */
+  async function blockingQaHold(input: { runId: string }): Promise<{ unresolved: string[] }> {
+    return { unresolved: await blockingQaUnresolved(db, input.runId) };
   }
 
   /** A run-level QA verdict (the minimum QA stages need until QA plan executions arrive). */
@@ -250,6 +274,9 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
   }) {
     await requireLiveSession(db, input.sessionId);
     const run = await runById(db, input.runId);
+    // R1: waiving blocking QA is the driver's or the steering seat's call.
+    if (input.status === 'waived')
+      await requireRunAuthority(db, run, input.sessionId, freshMs, `waive QA check ${input.checkName}`);
     if (run.status === 'succeeded' || run.status === 'cancelled') {
       throw refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}; its QA is closed`, {
         recovery: 'record verdicts on a live run',
@@ -287,14 +314,32 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
 
   /** Records a human approval of a waiting approval stage. */
   async function approveStage(input: { sessionId: string; runId: string; stage: string }) {
-    const session = await requireLiveSession(db, input.sessionId);
+    const run = await runById(db, input.runId);
+    // R1: only the live driver or a steering seat approves, and only a stage the run reached.
+    const session = await requireRunAuthority(db, run, input.sessionId, freshMs, `approve stage ${input.stage}`);
+    const reached = await db
+      .selectFrom('deployment_run_stages')
+      .select(['status', 'kind'])
+      .where('run_id', '=', input.runId)
+      .where('name', '=', input.stage)
+      .executeTakeFirst();
+    if (reached?.kind === 'approval' && reached.status === 'pending') {
+      throw refusal(
+        'approval_stage_not_reached',
+        `run ${input.runId} has not reached approval stage ${input.stage}; an approval counts only once its stage waits for it`,
+        {
+          recovery: `approve when the stage waits: yoke deployment-runs watch ${input.runId}`,
+          details: { run_id: input.runId, stage: input.stage, status: reached.status },
+        },
+      );
+    }
     const row = await db
       .updateTable('deployment_run_stages')
       .set({ detail: `approved by ${session.actor_id} (session ${session.session_id})` })
       .where('run_id', '=', input.runId)
       .where('name', '=', input.stage)
       .where('kind', '=', 'approval')
-      .where('status', 'in', ['pending', 'waiting'])
+      .where('status', '=', 'waiting')
       .returning(['run_id', 'name', 'ordinal', 'status'])
       .executeTakeFirst();
     if (!row) {
@@ -318,6 +363,7 @@ export function runStageActivities(deps: { db: Kysely<Database>; ssh?: Partial<S
     stageWait,
     finishStage,
     failRun,
+    blockingQaHold,
     recordQaVerdict,
     approveStage,
   };

@@ -6,6 +6,7 @@ import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
+import { registerRunQa } from './runQa';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 const Json = z.object({ json: z.boolean().optional(), session: nonEmpty.optional() });
@@ -29,7 +30,13 @@ const StartOptions = Json.extend({
 
 async function runs(ctx: CommandContext) {
   const { deploymentRunActivities } = await import('../../activities/deploymentRuns');
-  return deploymentRunActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs, ssh: ctx.config.ssh });
+  return deploymentRunActivities({
+    db: ctx.db,
+    driverFreshMs: ctx.config.driverFreshMs,
+    ssh: ctx.config.ssh,
+    line: ctx.line,
+    qaNotifier: ctx.temporal.qaNotifier(),
+  });
 }
 
 function receiptLine(r: CreateReceipt): string {
@@ -528,6 +535,9 @@ export function registerDeploymentRuns(program: Command): void {
       const status = await withDb(async (ctx) =>
         watchRun(ctx, await runs(ctx), runId, { json: !!o.json, intervalMs: o.intervalMs }),
       );
-      if (status !== 'succeeded') process.exitCode = 1;
+      // Q4: a run held by blocking QA exits 5 after naming every unresolved obligation.
+      if (status !== 'succeeded') process.exitCode = status === 'held' ? 5 : 1;
     });
+
+  registerRunQa(dr);
 }

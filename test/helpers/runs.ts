@@ -9,6 +9,8 @@ export interface HttpTarget {
   url: string;
   deploys: string[];
   status: number;
+  /** What GET /revision answers (Q2): the last deployed sha unless set. */
+  revision?: string;
   /** Answers a deploy only after this long (a slow target, so a fault lands mid-request). */
   delayMs: number;
   /** Deploy requests received so far, answered or not. */
@@ -44,6 +46,10 @@ export async function startHttpTarget(): Promise<HttpTarget> {
           target.abandoned++;
         }
       });
+    } else if (url.pathname === '/revision' && (target.revision ?? target.deploys.at(-1))) {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ commit: target.revision ?? target.deploys.at(-1) }));
     } else {
       res.writeHead(404).end();
     }
@@ -107,6 +113,7 @@ export function releaseDefinition(opts: {
       { name: 'preview-a', stages: [{ name: 'go', kind: 'auto', target: 'preview-a' }] },
       { name: 'preview-b', stages: [{ name: 'go', kind: 'auto', target: 'preview-b' }] },
     ],
+    plans: [{ id: 'PLAN-7', cases: [{ name: 'look', manual: { instructions: 'look at it' } }] }],
     items: [
       {
         id: `${opts.prefix}-1`,

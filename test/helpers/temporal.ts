@@ -44,6 +44,7 @@ export async function startTestWorker(
   db: Kysely<Database>,
   opts: {
     reservationLifetimeMs?: number;
+    commandTimeoutMs?: number;
     /** Wraps the worker's activities (a test that must act at an exact moment inside one). */
     wrap?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
   } = {},
@@ -62,7 +63,7 @@ export async function startTestWorker(
         db,
         temporal: { client, taskQueue },
         reservationLifetimeMs: opts.reservationLifetimeMs,
-        ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: 30_000 },
+        ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: opts.commandTimeoutMs ?? 30_000 },
       }),
     ),
   });

@@ -1,0 +1,115 @@
+import type { ExecutionRow, ExecutionStatus } from '../../db/database';
+import type { Executor } from '../../db/pool';
+import { answerPlanRows, itemLabel, markExecutionEnded } from '../../db/qaExecutions';
+import { cancelWaitsOfExecution, lockClaimForRelease, releaseServingLine, type LineEffects } from '../waitingLine';
+
+/** What an ended execution owes its observers after commit: the run re-reads its QA, the workflow stops. */
+export interface QaEffects {
+  ended: { execution_id: number; run_id: string; status: string }[];
+}
+
+export function noQaEffects(): QaEffects {
+  return { ended: [] };
+}
+
+/** Tells the run workflow and the execution workflow; the Temporal implementation is signals.ts. */
+export interface QaNotifier {
+  executionEnded(executionId: number, status: string): Promise<void>;
+  runQaSettled(runId: string): Promise<void>;
+}
+
+/**
+ * W9: every end of an execution (passed, failed, aborted, superseded, its run terminalized)
+ * cancels its waits and releases its lease in the caller's transaction, so the release
+ * serves the line there too; a passed or failed execution answers its plan's run QA rows.
+ * Returns undefined when the execution had already ended.
+ */
+export async function endExecution(
+  trx: Executor,
+  executionId: number,
+  status: Exclude<ExecutionStatus, 'running'>,
+  reason: string,
+  by: { sessionId: string | null; actorId: string | null },
+  lifetimeMs: number,
+  effects: LineEffects,
+  qa: QaEffects,
+): Promise<ExecutionRow | undefined> {
+  const before = await markExecutionEnded(trx, executionId, status, reason);
+  if (!before) return undefined;
+  await cancelWaitsOfExecution(trx, executionId, `execution_${status}`, lifetimeMs, effects);
+  if (before.held_claim_id !== null) {
+    const claim = await lockClaimForRelease(trx, before.held_claim_id);
+    if (claim && !claim.released_at) {
+      await releaseServingLine(
+        trx,
+        claim,
+        {
+          reason: `QA plan execution ${executionId} ${status}: ${reason}`,
+          bySessionId: by.sessionId ?? claim.session_id,
+          byActorId: by.actorId ?? 'yoke',
+        },
+        lifetimeMs,
+        effects,
+      );
+    }
+  }
+  if (status === 'passed' || status === 'failed')
+    await answerPlanRows(trx, before, await itemLabel(trx, before.item_id), status);
+  qa.ended.push({ execution_id: executionId, run_id: before.run_id, status });
+  return before;
+}
+
+/** O4: a failed or cancelled run aborts every live execution in its status transaction. */
+export async function abortLiveExecutionsOfRun(
+  trx: Executor,
+  runId: string,
+  disposition: 'failed' | 'cancelled',
+  sessionId: string | null,
+  lifetimeMs: number,
+  effects: LineEffects,
+  qa: QaEffects,
+): Promise<number[]> {
+  const live = await trx
+    .selectFrom('qa_plan_executions')
+    .select('execution_id')
+    .where('run_id', '=', runId)
+    .where('status', '=', 'running')
+    .orderBy('execution_id')
+    .execute();
+  const aborted: number[] = [];
+  for (const { execution_id } of live) {
+    const ended = await endExecution(
+      trx,
+      execution_id,
+      'aborted',
+      disposition === 'failed' ? 'run_failed' : 'run_cancelled',
+      { sessionId, actorId: null },
+      lifetimeMs,
+      effects,
+      qa,
+    );
+    if (ended) aborted.push(execution_id);
+  }
+  return aborted;
+}
+
+/** Sends the collected QA effects after commit; failures come back as warnings. */
+export async function notifyQa(notifier: QaNotifier | undefined, qa: QaEffects): Promise<string[]> {
+  if (!notifier) return [];
+  const warnings: string[] = [];
+  for (const e of qa.ended) {
+    try {
+      await notifier.executionEnded(e.execution_id, e.status);
+    } catch (err) {
+      warnings.push(`could not signal execution ${e.execution_id}: ${(err as Error).message}`);
+    }
+  }
+  for (const runId of new Set(qa.ended.map((e) => e.run_id))) {
+    try {
+      await notifier.runQaSettled(runId);
+    } catch (err) {
+      warnings.push(`could not signal run ${runId}: ${(err as Error).message}`);
+    }
+  }
+  return warnings;
+}

@@ -1,0 +1,723 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database, ExecutionRow, RevisionCheck } from '../../db/database';
+import { recordEvent } from '../../db/events';
+import { ensureItem } from '../../db/projects';
+import {
+  advanceCursor,
+  clearHeldClaim,
+  executionById,
+  hasHeldMachine,
+  insertExecution,
+  insertResult,
+  itemLabel,
+  planIdsOf,
+  planOf,
+  predecessorOnHost,
+  recordLease,
+  resultsOf,
+} from '../../db/qaExecutions';
+import { flowById, runById } from '../../db/runs';
+import { requireLiveSession } from '../../db/sessions';
+import { waitViews, type WaitView } from '../../db/waits';
+import { refusal, YokeError } from '../../domain/errors';
+import { parseItemRef } from '../../domain/itemRef';
+import { placeToTake } from '../../domain/placeTaking';
+import { fillCommand, isHumanStep, needsMachineAfter, planSteps, type PlanStep } from '../../domain/qaPlan';
+import { claimActivities } from '../claims';
+import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
+import { DEFAULT_DRIVER_FRESH_MS } from '../runs/execution';
+import {
+  DEFAULT_RESERVATION_LIFETIME_MS,
+  inLineTransaction,
+  joinLine,
+  lockClaimForRelease,
+  releaseServingLine,
+  type LineOptions,
+} from '../waitingLine';
+import { requireRunAuthority } from './authority';
+import { endExecution, noQaEffects, notifyQa, type QaNotifier } from './ending';
+import { askServedRevision, type ServedRevision } from './servedRevision';
+
+export interface DeploymentStartIdentity {
+  target: string;
+  target_url: string | null;
+  served_revision_path: string;
+  delivered_commit: string;
+}
+
+export interface BeginResult {
+  execution_id: number;
+  run_id: string;
+  stage: string;
+  plan_id: string;
+  item: string | null;
+  workflow_id: string;
+  deployment_start_identity: DeploymentStartIdentity;
+  served_revision: ServedRevision;
+  steps: PlanStep[];
+}
+
+export interface StepView extends PlanStep {
+  verdict: string | null;
+  observed_commit: string | null;
+  revision_check: RevisionCheck | null;
+  exit_code: number | null;
+  note: string | null;
+  recorded_at: string | null;
+}
+
+export interface ExecutionView {
+  execution_id: number;
+  run_id: string;
+  stage: string;
+  plan_id: string;
+  item: string | null;
+  session_id: string;
+  status: string;
+  deployment_start_identity: DeploymentStartIdentity;
+  served_revision: { revision_check: RevisionCheck; observed_commit: string | null; detail: string | null };
+  cursor_ordinal: number;
+  held_claim_id: number | null;
+  steps: StepView[];
+  waits: WaitView[];
+  began_at: string;
+  ended_at: string | null;
+  release_reason: string | null;
+}
+
+/** What running one step's command found. */
+export type StepOutcome =
+  | {
+      kind: 'ran';
+      test_machine: string;
+      exit_code: number | null;
+      timed_out: boolean;
+      output_digest: string;
+      output_excerpt: string;
+    }
+  | { kind: 'ssh_unavailable'; test_machine: string; detail: string };
+
+export type HostTurn =
+  | { held: true; claim_id: number }
+  | { held: false; ended: true; status: string }
+  | { held: false; ended: false; position: number; reason: string };
+
+const EXCERPT_CHARS = 4000;
+
+function identityOf(e: ExecutionRow): DeploymentStartIdentity {
+  return {
+    target: e.target_environment,
+    target_url: e.target_url,
+    served_revision_path: e.served_revision_path,
+    delivered_commit: e.delivered_commit,
+  };
+}
+
+function settledRefusal(e: ExecutionRow) {
+  return refusal('qa_execution_settled', `QA plan execution ${e.execution_id} is ${e.status}; its cases are closed`, {
+    recovery: `begin a new one: yoke qa begin --run ${e.run_id} --stage ${e.stage_name} --plan ${e.plan_id}`,
+    details: { execution_id: e.execution_id, status: e.status },
+  });
+}
+
+/**
+ * QA plan executions (Q1, Q2, W2, W3, W6, W9): beginning one with its start identity, the
+ * steps its workflow runs (host turns, SSH commands, recorded cases), human verdicts and
+ * waivers, and every way it ends.
+ */
+export function qaExecutionActivities(deps: {
+  db: Kysely<Database>;
+  line?: Partial<LineOptions>;
+  ssh?: Partial<SshTimeouts>;
+  driverFreshMs?: number;
+  qaNotifier?: QaNotifier;
+}) {
+  const { db } = deps;
+  const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
+  const notifier = deps.line?.notifier;
+  const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
+  const ssh: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000, ...deps.ssh };
+  const claims = claimActivities({ db, line: deps.line });
+
+  /** Runs fn with waiting-line and QA effects, then sends both after commit. */
+  async function ending<T>(
+    fn: (
+      trx: Parameters<Parameters<typeof inLineTransaction>[2]>[0],
+      effects: Parameters<Parameters<typeof inLineTransaction>[2]>[1],
+      qa: ReturnType<typeof noQaEffects>,
+    ) => Promise<T>,
+  ): Promise<{ value: T; warnings: string[] }> {
+    const qa = noQaEffects();
+    const { value, warnings } = await inLineTransaction<T>(db, notifier, (trx, effects) => fn(trx, effects, qa));
+    return { value, warnings: [...warnings, ...(await notifyQa(deps.qaNotifier, qa))] };
+  }
+
+  async function probe(e: ExecutionRow): Promise<ServedRevision> {
+    return askServedRevision(e.target_url, e.served_revision_path, e.delivered_commit);
+  }
+
+  /**
+   * `yoke qa begin` (Q1, Q2): the execution's start identity is the stage's persistent target,
+   * its served-revision path and the commit the run delivered; the target is asked what it
+   * serves before any host reset or gate, and the answer is recorded with the execution.
+   */
+  async function beginExecution(input: {
+    sessionId: string;
+    runId: string;
+    stage: string;
+    plan: string;
+    item?: string;
+  }): Promise<BeginResult> {
+    const session = await requireLiveSession(db, input.sessionId);
+    const run = await runById(db, input.runId);
+    if (run.status !== 'executing') {
+      throw refusal('run_not_executing', `run ${run.run_id} is ${run.status}; QA runs against an executing run`, {
+        recovery:
+          run.status === 'created'
+            ? `execute it first: yoke deployment-runs execute ${run.run_id}`
+            : 'begin QA on a live run',
+        details: { run_id: run.run_id, status: run.status },
+      });
+    }
+    const flow = await flowById(db, run.flow_id);
+    const stage = flow.stages.find((s) => s.name === input.stage);
+    if (!stage || stage.kind !== 'qa') {
+      throw refusal('qa_stage_not_found', `run ${run.run_id}'s flow has no QA stage ${input.stage}`, {
+        recovery: `name one of: ${
+          flow.stages
+            .filter((s) => s.kind === 'qa')
+            .map((s) => s.name)
+            .join(', ') || '(none)'
+        }`,
+        details: { run_id: run.run_id, stage: input.stage },
+      });
+    }
+    const plan = await planOf(db, run.project_id, input.plan);
+    if (!plan) {
+      throw refusal('qa_plan_not_found', `the run's project has no QA plan ${input.plan}`, {
+        recovery: `declare it under plans: and apply, or name one of: ${(await planIdsOf(db, run.project_id)).join(', ') || '(none)'}`,
+        details: { plan_id: input.plan },
+      });
+    }
+    let itemId: number | null = null;
+    if (input.item) {
+      const item = await ensureItem(db, parseItemRef(input.item));
+      const member = await db
+        .selectFrom('deployment_run_items')
+        .select('item_id')
+        .where('run_id', '=', run.run_id)
+        .where('item_id', '=', item.item_id)
+        .executeTakeFirst();
+      if (!member) {
+        throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
+          recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`,
+          details: { run_id: run.run_id, item: item.item },
+        });
+      }
+      itemId = item.item_id;
+    }
+    const env = await db
+      .selectFrom('environments')
+      .selectAll()
+      .where('project_id', '=', run.project_id)
+      .where('name', '=', stage.target)
+      .executeTakeFirstOrThrow();
+    // Q2: asked before the execution exists, so before any host reset or gate can run.
+    const served = await askServedRevision(env.url, env.served_revision_path, run.candidate_sha);
+    const row = await db.transaction().execute(async (trx) => {
+      const e = await insertExecution(trx, {
+        run_id: run.run_id,
+        stage_name: stage.name,
+        plan_id: input.plan,
+        item_id: itemId,
+        plan,
+        session_id: session.session_id,
+        target_environment: env.name,
+        target_url: env.url,
+        served_revision_path: env.served_revision_path,
+        delivered_commit: run.candidate_sha,
+        observed_commit: served.observed_commit,
+        revision_check: served.revision_check,
+        revision_detail: served.detail,
+      });
+      await recordEvent(trx, {
+        event_type: 'QaPlanExecutionBegun',
+        project_id: run.project_id,
+        session_id: session.session_id,
+        payload: { execution_id: e.execution_id, run_id: run.run_id, stage: stage.name, plan_id: input.plan },
+      });
+      return e;
+    });
+    return {
+      execution_id: row.execution_id,
+      run_id: row.run_id,
+      stage: row.stage_name,
+      plan_id: row.plan_id,
+      item: await itemLabel(db, row.item_id),
+      workflow_id: `qa-plan-execution/${row.execution_id}`,
+      deployment_start_identity: identityOf(row),
+      served_revision: served,
+      steps: planSteps(plan),
+    };
+  }
+
+  async function getExecution(input: { executionId: number }): Promise<ExecutionView> {
+    const e = await executionById(db, input.executionId);
+    const results = new Map((await resultsOf(db, e.execution_id)).map((r) => [r.case_name, r]));
+    return {
+      execution_id: e.execution_id,
+      run_id: e.run_id,
+      stage: e.stage_name,
+      plan_id: e.plan_id,
+      item: await itemLabel(db, e.item_id),
+      session_id: e.session_id,
+      status: e.status,
+      deployment_start_identity: identityOf(e),
+      served_revision: {
+        revision_check: e.revision_check,
+        observed_commit: e.observed_commit,
+        detail: e.revision_detail,
+      },
+      cursor_ordinal: e.cursor_ordinal,
+      held_claim_id: e.held_claim_id,
+      steps: planSteps(e.plan).map((s) => {
+        const r = results.get(s.name);
+        return {
+          ...s,
+          verdict: r?.verdict ?? null,
+          observed_commit: r?.observed_commit ?? null,
+          revision_check: r?.revision_check ?? null,
+          exit_code: r?.exit_code ?? null,
+          note: r?.note ?? null,
+          recorded_at: r?.recorded_at.toISOString() ?? null,
+        };
+      }),
+      waits: (await waitViews(db, {})).filter((w) => w.qa_plan_execution_id === e.execution_id),
+      began_at: e.began_at.toISOString(),
+      ended_at: e.ended_at?.toISOString() ?? null,
+      release_reason: e.release_reason,
+    };
+  }
+
+  function stepAt(e: ExecutionRow, ordinal: number): PlanStep {
+    return planSteps(e.plan)[ordinal]!;
+  }
+
+  /**
+   * W2/W6: the step's machine for this execution. A held machine (its own lease) is kept; a
+   * free healthy one is leased through the claim path; otherwise the execution joins the line
+   * (its wait carries the execution id), taking an aborted predecessor's place where W6 says so.
+   */
+  async function acquireHost(input: { executionId: number; ordinal: number }): Promise<HostTurn> {
+    const e = await executionById(db, input.executionId);
+    if (e.status !== 'running') return { held: false, ended: true, status: e.status };
+    const machine = stepAt(e, input.ordinal).test_machine!;
+    if (e.held_claim_id !== null) {
+      const held = await db
+        .selectFrom('work_claims')
+        .select(['claim_id', 'released_at'])
+        .select(sql<string>`scope->>'test_machine'`.as('machine'))
+        .where('claim_id', '=', e.held_claim_id)
+        .executeTakeFirst();
+      if (held && !held.released_at && held.machine === machine) return { held: true, claim_id: held.claim_id };
+      if (held && !held.released_at) await releaseLease(e, `moving to test machine ${machine}`);
+    }
+    let queuedAt: string | undefined;
+    if (e.item_id === null && !(await hasHeldMachine(db, e.execution_id, machine))) {
+      queuedAt = placeToTake({ hasHeldHost: false }, await predecessorOnHost(db, e, machine)) ?? undefined;
+    }
+    try {
+      const { claim } = await claims.acquireCoordinationClaim({
+        sessionId: e.session_id,
+        key: `QA_HOST:${machine}`,
+        join: { resumeCommand: `yoke qa watch ${e.execution_id}`, qaPlanExecutionId: e.execution_id, queuedAt },
+      });
+      // The lease is written under the execution's row lock: an execution that ended meanwhile
+      // gives the machine straight back.
+      const kept = await inLineTransaction(db, notifier, async (trx, effects) => {
+        const locked = await executionById(trx, e.execution_id, { lock: true });
+        const row = await lockClaimForRelease(trx, claim.claim_id);
+        if (locked.status !== 'running') {
+          if (row && !row.released_at)
+            await releaseServingLine(
+              trx,
+              row,
+              {
+                reason: `QA plan execution ${e.execution_id} ${locked.status}`,
+                bySessionId: e.session_id,
+                byActorId: null,
+              },
+              lifetimeMs,
+              effects,
+            );
+          return false;
+        }
+        await recordLease(trx, e.execution_id, {
+          claim_id: claim.claim_id,
+          test_machine: machine,
+          claimed_at: new Date(claim.claimed_at),
+        });
+        return true;
+      });
+      if (!kept.value) return { held: false, ended: true, status: 'ended' };
+      return { held: true, claim_id: claim.claim_id };
+    } catch (err) {
+      if (err instanceof YokeError && err.details.wait) {
+        const wait = err.details.wait as { position: number };
+        return { held: false, ended: false, position: wait.position, reason: `${err.code}: ${err.message}` };
+      }
+      throw err;
+    }
+  }
+
+  async function releaseLease(e: ExecutionRow, reason: string): Promise<void> {
+    await inLineTransaction(db, notifier, async (trx, effects) => {
+      const locked = await executionById(trx, e.execution_id, { lock: true });
+      if (locked.held_claim_id === null) return;
+      const claim = await lockClaimForRelease(trx, locked.held_claim_id);
+      if (claim && !claim.released_at)
+        await releaseServingLine(
+          trx,
+          claim,
+          { reason: `QA plan execution ${e.execution_id}: ${reason}`, bySessionId: e.session_id, byActorId: null },
+          lifetimeMs,
+          effects,
+        );
+      await clearHeldClaim(trx, e.execution_id);
+    });
+  }
+
+  /** Runs an automatic step's (or the host reset's) command on its machine over SSH. */
+  async function runStepCommand(
+    input: { executionId: number; ordinal: number },
+    control: { signal?: AbortSignal; onProgress?: () => void } = {},
+  ): Promise<StepOutcome> {
+    const e = await executionById(db, input.executionId);
+    const step = stepAt(e, input.ordinal);
+    const machine = await db
+      .selectFrom('test_machines')
+      .selectAll()
+      .where('name', '=', step.test_machine!)
+      .executeTakeFirst();
+    if (!machine)
+      return { kind: 'ssh_unavailable', test_machine: step.test_machine!, detail: 'no such test machine is added' };
+    const command = fillCommand(step.command!, {
+      commit: e.delivered_commit,
+      run_id: e.run_id,
+      url: e.target_url ?? '',
+      execution_id: String(e.execution_id),
+    });
+    try {
+      const result = await runOverSsh(
+        {
+          name: machine.name,
+          host: machine.host,
+          port: machine.port,
+          user: machine.ssh_user,
+          identityFile: machine.identity_file,
+          hostKey: machine.host_key,
+        },
+        command,
+        { ...ssh, ...control },
+      );
+      return {
+        kind: 'ran',
+        test_machine: machine.name,
+        exit_code: result.exit_code,
+        timed_out: result.timed_out,
+        output_digest: result.output_digest,
+        output_excerpt: `${result.stdout}${result.stderr ? `\n[stderr]\n${result.stderr}` : ''}`.slice(-EXCERPT_CHARS),
+      };
+    } catch (err) {
+      if (err instanceof SshUnavailable)
+        return { kind: 'ssh_unavailable', test_machine: machine.name, detail: err.detail };
+      throw err;
+    }
+  }
+
+  /**
+   * Records an automatic step's verdict with the commit the target serves now (Q2); the lease
+   * is released in the same transaction when no later step needs the machine.
+   */
+  async function recordStepOutcome(input: {
+    executionId: number;
+    ordinal: number;
+    outcome: Extract<StepOutcome, { kind: 'ran' }>;
+  }): Promise<{ case: string; verdict: string }> {
+    const e = await executionById(db, input.executionId);
+    const steps = planSteps(e.plan);
+    const step = steps[input.ordinal]!;
+    const served = await probe(e);
+    const o = input.outcome;
+    const passed = !o.timed_out && o.exit_code === step.pass_exit_status;
+    const { value } = await inLineTransaction(db, notifier, async (trx, effects) => {
+      const locked = await executionById(trx, e.execution_id, { lock: true });
+      const { row } = await insertResult(trx, {
+        execution_id: e.execution_id,
+        case_name: step.name,
+        ordinal: step.ordinal,
+        kind: step.kind,
+        verdict: passed ? 'passed' : 'failed',
+        observed_commit: served.observed_commit,
+        revision_check: served.revision_check,
+        test_machine: o.test_machine,
+        exit_code: o.exit_code,
+        output_digest: o.output_digest,
+        output_excerpt: o.output_excerpt,
+        note: o.timed_out ? 'timed out' : null,
+      });
+      await advanceCursor(trx, e.execution_id, step.ordinal + 1);
+      if (locked.held_claim_id !== null && !needsMachineAfter(steps, step.ordinal, o.test_machine)) {
+        const claim = await lockClaimForRelease(trx, locked.held_claim_id);
+        if (claim && !claim.released_at)
+          await releaseServingLine(
+            trx,
+            claim,
+            {
+              reason: `QA plan execution ${e.execution_id} finished with ${o.test_machine}`,
+              bySessionId: e.session_id,
+              byActorId: null,
+            },
+            lifetimeMs,
+            effects,
+          );
+        await clearHeldClaim(trx, e.execution_id);
+      }
+      return { case: row.case_name, verdict: row.verdict };
+    });
+    return value;
+  }
+
+  /**
+   * W3: an SSH connection failure is a failed verification `ssh_unavailable` of the machine,
+   * not an error verdict: the lease is released (the machine is now unhealthy, so nobody is
+   * served it) and the execution joins the line, to be woken after a successful verify (W8).
+   */
+  async function recordSshUnavailable(input: {
+    executionId: number;
+    ordinal: number;
+    detail: string;
+  }): Promise<{ position: number }> {
+    const e = await executionById(db, input.executionId);
+    const machine = stepAt(e, input.ordinal).test_machine!;
+    const { value } = await inLineTransaction(db, notifier, async (trx, effects) => {
+      const locked = await executionById(trx, e.execution_id, { lock: true });
+      const session = await requireLiveSession(trx, e.session_id);
+      await trx
+        .insertInto('test_machine_checks')
+        .values({
+          request_id: `qa-plan-execution/${e.execution_id}/${input.ordinal}/${locked.held_claim_id ?? 'unheld'}`,
+          test_machine: machine,
+          kind: 'verification',
+          passed: false,
+          reason: 'ssh_unavailable',
+          output_excerpt: input.detail.slice(0, EXCERPT_CHARS),
+          session_id: e.session_id,
+          qa_plan_execution_id: e.execution_id,
+          started_at: sql`clock_timestamp()`,
+        })
+        .onConflict((oc) => oc.column('request_id').doNothing())
+        .execute();
+      if (locked.held_claim_id !== null) {
+        const claim = await lockClaimForRelease(trx, locked.held_claim_id);
+        if (claim && !claim.released_at)
+          await releaseServingLine(
+            trx,
+            claim,
+            { reason: `ssh_unavailable: ${input.detail}`, bySessionId: e.session_id, byActorId: null },
+            lifetimeMs,
+            effects,
+          );
+        await clearHeldClaim(trx, e.execution_id);
+      }
+      if (locked.status !== 'running') return { position: 0 };
+      const joined = await joinLine(
+        trx,
+        {
+          test_machine: machine,
+          session_id: e.session_id,
+          actor_id: session.actor_id,
+          resume_command: `yoke qa watch ${e.execution_id}`,
+          rationale: `ssh_unavailable: ${input.detail}`,
+          qa_plan_execution_id: e.execution_id,
+        },
+        effects,
+      );
+      return { position: joined.position };
+    });
+    return value;
+  }
+
+  async function recordHuman(
+    input: { executionId: number; case: string; sessionId: string; runId?: string },
+    verdict: 'passed' | 'failed' | 'waived',
+    note: string | null,
+    authorize: (e: ExecutionRow) => Promise<void>,
+  ) {
+    const e = await executionById(db, input.executionId);
+    if (input.runId && input.runId !== e.run_id) {
+      throw refusal(
+        'qa_execution_wrong_run',
+        `QA plan execution ${e.execution_id} belongs to run ${e.run_id}, not ${input.runId}`,
+        {
+          recovery: `record it against its own run, or find the execution of ${input.runId}: yoke deployment-runs qa-pending ${input.runId}`,
+          details: { execution_id: e.execution_id, run_id: e.run_id, named_run_id: input.runId },
+        },
+      );
+    }
+    if (e.status !== 'running') throw settledRefusal(e);
+    const step = planSteps(e.plan).find((s) => s.name === input.case);
+    if (!step) {
+      throw refusal('qa_case_not_found', `plan ${e.plan_id} has no case ${input.case}`, {
+        recovery: `name one of: ${planSteps(e.plan)
+          .map((s) => s.name)
+          .join(', ')}`,
+        details: { execution_id: e.execution_id, case: input.case },
+      });
+    }
+    if (verdict !== 'waived' && !isHumanStep(step)) {
+      throw refusal('qa_case_automatic', `case ${step.name} is automatic: its command's exit status is the verdict`, {
+        recovery: `watch it: yoke qa watch ${e.execution_id}, or waive it: yoke qa waive ${e.execution_id} --case ${step.name} --reason R`,
+        details: { execution_id: e.execution_id, case: step.name },
+      });
+    }
+    await authorize(e);
+    const served = await probe(e);
+    const { row, recorded } = await db.transaction().execute(async (trx) => {
+      const locked = await executionById(trx, e.execution_id, { lock: true });
+      if (locked.status !== 'running') throw settledRefusal(locked);
+      const written = await insertResult(trx, {
+        execution_id: e.execution_id,
+        case_name: step.name,
+        ordinal: step.ordinal,
+        kind: step.kind,
+        verdict,
+        observed_commit: served.observed_commit,
+        revision_check: served.revision_check,
+        note,
+        recorded_by_session_id: input.sessionId,
+      });
+      if (!written.recorded && written.row.verdict !== verdict) {
+        throw refusal('qa_case_already_recorded', `case ${step.name} is already recorded ${written.row.verdict}`, {
+          recovery: `see it: yoke qa get ${e.execution_id}`,
+          details: { execution_id: e.execution_id, case: step.name, verdict: written.row.verdict },
+        });
+      }
+      return written;
+    });
+    return {
+      execution_id: e.execution_id,
+      case: row.case_name,
+      verdict: row.verdict,
+      observed_commit: row.observed_commit,
+      revision_check: row.revision_check,
+      recorded,
+    };
+  }
+
+  /** `yoke qa verdict` (the workflow's recordVerdict update runs this): a human's verdict on a manual case or the gate. */
+  async function recordHumanVerdict(input: {
+    executionId: number;
+    case: string;
+    verdict: 'passed' | 'failed';
+    note?: string;
+    sessionId: string;
+    runId?: string;
+  }) {
+    return recordHuman(input, input.verdict, input.note ?? null, async () => {
+      await requireLiveSession(db, input.sessionId);
+    });
+  }
+
+  /** `yoke qa waive` (R1): the run's live driver, else a steering seat on the run's project. */
+  async function waiveExecutionCase(input: { executionId: number; case: string; reason: string; sessionId: string }) {
+    return recordHuman(input, 'waived', input.reason, async (e) => {
+      await requireRunAuthority(
+        db,
+        await runById(db, e.run_id),
+        input.sessionId,
+        freshMs,
+        `waive QA case ${input.case}`,
+      );
+    });
+  }
+
+  /** R1 before a waiver reaches the workflow: a refused waiver never becomes a failed update. */
+  async function authorizeWaiver(input: { executionId: number; case: string; sessionId: string }): Promise<void> {
+    const e = await executionById(db, input.executionId);
+    await requireRunAuthority(db, await runById(db, e.run_id), input.sessionId, freshMs, `waive QA case ${input.case}`);
+  }
+
+  /** The workflow walked every step: the execution passes, or fails on its first failed case (W9). */
+  async function finishExecution(input: {
+    executionId: number;
+    status: 'passed' | 'failed';
+    reason: string;
+  }): Promise<{ status: string; warnings: string[] }> {
+    const { value, warnings } = await ending(async (trx, effects, qa) => {
+      const ended = await endExecution(
+        trx,
+        input.executionId,
+        input.status,
+        input.reason,
+        { sessionId: null, actorId: null },
+        lifetimeMs,
+        effects,
+        qa,
+      );
+      return ended ? input.status : (await executionById(trx, input.executionId)).status;
+    });
+    return { status: value, warnings };
+  }
+
+  /** `yoke qa abort` (W9): the execution ends, its waits are cancelled and its lease released, in one transaction. */
+  async function abortExecution(input: { sessionId: string; executionId: number; reason: string }) {
+    const session = await requireLiveSession(db, input.sessionId);
+    const e = await executionById(db, input.executionId);
+    if (e.status !== 'running') throw settledRefusal(e);
+    if (e.session_id !== session.session_id)
+      await requireRunAuthority(
+        db,
+        await runById(db, e.run_id),
+        session.session_id,
+        freshMs,
+        `abort QA plan execution ${e.execution_id}`,
+      );
+    const { value, warnings } = await ending(async (trx, effects, qa) => {
+      const ended = await endExecution(
+        trx,
+        e.execution_id,
+        'aborted',
+        input.reason,
+        { sessionId: session.session_id, actorId: session.actor_id },
+        lifetimeMs,
+        effects,
+        qa,
+      );
+      if (!ended) throw settledRefusal(await executionById(trx, e.execution_id));
+      return {
+        execution_id: e.execution_id,
+        status: 'aborted',
+        release_reason: input.reason,
+        released_claim_id: ended.held_claim_id,
+      };
+    });
+    return { ...value, warnings };
+  }
+
+  return {
+    beginExecution,
+    getExecution,
+    acquireHost,
+    runStepCommand,
+    recordStepOutcome,
+    recordSshUnavailable,
+    recordHumanVerdict,
+    waiveExecutionCase,
+    authorizeWaiver,
+    finishExecution,
+    abortExecution,
+  };
+}
+
+export type QaExecutionActivities = ReturnType<typeof qaExecutionActivities>;

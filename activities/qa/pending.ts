@@ -1,0 +1,129 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../db/database';
+import type { Executor } from '../../db/pool';
+import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
+import { flowById, runById } from '../../db/runs';
+import { refusal } from '../../domain/errors';
+
+export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;
+
+export interface QaPendingReport {
+  run_id: string;
+  status: string;
+  stage_name: string | null;
+  /** Each waiting member once, with its blockers. */
+  members: { item: string; stage_name: string | null; blockers: string[] }[];
+  /** Unresolved blocking run obligations (pending, or failed). */
+  run_obligations: { check_name: string; stage_name: string | null; status: string }[];
+  /** Q4: the run-completing stage is held while anything here is pending. */
+  held: boolean;
+  /** The completing stage the hold keeps from starting. */
+  completing_stage: string;
+  /** True only when the combined report is empty. */
+  nothing_outstanding: boolean;
+}
+
+function report(
+  run: { run_id: string; status: string },
+  stage: string | null,
+  completing: string,
+  rows: OutstandingRow[],
+  completingNotStarted: boolean,
+): QaPendingReport {
+  const members = rows
+    .filter((r) => r.subject_kind === 'member')
+    .map((r) => ({ item: r.subject, stage_name: r.stage_name, blockers: r.blockers }));
+  const obligations = rows
+    .filter((r) => r.subject_kind === 'run_obligation')
+    .map((r) => ({ check_name: r.subject, stage_name: r.stage_name, status: r.status }));
+  const pending = rows.some((r) => r.status === 'pending');
+  return {
+    run_id: run.run_id,
+    status: run.status,
+    stage_name: stage,
+    members,
+    run_obligations: obligations,
+    held: run.status === 'executing' && completingNotStarted && pending,
+    completing_stage: completing,
+    nothing_outstanding: rows.length === 0,
+  };
+}
+
+/**
+ * The blocking-QA read (Q4, Q5) in a fixed number of statements whatever the member count:
+ * the run and its completing stage, then deployment_qa_stage_outstanding, under a read
+ * deadline. A read past its deadline refuses read_deadline_exceeded.
+ */
+export async function readQaPending(
+  db: Kysely<Database>,
+  input: { runId: string; stage?: string | null },
+  deadlineMs: number,
+): Promise<QaPendingReport> {
+  try {
+    return await db.transaction().execute(async (trx) => {
+      await sql`SELECT set_config('statement_timeout', ${String(Math.max(1, Math.round(deadlineMs)))}, true)`.execute(
+        trx,
+      );
+      return await readIn(trx, input);
+    });
+  } catch (err) {
+    if ((err as { code?: string }).code === '57014') {
+      throw refusal(
+        'read_deadline_exceeded',
+        `the blocking-QA read of run ${input.runId} ran past its ${deadlineMs} ms deadline`,
+        {
+          recovery: `rerun: yoke deployment-runs qa-pending ${input.runId}`,
+          details: { run_id: input.runId, deadline_ms: deadlineMs },
+        },
+      );
+    }
+    throw err;
+  }
+}
+
+async function readIn(db: Executor, input: { runId: string; stage?: string | null }): Promise<QaPendingReport> {
+  const run = await runById(db, input.runId);
+  const flow = await flowById(db, run.flow_id);
+  const stage = input.stage ?? null;
+  if (stage !== null && !flow.stages.some((s) => s.name === stage && s.kind === 'qa')) {
+    throw refusal('qa_stage_not_found', `run ${run.run_id}'s flow has no QA stage ${stage}`, {
+      recovery: `name one of: ${
+        flow.stages
+          .filter((s) => s.kind === 'qa')
+          .map((s) => s.name)
+          .join(', ') || '(none)'
+      }`,
+      details: { run_id: run.run_id, stage },
+    });
+  }
+  const last = flow.stages.length - 1;
+  const completing = flow.stages[last]!.name;
+  const stages = await db
+    .selectFrom('deployment_run_stages')
+    .select(['ordinal', 'status'])
+    .where('run_id', '=', run.run_id)
+    .execute();
+  const statusOf = (ordinal: number) => stages.find((s) => s.ordinal === ordinal)?.status ?? 'pending';
+  // Held: every earlier stage is done and the completing one has not started.
+  const atCompleting =
+    statusOf(last) === 'pending' && flow.stages.every((_, i) => i === last || statusOf(i) === 'passed');
+  const rows = await qaStageOutstanding(db, run.run_id, stage);
+  return report(run, stage, completing, rows, atCompleting);
+}
+
+/** The hold itself (Q4), for the run workflow: pending blocking QA anywhere on the run. */
+export async function blockingQaUnresolved(db: Executor, runId: string): Promise<string[]> {
+  return (await qaStageOutstanding(db, runId, null))
+    .filter((r) => r.status === 'pending')
+    .map((r) => (r.subject_kind === 'member' ? `${r.subject} (${r.blockers.join(', ')})` : r.subject));
+}
+
+/** One line per unresolved obligation, as `watch` and `advance` print them. */
+export function unresolvedLines(r: QaPendingReport): string[] {
+  return [
+    ...r.members.map((m) => `member ${m.item} at ${m.stage_name}: ${m.blockers.join('; ')}`),
+    ...r.run_obligations.map(
+      (o) => `run obligation ${o.check_name}${o.stage_name ? ` at ${o.stage_name}` : ''}: ${o.status}`,
+    ),
+  ];
+}

@@ -1,0 +1,139 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs } from 'kysely';
+import { stringify } from 'yaml';
+import { deploymentRunActivities } from '../activities/deploymentRuns';
+import { projectDefinitionActivities } from '../activities/projectDefinition';
+import { readQaPending } from '../activities/qa/pending';
+import { sessionActivities } from '../activities/sessions';
+import { withBenchDatabase } from './benchDatabase';
+
+/**
+ * The blocking-QA reader (Q5, `deployment-runs qa-pending`): latency and the number of SQL
+ * statements one read issues for runs of 1, 10, 100 and 500 members, next to a bare
+ * single-row read on the same server in the same run. The count must not grow with members.
+ */
+const MEMBERS = [1, 10, 100, 500];
+const READS = Number(process.env.BENCH_READS ?? 50);
+/** Items of the run with n members are numbered after those of the smaller runs. */
+const offset = (n: number) => MEMBERS.filter((m) => m < n).reduce((a, b) => a + b, 0);
+
+/** Counts every statement kysely sends (BEGIN/COMMIT of a transaction excluded). */
+class CountingPlugin implements KyselyPlugin {
+  count = 0;
+  transformQuery(args: PluginTransformQueryArgs) {
+    this.count++;
+    return args.node;
+  }
+  async transformResult(args: PluginTransformResultArgs) {
+    return args.result;
+  }
+}
+
+function stats(samples: number[]) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) =>
+    Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  return { n: sorted.length, p50_ms: at(0.5), p95_ms: at(0.95) };
+}
+
+const since = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
+
+async function main(): Promise<void> {
+  await withBenchDatabase('qa', async ({ db, postgres }) => {
+    const definition = {
+      project: 'bench',
+      item_prefix: 'B',
+      environments: MEMBERS.map((n) => ({ name: `env-${n}`, url: `http://env-${n}.bench.test`, tier: 'stage' })),
+      plans: [{ id: 'accept', cases: [{ name: 'look', manual: { instructions: 'look' } }] }],
+      flows: MEMBERS.map((n) => ({
+        name: `flow-${n}`,
+        delivery_custody: true,
+        stages: [
+          {
+            name: 'item-qa',
+            kind: 'qa',
+            target: `env-${n}`,
+            scope: 'item',
+            checks: [{ name: 'accept', plan: 'accept' }],
+          },
+          { name: 'run-qa', kind: 'qa', target: `env-${n}`, scope: 'run', checks: [{ name: 'smoke' }] },
+          { name: 'go', kind: 'auto', target: `env-${n}` },
+        ],
+      })),
+      // Each run's members complete on that run's flow (its own items), so the runs can close them.
+      items: MEMBERS.flatMap((n) =>
+        Array.from({ length: n }, (_, i) => ({
+          id: `B-${offset(n) + i + 1}`,
+          completion_flow: `flow-${n}`,
+          obligations: [{ case: 'e2e', qa_phase: 'post_deploy', target_env: null }],
+        })),
+      ),
+    };
+    const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
+    writeFileSync(file, stringify(definition));
+    await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
+    await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
+    const runs = deploymentRunActivities({ db });
+
+    const counter = new CountingPlugin();
+    const counted = db.withPlugin(counter);
+    const figures: Record<string, unknown>[] = [];
+    for (const n of MEMBERS) {
+      const run = await runs.createRun({
+        sessionId: 'bench',
+        project: 'bench',
+        flow: `flow-${n}`,
+        target: `env-${n}`,
+        candidate: 'abcdef1234',
+        idempotencyKey: `k-${n}`,
+        items: Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`),
+      });
+      await readQaPending(db, { runId: run.run_id }, 30_000); // warm
+      counter.count = 0;
+      const report = await readQaPending(counted, { runId: run.run_id }, 30_000);
+      const statements = counter.count;
+      const latency: number[] = [];
+      for (let i = 0; i < READS; i++) {
+        const t = process.hrtime.bigint();
+        await readQaPending(db, { runId: run.run_id }, 30_000);
+        latency.push(since(t));
+      }
+      const baseline: number[] = [];
+      for (let i = 0; i < READS; i++) {
+        const t = process.hrtime.bigint();
+        await sql`SELECT status FROM deployment_runs WHERE run_id = ${run.run_id}`.execute(db);
+        baseline.push(since(t));
+      }
+      figures.push({
+        members: n,
+        waiting_members_reported: report.members.length,
+        run_obligations_reported: report.run_obligations.length,
+        statements_per_read: statements,
+        qa_pending: stats(latency),
+        baseline_single_row_read: stats(baseline),
+      });
+    }
+    const counts = new Set(figures.map((f) => f.statements_per_read));
+    process.stdout.write(
+      `${JSON.stringify(
+        {
+          bench: 'qa',
+          postgres,
+          reads_per_size: READS,
+          statement_count_constant: counts.size === 1,
+          figures,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    if (counts.size !== 1) process.exitCode = 1;
+  });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

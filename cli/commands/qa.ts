@@ -1,0 +1,280 @@
+import type { WorkflowHandle } from '@temporalio/client';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import type { ExecutionView } from '../../activities/qa/executions';
+import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { emit, table, warn } from '../output';
+
+const Json = z.object({ json: z.boolean().optional(), session: nonEmpty.optional() });
+const ExecutionId = z.coerce.number().int().positive().max(2_147_483_647);
+
+async function qa(ctx: CommandContext) {
+  const { qaExecutionActivities } = await import('../../activities/qa/executions');
+  return qaExecutionActivities({
+    db: ctx.db,
+    line: ctx.line,
+    ssh: ctx.config.ssh,
+    driverFreshMs: ctx.config.driverFreshMs,
+    qaNotifier: ctx.temporal.qaNotifier(),
+  });
+}
+
+function executionId(raw: string): number {
+  return parseOptions(z.object({ execution: ExecutionId }), { execution: raw }).execution;
+}
+
+function stepsTable(v: ExecutionView): string {
+  return table(
+    ['#', 'CASE', 'KIND', 'MACHINE', 'VERDICT', 'OBSERVED', 'NOTE'],
+    v.steps.map((s) => [
+      s.ordinal,
+      s.name,
+      s.kind,
+      s.test_machine,
+      s.verdict ?? 'pending',
+      s.observed_commit ? `${s.observed_commit.slice(0, 12)} (${s.revision_check})` : s.revision_check,
+      s.note,
+    ]),
+  );
+}
+
+function executionText(v: ExecutionView): string {
+  const id = v.deployment_start_identity;
+  return [
+    `QA plan execution ${v.execution_id}: run ${v.run_id}, stage ${v.stage}, plan ${v.plan_id}${v.item ? `, item ${v.item}` : ''}`,
+    `status ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}; session ${v.session_id}`,
+    `target ${id.target} (${id.target_url ?? 'no url'}${id.served_revision_path}); delivered ${id.delivered_commit}; served ${v.served_revision.observed_commit ?? '?'} (${v.served_revision.revision_check})`,
+    ...v.waits
+      .filter((w) => w.state === 'waiting' || w.state === 'reserved')
+      .map((w) => `in line for ${w.test_machine}: ${w.state}${w.position ? ` at position ${w.position}` : ''}`),
+    stepsTable(v),
+  ].join('\n');
+}
+
+/** Q2: a different build or an unanswerable target is said on stderr; QA proceeds either way. */
+function revisionWarning(r: {
+  deployment_start_identity: { target: string; delivered_commit: string };
+  served_revision: { revision_check: string; observed_commit: string | null; detail: string | null };
+}): string | null {
+  const id = r.deployment_start_identity;
+  if (r.served_revision.revision_check === 'mismatch')
+    return `warning: served_revision_mismatch: target ${id.target} serves ${r.served_revision.observed_commit}, but the run delivered ${id.delivered_commit}; QA proceeds against what is deployed`;
+  if (r.served_revision.revision_check === 'unverified')
+    return `warning: served_revision_unverified: target ${id.target} could not be asked what it serves (${r.served_revision.detail}); the run delivered ${id.delivered_commit}`;
+  return null;
+}
+
+/** Sends an update to the execution's workflow; a finished or missing workflow falls back to Postgres, which refuses. */
+async function throughWorkflow<T>(
+  ctx: CommandContext,
+  id: number,
+  update: (handle: WorkflowHandle) => Promise<T>,
+  fallback: () => Promise<T>,
+): Promise<T> {
+  const client = await ctx.temporal.get();
+  const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
+  const handle = client.workflow.getHandle(qaExecutionWorkflowId(id));
+  try {
+    const description = await handle.describe();
+    if (description.status.name !== 'RUNNING') return await fallback();
+  } catch (err) {
+    if ((err as Error).name === 'WorkflowNotFoundError') return fallback();
+    throw err;
+  }
+  return update(handle);
+}
+
+export function registerQa(program: Command): void {
+  const q = program.command('qa').description('QA plan executions: begin, record verdicts, waive, abort, follow');
+  const acting = (cmd: Command) =>
+    cmd.option('--session <id>', 'acting session (default $YOKE_SESSION_ID)').option('--json', 'print JSON');
+
+  acting(
+    q
+      .command('begin')
+      .description("start a QA plan execution at a run's QA stage (Q1, Q2); its workflow walks the plan")
+      .requiredOption('--run <run>', 'deployment run')
+      .requiredOption('--stage <stage>', 'QA stage of the run')
+      .requiredOption('--plan <plan>', 'QA plan id')
+      .option('--item <PREFIX-N>', 'the member this execution answers (item-scoped QA)'),
+  ).action(async (raw) => {
+    const o = parseOptions(
+      Json.extend({ run: nonEmpty, stage: nonEmpty, plan: nonEmpty, item: nonEmpty.optional() }),
+      raw,
+    );
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) => {
+      // Temporal must answer before the execution exists, so no execution is left without its workflow.
+      const client = await ctx.temporal.get();
+      if (!(await ctx.temporal.hasWorker()))
+        warn(
+          !!o.json,
+          `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the execution waits until one starts`,
+        );
+      const begun = await (
+        await qa(ctx)
+      ).beginExecution({ sessionId, runId: o.run, stage: o.stage, plan: o.plan, item: o.item });
+      const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
+      await client.workflow.start('qaPlanExecution', {
+        workflowId: qaExecutionWorkflowId(begun.execution_id),
+        taskQueue: ctx.config.taskQueue,
+        args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps }],
+      });
+      return begun;
+    });
+    const warning = revisionWarning(r);
+    if (warning) process.stderr.write(`${warning}\n`);
+    emit(
+      !!o.json,
+      r,
+      () =>
+        `began QA plan execution ${r.execution_id} (${r.workflow_id}): plan ${r.plan_id} at ${r.stage} of ${r.run_id}${r.item ? ` for ${r.item}` : ''}\n` +
+        `target ${r.deployment_start_identity.target}, delivered ${r.deployment_start_identity.delivered_commit}, served ${r.served_revision.observed_commit ?? '?'} (${r.served_revision.revision_check})\n` +
+        `follow it: yoke qa watch ${r.execution_id}`,
+    );
+  });
+
+  acting(
+    q
+      .command('verdict')
+      .description('record a human verdict on a manual case or the gate (a workflow update; refusals are named)')
+      .argument('<execution>', 'execution id')
+      .requiredOption('--case <case>', 'case name')
+      .requiredOption('--verdict <verdict>', 'passed | failed')
+      .option('--note <text>', 'a note kept with the verdict')
+      .option('--run <run>', 'the run you mean (refused qa_execution_wrong_run when it is another)'),
+  ).action(async (rawId: string, raw) => {
+    const id = executionId(rawId);
+    const o = parseOptions(
+      Json.extend({
+        case: nonEmpty,
+        verdict: z.enum(['passed', 'failed']),
+        note: z.string().optional(),
+        run: nonEmpty.optional(),
+      }),
+      raw,
+    );
+    const sessionId = actingSession(o);
+    const request = { case: o.case, verdict: o.verdict, note: o.note, sessionId, runId: o.run };
+    const r = await withDb(async (ctx) =>
+      throughWorkflow(
+        ctx,
+        id,
+        async (handle) =>
+          handle.executeUpdate((await import('../../workflows/definitions')).recordVerdict, { args: [request] }),
+        async () => (await qa(ctx)).recordHumanVerdict({ executionId: id, ...request }),
+      ),
+    );
+    emit(
+      !!o.json,
+      r,
+      () =>
+        `execution ${r.execution_id} case ${r.case}: ${r.verdict} (served ${r.observed_commit ?? '?'}, ${r.revision_check})`,
+    );
+  });
+
+  acting(
+    q
+      .command('waive')
+      .description("waive a case (R1: the run's live driver, else a steering seat on its project)")
+      .argument('<execution>', 'execution id')
+      .requiredOption('--case <case>', 'case name')
+      .requiredOption('--reason <text>', 'why'),
+  ).action(async (rawId: string, raw) => {
+    const id = executionId(rawId);
+    const o = parseOptions(Json.extend({ case: nonEmpty, reason: nonEmpty }), raw);
+    const sessionId = actingSession(o);
+    const request = { case: o.case, reason: o.reason, sessionId };
+    const r = await withDb(async (ctx) => {
+      // R1 before anything reaches the workflow: a refused waiver never becomes a failed update.
+      await (await qa(ctx)).authorizeWaiver({ executionId: id, case: o.case, sessionId });
+      return throughWorkflow(
+        ctx,
+        id,
+        async (handle) =>
+          handle.executeUpdate((await import('../../workflows/definitions')).waiveCase, { args: [request] }),
+        async () => (await qa(ctx)).waiveExecutionCase({ executionId: id, ...request }),
+      );
+    });
+    emit(!!o.json, r, () => `execution ${r.execution_id} case ${r.case}: waived`);
+  });
+
+  acting(
+    q
+      .command('abort')
+      .description('end an execution: its waits are cancelled and its lease released in one transaction (W9)')
+      .argument('<execution>', 'execution id')
+      .requiredOption('--reason <text>', 'why'),
+  ).action(async (rawId: string, raw) => {
+    const id = executionId(rawId);
+    const o = parseOptions(Json.extend({ reason: nonEmpty }), raw);
+    const sessionId = actingSession(o);
+    const r = await withDb(async (ctx) =>
+      (await qa(ctx)).abortExecution({ sessionId, executionId: id, reason: o.reason }),
+    );
+    for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
+    emit(!!o.json, r, () => `execution ${r.execution_id} aborted: ${r.release_reason}`);
+  });
+
+  q.command('get')
+    .description('an execution: identity, served revision, each case with the commit it observed, its waits')
+    .argument('<execution>', 'execution id')
+    .option('--json', 'print JSON')
+    .action(async (rawId: string, raw) => {
+      const id = executionId(rawId);
+      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const v = await withDb(async (ctx) => (await qa(ctx)).getExecution({ executionId: id }));
+      emit(!!o.json, v, () => executionText(v));
+    });
+
+  q.command('watch')
+    .description('follow an execution case by case until it ends (exit 0 if it passed)')
+    .argument('<execution>', 'execution id')
+    .option('--interval-ms <ms>', 'how often to read', '500')
+    .option('--json', 'print JSON lines')
+    .action(async (rawId: string, raw) => {
+      const id = executionId(rawId);
+      const o = parseOptions(
+        z.object({ json: z.boolean().optional(), intervalMs: z.coerce.number().int().min(50) }),
+        raw,
+      );
+      const status = await withDb(async (ctx) => {
+        const acts = await qa(ctx);
+        const seen = new Map<string, string>();
+        let lastWaiting = '';
+        for (;;) {
+          const v = await acts.getExecution({ executionId: id });
+          for (const s of v.steps) {
+            const key = s.verdict ?? '';
+            if (!key || seen.get(s.name) === key) continue;
+            seen.set(s.name, key);
+            if (o.json)
+              process.stdout.write(
+                `${JSON.stringify({ execution_id: id, case: s.name, kind: s.kind, verdict: s.verdict, observed_commit: s.observed_commit, revision_check: s.revision_check })}\n`,
+              );
+            else
+              process.stdout.write(
+                `${String(s.ordinal + 1).padStart(2)}/${v.steps.length} ${s.name.padEnd(20)} ${s.kind.padEnd(10)} ${s.verdict}  served ${s.observed_commit ?? '?'} (${s.revision_check})\n`,
+              );
+          }
+          const waiting = v.waits
+            .filter((w) => w.state === 'waiting')
+            .map((w) => `waiting for ${w.test_machine} at position ${w.position}`)
+            .join('; ');
+          if (waiting !== lastWaiting && !o.json && waiting) process.stdout.write(`${waiting}\n`);
+          lastWaiting = waiting;
+          if (v.status !== 'running') {
+            if (o.json)
+              process.stdout.write(
+                `${JSON.stringify({ execution_id: id, status: v.status, release_reason: v.release_reason })}\n`,
+              );
+            else
+              process.stdout.write(`execution ${id} ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}\n`);
+            return v.status;
+          }
+          await new Promise((r) => setTimeout(r, o.intervalMs));
+        }
+      });
+      if (status !== 'passed') process.exitCode = 1;
+    });
+}

@@ -1,0 +1,91 @@
+import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs } from 'kysely';
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { readQaPending } from '../../activities/qa/pending';
+import { sessionActivities } from '../../activities/sessions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { writeDefinition } from '../helpers/runs';
+
+let t: TestDatabase;
+const sizes = [1, 40];
+/** Items of the run with n members are numbered after those of the smaller runs. */
+const offset = (n: number) => sizes.filter((m) => m < n).reduce((a, b) => a + b, 0);
+
+class CountingPlugin implements KyselyPlugin {
+  count = 0;
+  transformQuery(args: PluginTransformQueryArgs) {
+    this.count++;
+    return args.node;
+  }
+  async transformResult(args: PluginTransformResultArgs) {
+    return args.result;
+  }
+}
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({
+    file: writeDefinition({
+      project: 'bench',
+      item_prefix: 'B',
+      environments: sizes.map((n) => ({ name: `env-${n}`, url: `http://env-${n}.test`, tier: 'stage' })),
+      plans: [{ id: 'accept', cases: [{ name: 'look', manual: {} }] }],
+      flows: sizes.map((n) => ({
+        name: `flow-${n}`,
+        delivery_custody: true,
+        stages: [
+          {
+            name: 'item-qa',
+            kind: 'qa',
+            target: `env-${n}`,
+            scope: 'item',
+            checks: [{ name: 'accept', plan: 'accept' }],
+          },
+          { name: 'run-qa', kind: 'qa', target: `env-${n}`, scope: 'run', checks: [{ name: 'smoke' }] },
+          { name: 'go', kind: 'auto', target: `env-${n}` },
+        ],
+      })),
+      // Each run's members complete on that run's flow (its own items), so the runs can close them.
+      items: sizes.flatMap((n) =>
+        Array.from({ length: n }, (_, i) => ({
+          id: `B-${offset(n) + i + 1}`,
+          completion_flow: `flow-${n}`,
+          obligations: [{ case: 'e2e', qa_phase: 'post_deploy' }],
+        })),
+      ),
+    }),
+  });
+  await sessionActivities({ db: t.db }).registerSession({ sessionId: 's', actorId: 's' });
+}, 120_000);
+
+afterAll(async () => t.drop());
+
+test('Q5 the blocking-QA read answers its whole run in a fixed number of statements: each waiting member once with its blockers, plus run obligations', async () => {
+  const runs = deploymentRunActivities({ db: t.db });
+  const counts: number[] = [];
+  for (const n of [1, 40]) {
+    const run = await runs.createRun({
+      sessionId: 's',
+      project: 'bench',
+      flow: `flow-${n}`,
+      target: `env-${n}`,
+      candidate: 'abcdef1234',
+      idempotencyKey: `k-${n}`,
+      items: Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`),
+    });
+    const counter = new CountingPlugin();
+    const report = await readQaPending(t.db.withPlugin(counter), { runId: run.run_id }, 10_000);
+    counts.push(counter.count);
+    expect(report.members).toHaveLength(n);
+    expect(report.members.find((m) => m.item === `B-${offset(n) + 1}`)).toEqual({
+      item: `B-${offset(n) + 1}`,
+      stage_name: 'item-qa',
+      blockers: [`B-${offset(n) + 1}/e2e`, 'plan accept has no passed execution'],
+    });
+    expect(report.run_obligations).toEqual([{ check_name: 'smoke', stage_name: 'run-qa', status: 'pending' }]);
+    const scoped = await readQaPending(t.db, { runId: run.run_id, stage: 'run-qa' }, 10_000);
+    expect(scoped.members).toEqual([]); // the item stage's members are not this stage's subjects
+    expect(scoped.nothing_outstanding).toBe(false);
+  }
+  expect(counts[0]).toBe(counts[1]);
+});
