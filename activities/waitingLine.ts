@@ -12,6 +12,7 @@ import {
   positionOf,
   probeLine,
   settleWaits,
+  openWaitsOf,
   waitsOfEndedSessions,
   type NewWait,
 } from '../db/waits';
@@ -226,13 +227,7 @@ export async function cancelWaitsOfSession(
   lifetimeMs: number,
   effects: LineEffects,
 ): Promise<void> {
-  const open = await trx
-    .selectFrom('qa_test_machine_waits')
-    .selectAll()
-    .where('session_id', '=', sessionId)
-    .where('state', 'in', ['waiting', 'reserved'])
-    .execute();
-  await cancelWaitRows(trx, open, reason, lifetimeMs, effects);
+  await cancelWaitRows(trx, await openWaitsOf(trx, { sessionId }), reason, lifetimeMs, effects);
 }
 
 /** W9: an execution's end cancels its waits in the same transaction, passing any reserved turn on. */
@@ -243,13 +238,7 @@ export async function cancelWaitsOfExecution(
   lifetimeMs: number,
   effects: LineEffects,
 ): Promise<void> {
-  const open = await trx
-    .selectFrom('qa_test_machine_waits')
-    .selectAll()
-    .where('qa_plan_execution_id', '=', executionId)
-    .where('state', 'in', ['waiting', 'reserved'])
-    .execute();
-  await cancelWaitRows(trx, open, reason, lifetimeMs, effects);
+  await cancelWaitRows(trx, await openWaitsOf(trx, { executionId }), reason, lifetimeMs, effects);
 }
 
 /** Cancels the waits of sessions that ended (the sweep's share of W9), machine by machine. */

@@ -120,6 +120,17 @@ export async function settleWaits(
     .execute();
 }
 
+/** The open (waiting or reserved) waits of one session, or of one QA plan execution (W9). */
+export async function openWaitsOf(
+  db: Executor,
+  owner: { sessionId: string } | { executionId: number },
+): Promise<WaitRow[]> {
+  const query = db.selectFrom('qa_test_machine_waits').selectAll().where('state', 'in', ['waiting', 'reserved']);
+  return 'sessionId' in owner
+    ? query.where('session_id', '=', owner.sessionId).execute()
+    : query.where('qa_plan_execution_id', '=', owner.executionId).execute();
+}
+
 /** Open waits whose session has ended or been terminated (W9), on one machine or all. */
 export async function waitsOfEndedSessions(db: Executor, testMachine?: string): Promise<WaitRow[]> {
   let q = db
