@@ -2,7 +2,8 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../../db/database';
 import { claimView, liveClaimIdOfSession, type ClaimView } from '../../db/claims';
 import { ensureItem, requireProject } from '../../db/projects';
-import { requireLiveSession } from '../../db/sessions';
+import { requireLiveSession, sessionById } from '../../db/sessions';
+import type { SessionRow } from '../../db/database';
 import { claimAlreadyReleased, claimNotFound, claimNotHeld, requireReleaseReason } from '../../domain/claimRefusals';
 import { refusal } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
@@ -64,6 +65,34 @@ export async function releaseItem(
 }
 
 /**
+ * C9: the holder releases its own claim, and so does the holder's actor from any live session
+ * of that actor: a sticky QA host outlives the session that took it (the suite runs on), so
+ * the ended session cannot act, but its actor can. Returns the acting live session, or
+ * undefined when the acting session belongs to another actor (the operator rules decide).
+ */
+async function holderActorRelease(
+  trx: Transaction<Database>,
+  claim: { claim_id: number; session_id: string },
+  actingSessionId: string,
+  reason: string,
+): Promise<SessionRow | undefined> {
+  const holder = await sessionById(trx, claim.session_id);
+  if (claim.session_id === actingSessionId && holder && (holder.ended_at || holder.terminated_at)) {
+    throw refusal(
+      'session_ended',
+      `session "${actingSessionId}" that holds claim ${claim.claim_id} has ended; its actor ${holder.actor_id} releases the claim from any live session`,
+      {
+        recovery: `yoke claims work release --claim-id ${claim.claim_id} --reason ${JSON.stringify(reason)} --session <a live session of ${holder.actor_id}>`,
+        details: { session_id: actingSessionId, claim_id: claim.claim_id, actor_id: holder.actor_id },
+      },
+    );
+  }
+  const acting = await requireLiveSession(trx, actingSessionId);
+  if (claim.session_id === actingSessionId || holder?.actor_id === acting.actor_id) return acting;
+  return undefined;
+}
+
+/**
  * C9/C12: release by claim id. The holder releases its own claim (a QA host after its run,
  * a pre-retirement DEPLOY: hold); anyone else goes through the operator rules.
  */
@@ -77,12 +106,12 @@ export async function releaseWorkClaim(deps: LineDeps, input: WorkReleaseInput):
         return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
       throw claimAlreadyReleased({ ...claim, released_at: claim.released_at });
     }
-    if (claim.session_id === input.actingSessionId) {
-      const holder = await requireLiveSession(trx, input.actingSessionId);
+    const actor = await holderActorRelease(trx, claim, input.actingSessionId, input.reason);
+    if (actor) {
       await releaseServingLine(
         trx,
         claim,
-        { reason, bySessionId: holder.session_id, byActorId: holder.actor_id },
+        { reason, bySessionId: actor.session_id, byActorId: actor.actor_id },
         deps.lifetimeMs,
         effects,
       );

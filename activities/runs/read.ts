@@ -1,10 +1,11 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { requireProject } from '../../db/projects';
-import { driverAttachmentLive, obligationsOf, runById, runFlow } from '../../db/runs';
-import { requirementId, untargetedObligations } from '../../domain/admission';
+import { releaseLineage, type LineageEntry } from '../../db/memberClosure';
+import { driverAttachmentLive, runById, runFlow } from '../../db/runs';
 import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
+import { memberClosure, type MemberClosureView } from './memberClosure';
 import { openLines } from './occupancy';
 
 /** What names a run: shared by the creation receipt and every read. */
@@ -80,18 +81,8 @@ export interface RunView extends RunIdentity {
   carried_work: CarriedWork;
   supersedes_run_id: string | null;
   superseded_by_run_id: string | null;
-  member_closure?: MemberClosure[];
-}
-
-export interface MemberClosure {
-  item: string;
-  requirement_ids: string[];
-  phases: string[];
-  targets: (string | null)[];
-  blocked: boolean;
-  blocked_reasons: string[];
-  atomic_siblings: string[];
-  other_target_deferrals: string[];
+  release_lineage: LineageEntry[];
+  member_closure?: MemberClosureView;
 }
 
 export const RUN_FIELDS = [
@@ -122,6 +113,7 @@ export const RUN_FIELDS = [
   'carried_work',
   'supersedes_run_id',
   'superseded_by_run_id',
+  'release_lineage',
 ] as const;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -129,46 +121,6 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: number }) {
   const { db } = deps;
   const freshMs = deps.driverFreshMs ?? 600_000;
-
-  /**
-   * D2: the member closure diagnostic, computed only when asked. It reads requirement ids,
-   * phases, targets, blocked members and other-target deferrals, and changes nothing.
-   */
-  async function memberClosure(runId: string): Promise<MemberClosure[]> {
-    const run = await runById(db, runId);
-    const flow = await runFlow(db, run);
-    const out: MemberClosure[] = [];
-    for (const m of await membersOf(db, runId)) {
-      const obligations = await obligationsOf(db, [m.item_id]);
-      const selection = await selectionOf(db, flow, m, m.requirement_selection);
-      const selected = obligations.filter((o) => selection.includes(requirementId(m.item, o.case_key)));
-      const qa = await db
-        .selectFrom('deployment_run_qa')
-        .select(['check_name', 'status'])
-        .where('run_id', '=', runId)
-        .where('check_name', 'like', `${m.item}/%`)
-        .where('retracted_at', 'is', null)
-        .where('blocking', '=', true)
-        .execute();
-      const blockedReasons = qa
-        .filter((q) => q.status === 'pending' || q.status === 'failed')
-        .map((q) => `${q.check_name} ${q.status}`);
-      out.push({
-        item: m.item,
-        requirement_ids: selection,
-        phases: [...new Set(selected.map((o) => o.qa_phase))],
-        targets: [...new Set(selected.map((o) => o.target_env))],
-        blocked: blockedReasons.length > 0,
-        blocked_reasons: blockedReasons,
-        atomic_siblings: [],
-        other_target_deferrals: untargetedObligations(
-          obligations.map((o) => ({ ...o, item: m.item })),
-          flow.stages,
-        ).map((u) => u.message),
-      });
-    }
-    return out;
-  }
 
   async function getRun(input: {
     runId: string;
@@ -186,7 +138,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
     }
     const run = await runById(db, input.runId);
     const flow = await runFlow(db, run);
-    const [project, target, stages, qa, removals, units, members, live] = await Promise.all([
+    const [project, target, stages, qa, removals, units, members, live, lineage] = await Promise.all([
       db.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow(),
       db
         .selectFrom('environments')
@@ -218,6 +170,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         .execute(),
       membersOf(db, run.run_id),
       driverAttachmentLive(db, run, freshMs),
+      releaseLineage(db, run.run_id),
     ]);
     const occupying = run.status === 'executing' && !run.occupancy_released_at;
     const memberItems = [];
@@ -318,9 +271,10 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       carried_work: await carriedWork(db, run, flow),
       supersedes_run_id: run.supersedes_run_id,
       superseded_by_run_id: run.superseded_by_run_id,
+      release_lineage: lineage,
     };
     if (input.includeMemberClosure || input.fields?.includes('member_closure'))
-      view.member_closure = await memberClosure(run.run_id);
+      view.member_closure = await memberClosure(db, run.run_id);
     if (!input.fields?.length) return view;
     const picked: Record<string, unknown> = { run_id: view.run_id };
     for (const f of input.fields) picked[f] = (view as unknown as Record<string, unknown>)[f];
@@ -351,5 +305,5 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
     return (await q.execute()).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
   }
 
-  return { getRun, listRuns, memberClosure };
+  return { getRun, listRuns, memberClosure: (runId: string) => memberClosure(db, runId) };
 }

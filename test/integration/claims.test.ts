@@ -374,6 +374,34 @@ describe('coordination claims', () => {
     });
   });
 
+  test("C9 a QA host holder whose session ended: the ended session is refused naming its actor, and the holder's actor releases it from any live session", async () => {
+    const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
+    await s.endSession({ sessionId: 'w1' }); // the suite outlives the session: the sticky hold stays
+    expect((await liveRow(qa.claim.claim_id)).released_at).toBeNull();
+    const ended = await refusalOf(
+      s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'suite finished' }),
+    );
+    expect(ended.code).toBe('session_ended');
+    expect(ended.message).toContain('alice');
+    expect(ended.recovery).toContain(`yoke claims work release --claim-id ${qa.claim.claim_id}`);
+    // another actor's session still goes through the operator rules
+    const stranger = await refusalOf(
+      s.releaseWorkClaim({ actingSessionId: 'w2', claimId: qa.claim.claim_id, reason: 'mine now' }),
+    );
+    expect(stranger.code).toBe('steering_seat_required');
+    await s.registerSession({ sessionId: 'w1-next', actorId: 'alice', project: 'web' });
+    const released = await s.releaseWorkClaim({
+      actingSessionId: 'w1-next',
+      claimId: qa.claim.claim_id,
+      reason: 'suite finished',
+    });
+    expect(released).toMatchObject({
+      operator_event_id: null,
+      claim: { release_reason: 'suite finished', released_by_session_id: 'w1-next' },
+    });
+    expect((await liveRow(qa.claim.claim_id)).released_at).not.toBeNull();
+  });
+
   test('C10 a hold keeps its stored project authority after the holder moves to another project', async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
     // the holder's session leaves web for api; the claim stays under web's authority

@@ -481,32 +481,85 @@ describe('membership and admission', () => {
     });
   });
 
-  test('D2 member_closure appears only when asked and changes nothing', async () => {
-    const run = await create();
+  test('D2 member_closure appears only when asked, changes nothing, and describes member settlement with atomic siblings, prerequisites and release_lineage in a fixed number of statements', async () => {
+    const run = await create({ items: ['WEB-1', 'WEB-2', 'WEB-3'] });
     expect(await r.getRun({ runId: run.run_id })).not.toHaveProperty('member_closure');
+    // settling: delivery reads as discharged; WEB-2's own row passes, WEB-1's stays pending
+    await sql`UPDATE deployment_runs SET status = 'executing', executing_at = now(), settling_at = now()
+               WHERE run_id = ${run.run_id}`.execute(t.db);
+    await sql`UPDATE deployment_run_qa SET status = 'passed'
+               WHERE run_id = ${run.run_id} AND check_name = 'WEB-2/gift-smoke'`.execute(t.db);
+    await sql`INSERT INTO item_dependencies (item_id, depends_on_item_id)
+              SELECT a.item_id, b.item_id FROM backlog_items a, backlog_items b, projects p
+               WHERE p.item_prefix = 'WEB' AND a.project_id = p.project_id AND b.project_id = p.project_id
+                 AND a.number = 3 AND b.number = 2`.execute(t.db);
     const snapshot = async () =>
       JSON.stringify(
         await Promise.all(
-          ['deployment_runs', 'deployment_run_items', 'deployment_run_qa', 'item_qa_cases'].map((table) =>
-            sql`SELECT * FROM ${sql.table(table)} ORDER BY 1, 2`.execute(t.db).then((x) => x.rows),
+          ['deployment_runs', 'deployment_run_items', 'deployment_run_qa', 'item_qa_cases', 'backlog_items'].map(
+            (table) => sql`SELECT * FROM ${sql.table(table)} ORDER BY 1, 2`.execute(t.db).then((x) => x.rows),
           ),
         ),
       );
     const before = await snapshot();
     const view = await r.getRun({ runId: run.run_id, includeMemberClosure: true });
-    expect(view.member_closure).toEqual([
-      {
-        item: 'WEB-1',
-        requirement_ids: ['WEB-1/checkout-e2e'],
-        phases: ['post_deploy'],
-        targets: ['stage'],
-        blocked: true,
-        blocked_reasons: ['WEB-1/checkout-e2e pending'],
-        atomic_siblings: [],
-        other_target_deferrals: [expect.stringContaining('WEB-1/prod-canary declares environment production')],
-      },
-    ]);
+    const closure = view.member_closure!;
+    expect(closure.release_lineage.map((l) => l.run_id)).toEqual([run.run_id]);
+    const [web1, web2, web3] = closure.members;
+    // WEB-1 is blocked by its own open QA, not by a count of run-bound rows
+    expect(web1).toMatchObject({
+      item: 'WEB-1',
+      requirement_ids: ['WEB-1/checkout-e2e'],
+      phases: ['post_deploy'],
+      targets: ['stage'],
+      settlement: 'blocked',
+      blocked: true,
+      held_with_run: false,
+      atomic_siblings: ['WEB-2', 'WEB-3'],
+      other_target_deferrals: [expect.stringContaining('WEB-1/prod-canary declares environment production')],
+    });
+    expect(web1!.blocked_reasons.map((b) => b.code)).toEqual(['done_gate_qa_open']);
+    expect(web1!.blocked_reasons[0]!.message).toContain('WEB-1/checkout-e2e is pending');
+    // WEB-2 is clear but held: the commit closes the whole set or none of it
+    expect(web2).toMatchObject({
+      item: 'WEB-2',
+      settlement: 'clear',
+      blocked: false,
+      blocked_reasons: [],
+      held_with_run: true,
+      atomic_siblings: ['WEB-1', 'WEB-3'],
+      prerequisites: { delivery_rung_for_run: false, status_preflight_for_run: false, dependencies: [] },
+    });
+    // WEB-3 has no run-bound QA at all: that proves nothing; its prerequisite is read
+    expect(web3).toMatchObject({
+      item: 'WEB-3',
+      requirement_ids: [],
+      settlement: 'clear',
+      blocked: false,
+      prerequisites: { dependencies: [{ item: 'WEB-2', environment: null, status: 'open', satisfied: false }] },
+    });
     expect(await snapshot()).toBe(before);
+
+    // the whole closure in a fixed number of statements, whatever the member count
+    const { Kysely, PostgresDialect } = await import('kysely');
+    const { Pool } = await import('pg');
+    const { memberClosure } = await import('../../activities/runs/memberClosure');
+    const counted = async (runId: string) => {
+      let statements = 0;
+      const db = new Kysely<any>({
+        dialect: new PostgresDialect({ pool: new Pool({ connectionString: t.url, max: 1 }) }),
+        log: () => void statements++,
+      });
+      try {
+        await memberClosure(db, runId);
+      } finally {
+        await db.destroy();
+      }
+      return statements;
+    };
+    const one = await create({ items: ['API-1'], project: 'api', idempotencyKey: 'k-one' });
+    expect(await counted(run.run_id)).toBe(9);
+    expect(await counted(one.run_id)).toBe(9);
   });
 });
 
