@@ -1,5 +1,6 @@
 import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
 import { YokeError } from '../domain/errors';
+import { refusalFromPostgres } from '../domain/sqlRefusal';
 
 type AsyncFns = Record<string, (...args: never[]) => Promise<unknown>>;
 
@@ -61,7 +62,9 @@ export function raisingApplicationFailures<T extends AsyncFns>(
     wrapped[name] = async (...args: never[]) => {
       try {
         return await fn(...args);
-      } catch (err) {
+      } catch (caught) {
+        // Issue 13: a refusal Postgres raised (row-level security, yoke_refuse) is final too.
+        const err = refusalFromPostgres(caught) ?? caught;
         if (err instanceof YokeError) {
           throw ApplicationFailure.create({
             message: err.message,

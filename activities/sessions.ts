@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Database, Harness, SessionRow } from '../db/database';
 import { claimViews, releaseNonStickyClaimsOfEndedSessions, type ClaimView } from '../db/claims';
+import { connectedActor } from '../db/actors';
 import { requireProject } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { STICKY_KINDS } from '../domain/claimKinds';
@@ -26,6 +27,8 @@ export interface SessionView {
   ended_at: string | null;
   terminated_at: string | null;
   end_reason: string | null;
+  /** Issue 13: the role that registered it: its actor, or the admin who registered it for that actor. */
+  registered_by: string;
   probe: boolean;
   /** U2: what was asked for at registration. */
   requested: { model: string | null; effort: string | null; window: number | null };
@@ -35,7 +38,8 @@ export interface SessionView {
 
 export interface RegisterInput {
   sessionId: string;
-  actorId: string;
+  /** Issue 13: omitted, the connected role (`session_user`); another actor only when an admin connects. */
+  actorId?: string;
   project?: string;
   machine?: string;
   harness?: Harness;
@@ -72,7 +76,8 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     return toView(row);
   }
 
-  async function registerSession(input: RegisterInput): Promise<{ session: SessionView; registered: boolean }> {
+  async function registerSession(request: RegisterInput): Promise<{ session: SessionView; registered: boolean }> {
+    const input = { ...request, actorId: request.actorId ?? (await connectedActor(db)).actor };
     const project = input.project ? await requireProject(db, input.project) : undefined;
     const inserted = await db
       .insertInto('sessions')
@@ -274,6 +279,7 @@ function toView(r: SessionRow & { project: string | null }): SessionView {
     ended_at: iso(r.ended_at),
     terminated_at: iso(r.terminated_at),
     end_reason: r.end_reason,
+    registered_by: r.registered_by,
     probe: r.probe,
     requested: { model: r.requested_model, effort: r.requested_effort, window: r.requested_window },
     served: {

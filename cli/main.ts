@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { usageError } from '../domain/errors';
+import { registerActors } from './commands/actors';
 import { registerAdmin } from './commands/admin';
 import { registerApply } from './commands/apply';
 import { registerBoard } from './commands/board';
@@ -25,6 +26,7 @@ function buildProgram(): Command {
     .description('coordination claims, test-machine waiting lines and deployment runs for humans and coding agents')
     .version(require('../../package.json').version as string)
     .showSuggestionAfterError(true);
+  registerActors(program);
   registerProjects(program);
   registerSessions(program);
   registerClaims(program);

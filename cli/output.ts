@@ -1,4 +1,5 @@
 import { EXIT_CODES, YokeError, unreachable, usageError } from '../domain/errors';
+import { refusalFromPostgres } from '../domain/sqlRefusal';
 
 /** Prints a result: JSON on stdout with --json, else the human rendering. */
 export function emit(json: boolean, data: unknown, human: () => string): void {
@@ -26,6 +27,8 @@ function networkCode(err: unknown): string | undefined {
 /** Turns whatever went wrong into the one YokeError shape the CLI prints. */
 export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
   if (err instanceof YokeError) return err;
+  const denied = refusalFromPostgres(err);
+  if (denied) return denied;
   const where = databaseUrl ? redact(databaseUrl) : 'the configured database';
   const code = (err as { code?: unknown })?.code;
   if (networkCode(err) || (typeof code === 'string' && UNAVAILABLE_SQLSTATES.has(code))) {

@@ -46,6 +46,8 @@ export interface SessionsTable {
   served_attested_at: NullableTimestamp;
   /** U2: the provider-attested effort; NULL until a served statement names one. */
   served_effort: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Issue 13: the role that registered the session (its actor, or an admin for it); set by Postgres. */
+  registered_by: ColumnType<string, never, never>;
 }
 
 export interface BacklogItemsTable {
@@ -144,6 +146,8 @@ export interface EventsTable {
   claim_id: number | null;
   payload: ColumnType<Record<string, unknown>, string | undefined, string>;
   created_at: Timestamp;
+  /** Issue 13: the role that wrote the event (`session_user`); set by Postgres. */
+  actor_id: ColumnType<string, never, never>;
 }
 
 export interface EnvironmentsTable {

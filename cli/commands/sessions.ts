@@ -10,7 +10,7 @@ const SessionOpt = z.object({ session: nonEmpty, json: z.boolean().optional() })
 // The columns hold up to 200 characters (sessions.session_id, actor_id): longer is bad input.
 const RegisterOptions = SessionOpt.extend({
   session: nonEmpty.max(200),
-  actor: nonEmpty.max(200),
+  actor: nonEmpty.max(200).optional(),
   project: nonEmpty.optional(),
   machine: nonEmpty.optional(),
   harness: z.enum(['claude', 'codex', 'cursor', 'other']).optional(),
@@ -27,7 +27,10 @@ export function registerSessions(program: Command): void {
     .command('register')
     .description('register (or re-register) a session')
     .requiredOption('--session <id>', 'session id')
-    .requiredOption('--actor <actor>', 'actor id (a person or an agent identity)')
+    .option(
+      '--actor <actor>',
+      'actor id (default: the connected Postgres role; another actor only when an admin connects)',
+    )
     .option('--project <project>', 'project')
     .option('--machine <machine>', 'machine id')
     .option('--harness <harness>', 'claude | codex | cursor | other')

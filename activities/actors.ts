@@ -1,0 +1,66 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import {
+  addActorRole,
+  connectedActor,
+  listActorRoles,
+  removeActorRole,
+  type ActorKind,
+  type ActorRow,
+} from '../db/actors';
+import type { Database } from '../db/database';
+import { usageError } from '../domain/errors';
+
+/** Role names yoke creates: lowercase, so the actor id and the connection's user read the same. */
+const ACTOR_NAME = /^[a-z_][a-z0-9_.-]{0,62}$/;
+
+export interface AddedActor {
+  actor: string;
+  kind: ActorKind;
+  /** The connection string the actor uses: DATABASE_URL with its role and password. */
+  connection_string: string;
+}
+
+/** The configured URL with another user and password; the database and host stay. */
+export function connectionStringFor(databaseUrl: string, actor: string, secret: string): string {
+  const url = new URL(databaseUrl);
+  url.username = encodeURIComponent(actor);
+  url.password = encodeURIComponent(secret);
+  return url.toString();
+}
+
+export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: string }) {
+  const { db } = deps;
+
+  async function addActor(input: { actor: string; kind: ActorKind }): Promise<AddedActor> {
+    if (!ACTOR_NAME.test(input.actor)) {
+      throw usageError(
+        'invalid_actor_name',
+        `actor name "${input.actor}" must be 1-63 lowercase letters, digits, _ . or -, starting with a letter or _`,
+        { recovery: 'choose a name like alice or agent-7', details: { actor: input.actor } },
+      );
+    }
+    // The password is shown once, inside the connection string; Postgres keeps only its hash.
+    const secret = randomBytes(18).toString('base64url');
+    await addActorRole(db, input.actor, secret, input.kind);
+    return {
+      actor: input.actor,
+      kind: input.kind,
+      connection_string: connectionStringFor(deps.databaseUrl, input.actor, secret),
+    };
+  }
+
+  async function removeActor(input: { actor: string }): Promise<{ actor: string; removed: boolean }> {
+    return { actor: input.actor, removed: await removeActorRole(db, input.actor) };
+  }
+
+  async function listActors(): Promise<ActorRow[]> {
+    return listActorRoles(db);
+  }
+
+  async function whoAmI(): Promise<{ actor: string; admin: boolean }> {
+    return connectedActor(db);
+  }
+
+  return { addActor, removeActor, listActors, whoAmI };
+}

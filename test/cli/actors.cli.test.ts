@@ -1,0 +1,114 @@
+import { Client } from 'pg';
+import { actorFactory, type TestActor } from '../helpers/actors';
+import { json, jsonError, setUp, yoke } from '../helpers/cli';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+
+let t: TestDatabase;
+const actors = actorFactory(() => t.url);
+const asAdmin = (args: string[], env: Record<string, string> = {}) => yoke(t.url, args, env);
+let alice: TestActor;
+let bob: TestActor;
+let admin: TestActor;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  alice = await actors.add('alice');
+  bob = await actors.add('bob', 'agent');
+  admin = await actors.add('boss', 'admin');
+  await setUp(asAdmin, [['projects', 'create', 'web', '--prefix', 'WEB']]);
+});
+afterAll(async () => {
+  await t.drop();
+  await actors.removeAll();
+});
+
+test('I13 actors add prints a connection string that connects as that role; list names each kind', async () => {
+  const c = new Client({ connectionString: alice.url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ who: string; su: boolean }>(
+      'SELECT session_user AS who, (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) AS su',
+    );
+    expect(rows[0]).toEqual({ who: alice.name, su: false });
+  } finally {
+    await c.end();
+  }
+  const list = json<{ actor: string; kind: string }[]>(await asAdmin(['actors', 'list', '--json']));
+  expect(list).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({ actor: alice.name, kind: 'user' }),
+      expect.objectContaining({ actor: bob.name, kind: 'agent' }),
+      expect.objectContaining({ actor: admin.name, kind: 'admin' }),
+    ]),
+  );
+  expect(json(await alice.run(['actors', 'whoami', '--json']))).toEqual({ actor: alice.name, admin: false });
+  expect(json(await admin.run(['actors', 'whoami', '--json']))).toEqual({ actor: admin.name, admin: true });
+});
+
+test('I13 only an admin adds or removes actors; a bad name is a usage error', async () => {
+  const r = await alice.run(['actors', 'add', `mallory_${process.pid}`, '--admin', '--json']);
+  expect(r.code).toBe(1);
+  expect(jsonError(r).code).toBe('permission_denied');
+  const rm = await alice.run(['actors', 'remove', bob.name, '--json']);
+  expect(rm.code).toBe(1);
+  expect(jsonError(rm).code).toBe('permission_denied');
+  const bad = await asAdmin(['actors', 'add', 'Bad Name', '--json']);
+  expect(bad.code).toBe(2);
+  expect(jsonError(bad).code).toBe('invalid_actor_name');
+  const dup = await asAdmin(['actors', 'add', alice.name, '--json']);
+  expect(dup.code).toBe(1);
+  expect(jsonError(dup).code).toBe('actor_exists');
+  // An admin actor (not a superuser) manages actors through the same path.
+  const carol = await admin.run(['actors', 'add', `carol_${process.pid}`, '--json']);
+  expect(carol.code).toBe(0);
+  const gone = json(await admin.run(['actors', 'remove', `carol_${process.pid}`, '--json']));
+  expect(gone).toEqual({ actor: `carol_${process.pid}`, removed: true });
+  expect((await asAdmin(['actors', 'remove', 'postgres', '--json'])).code).toBe(1);
+});
+
+test('I13 the recorded actor is the connected role: impersonating registration is refused, nothing written', async () => {
+  const r = await alice.run(['sessions', 'register', '--session', 'imp', '--actor', bob.name, '--json']);
+  expect(r.code).toBe(1);
+  expect(jsonError(r).code).toBe('permission_denied');
+  expect(jsonError(r).message).toContain(alice.name);
+  const none = await t.db.selectFrom('sessions').select('session_id').where('session_id', '=', 'imp').execute();
+  expect(none).toEqual([]);
+
+  const own = json(await alice.run(['sessions', 'register', '--session', 'a1', '--project', 'web', '--json']));
+  expect(own).toMatchObject({ session_id: 'a1', actor_id: alice.name, registered_by: alice.name });
+  const same = await alice.run(['sessions', 'register', '--session', 'a2', '--actor', alice.name, '--json']);
+  expect(same.code).toBe(0);
+});
+
+test('I13 an admin may register a session for another actor, recorded as registered by that admin', async () => {
+  const r = json(await admin.run(['sessions', 'register', '--session', 'b1', '--actor', bob.name, '--json']));
+  expect(r).toMatchObject({ session_id: 'b1', actor_id: bob.name, registered_by: admin.name });
+  // The superuser of the single-user default is an admin: README commands keep working.
+  const su = json(await asAdmin(['sessions', 'register', '--session', 'o1', '--actor', 'ops', '--json']));
+  expect(su).toMatchObject({ actor_id: 'ops', registered_by: 'postgres' });
+});
+
+test('I13 events record the connected role and are append-only, even for an admin', async () => {
+  const c = new Client({ connectionString: admin.url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ actor_id: string }>(
+      "INSERT INTO events (event_type, payload) VALUES ('Probe', '{}') RETURNING actor_id",
+    );
+    expect(rows[0]!.actor_id).toBe(admin.name);
+    await expect(c.query("UPDATE events SET event_type = 'Forged'")).rejects.toMatchObject({ code: '42501' });
+    await expect(c.query('DELETE FROM events')).rejects.toMatchObject({ code: '42501' });
+  } finally {
+    await c.end();
+  }
+  const su = new Client({ connectionString: t.url });
+  await su.connect();
+  try {
+    await expect(su.query("UPDATE events SET event_type = 'Forged'")).rejects.toMatchObject({
+      code: 'YK001',
+      detail: 'permission_denied',
+    });
+  } finally {
+    await su.end();
+  }
+});
