@@ -7,6 +7,7 @@ import { requireProject } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { STICKY_KINDS } from '../domain/claimKinds';
 import { refusal } from '../domain/errors';
+import { sessionNotRegistered } from '../domain/sessionRefusals';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
   cancelWaitsOfSession,
@@ -156,10 +157,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
         .forUpdate()
         .executeTakeFirst();
       if (!session) {
-        throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
-          recovery: 'check the id with: yoke sessions list',
-          details: { session_id: input.sessionId },
-        });
+        throw sessionNotRegistered(input.sessionId);
       }
       const live = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
       const sticky = live.filter((c) => STICKY_KINDS.includes(c.target_kind));
@@ -243,10 +241,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
           .returning('session_id')
           .executeTakeFirst();
         if (!row) {
-          throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
-            recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU`,
-            details: { session_id: input.sessionId },
-          });
+          throw sessionNotRegistered(input.sessionId);
         }
         return sessionView(input.sessionId);
       } catch (err) {

@@ -3,6 +3,7 @@ import type { CheckKind } from '../domain/checkKinds';
 import type { TargetKind } from '../domain/claimKinds';
 import type { QaPlanDefinition, StageDefinition, TrackerConfig } from '../domain/projectDefinition';
 import type { DeliveryEvidence, ItemStatus } from '../domain/completion';
+import type { FoldedHarness, Harness } from '../domain/harnesses';
 
 /** Kysely table types, one interface per table of db/migrations. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -24,7 +25,7 @@ export interface ProjectGrantsTable {
   granted_at: Timestamp;
 }
 
-export type Harness = 'claude' | 'codex' | 'cursor' | 'other';
+export type { Harness };
 
 export interface SessionsTable {
   session_id: string;
@@ -292,7 +293,7 @@ export interface DeploymentRunOccupancyTable {
 
 export interface SessionUsageTable {
   session_id: string;
-  harness: 'claude' | 'codex' | 'cursor';
+  harness: FoldedHarness;
   reader_version: number;
   status: 'measured' | 'partial' | 'unavailable';
   totals: ColumnType<Record<string, unknown>, string, string>;

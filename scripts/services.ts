@@ -7,6 +7,7 @@ import { portAnswers, processAlive } from './net';
 import { choosePostgres, ensureDatabase } from './postgres';
 import { findTemporalCli } from './temporalCli';
 import { registerSearchAttributes, startDevServer } from './temporalServer';
+import { createLogger } from '../workers/logger';
 
 /**
  * `node dist/scripts/services.js up|down|status [--owner ID]`: brings up (or reuses) the
@@ -27,7 +28,8 @@ interface ServicesState {
   processes: ManagedProcess[];
 }
 
-const log = (line: string) => console.error(`[yoke] ${line}`);
+const logger = createLogger('yoke-services');
+const log = (line: string) => logger.info(line);
 
 function readState(home: string): ServicesState {
   const file = servicesFile(home);
@@ -134,6 +136,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  log(err instanceof Error ? err.message : String(err));
+  logger.error(err instanceof Error ? err.message : String(err));
   process.exit(3);
 });

@@ -7,9 +7,11 @@ import {
   qaExecutionWorkflowId,
   waitWorkflowId,
   YOKE_TEST_MACHINE,
+  type TurnReserved,
   type WaitInput,
 } from '../workflows/definitions';
 import type { LineNotifier } from '../activities/waitingLine';
+import type { testMachineWait } from '../workflows/testMachineWait';
 
 const TEST_MACHINE_KEY = defineSearchAttributeKey(YOKE_TEST_MACHINE, SearchAttributeType.KEYWORD);
 
@@ -29,7 +31,7 @@ export function temporalLineNotifier(client: Client, taskQueue: string): LineNot
     async joined(w) {
       if (w.qa_plan_execution_id !== null) return; // the execution's own workflow waits (W2)
       try {
-        await client.workflow.start('testMachineWait', options(w.test_machine, w.session_id));
+        await client.workflow.start<typeof testMachineWait>('testMachineWait', options(w.test_machine, w.session_id));
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       }
@@ -47,7 +49,7 @@ export function temporalLineNotifier(client: Client, taskQueue: string): LineNot
           // No execution workflow to wake: the session's wait workflow lets the turn expire.
         }
       }
-      await client.workflow.signalWithStart('testMachineWait', {
+      await client.workflow.signalWithStart<typeof testMachineWait, [TurnReserved]>('testMachineWait', {
         ...options(r.test_machine, r.session_id),
         signal: hostReserved,
         signalArgs: [{ claimId: r.claim_id, reservedUntil: r.reserved_until }],

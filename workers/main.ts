@@ -6,6 +6,9 @@ import { createActivities } from './activities';
 import { loadConfig } from '../config/yokeConfig';
 import { ensureSweepSchedule } from '../temporal/schedules';
 import { temporalConnectOptions } from '../temporal/connection';
+import { createLogger, installTemporalLogger } from './logger';
+
+const logger = createLogger('yoke-worker');
 
 /**
  * The yoke worker: runs every workflow and activity on the configured task queue, and keeps
@@ -14,6 +17,7 @@ import { temporalConnectOptions } from '../temporal/connection';
  */
 async function main(): Promise<void> {
   const config = loadConfig();
+  installTemporalLogger(logger);
   const db = createDb(config.databaseUrl);
   await migrateToLatest(db);
   const connectOptions = temporalConnectOptions(config.temporal);
@@ -38,8 +42,9 @@ async function main(): Promise<void> {
       ssh: config.ssh,
     }),
   });
-  console.log(
-    `yoke worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`,
+  logger.info(
+    { taskQueue: config.taskQueue, address: config.temporal.address, namespace: config.temporal.namespace },
+    'yoke worker polling',
   );
   try {
     await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks finish
@@ -50,7 +55,7 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
+main().catch((err: unknown) => {
+  logger.fatal({ err }, 'yoke worker stopped');
   process.exit(1);
 });

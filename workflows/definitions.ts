@@ -1,6 +1,7 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CheckKind } from '../domain/checkKinds';
+import type { FoldedHarness } from '../domain/harnesses';
 
 /**
  * Every signal, update and query of yoke's workflows, and their deterministic ids, in one
@@ -96,7 +97,7 @@ export const ITEM_KEY = defineSearchAttributeKey('YokeItem', SearchAttributeType
 
 // session usage fold: session-usage/<sessionId>
 export interface FoldRequest {
-  harness: 'claude' | 'codex' | 'cursor';
+  harness: FoldedHarness;
   artifacts: string[];
 }
 /** A fold request; the workflow runs them one at a time, in order (U10). */

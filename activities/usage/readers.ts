@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
 import { scanLines } from './lineStream';
+import type { FoldedHarness } from '../../domain/harnesses';
 
 /**
  * Usage readers (U5, U6, U9-U11): each folds only the bytes after its per-file watermark
@@ -400,7 +401,7 @@ function cursorTotals(cp: Checkpoint): UsageTotals {
 
 // ---------------------------------------------------------------- one entry point
 
-export type Harness = 'claude' | 'codex' | 'cursor';
+export type Harness = FoldedHarness;
 
 export async function fold(harness: Harness, previous: Checkpoint | undefined, artifacts: string[]): Promise<Reading> {
   // U9: a new reader version re-folds once, from an empty checkpoint.

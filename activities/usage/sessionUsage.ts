@@ -8,6 +8,7 @@ import { recordEvent } from '../../db/events';
 import { sessionById } from '../../db/sessions';
 import { visibleSessionSql } from '../../db/visibility';
 import { refusal, usageError } from '../../domain/errors';
+import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
 import type { Folder } from './foldPool';
@@ -116,10 +117,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         .where('session_id', '=', input.sessionId)
         .executeTakeFirst();
       if (!session) {
-        throw refusal('session_not_registered', `session "${input.sessionId}" is not registered`, {
-          recovery: `register it first: yoke sessions register --session ${input.sessionId} --actor YOU --harness ${input.harness}`,
-          details: { session_id: input.sessionId },
-        });
+        throw sessionNotRegistered(input.sessionId, input.harness);
       }
       await advisoryXactLock(trx, `usage-fold:${input.sessionId}`);
       const stored = await trx
@@ -331,10 +329,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
   async function viewerActor(viewer: UsageViewer): Promise<string> {
     const session = await sessionById(db, viewer.sessionId);
     if (!session) {
-      throw refusal('session_not_registered', `session "${viewer.sessionId}" is not registered`, {
-        recovery: `register it first: yoke sessions register --session ${viewer.sessionId} --actor YOU`,
-        details: { session_id: viewer.sessionId },
-      });
+      throw sessionNotRegistered(viewer.sessionId);
     }
     return session.actor_id;
   }

@@ -1,13 +1,14 @@
 import { closeSync, existsSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
+import type { BackfillHarness } from '../../domain/harnesses';
 
 /**
  * Finding a harness's transcripts on disk, for a backfill: each found session is one main
  * artifact (its children are folded with it, never registered on their own), its own session
  * id, when it started and when it was last written.
  */
-export type BackfillHarness = 'claude' | 'codex';
+export type { BackfillHarness };
 
 export interface FoundTranscript {
   sessionId: string;

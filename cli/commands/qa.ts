@@ -2,6 +2,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ExecutionView } from '../../activities/qa/executions';
+import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
 
@@ -115,7 +116,7 @@ export function registerQa(program: Command): void {
         await qa(ctx)
       ).beginExecution({ sessionId, runId: o.run, stage: o.stage, plan: o.plan, item: o.item });
       const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
-      await client.workflow.start('qaPlanExecution', {
+      await client.workflow.start<typeof qaPlanExecution>('qaPlanExecution', {
         workflowId: qaExecutionWorkflowId(begun.execution_id),
         taskQueue: ctx.config.taskQueue,
         args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps }],

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { HARNESSES } from '../../domain/harnesses';
 import { sessionActivities } from '../../activities/sessions';
 import { nonEmpty, parseOptions, withDb } from '../context';
 import { usageError } from '../../domain/errors';
@@ -13,7 +14,7 @@ const RegisterOptions = SessionOpt.extend({
   actor: nonEmpty.max(200).optional(),
   project: nonEmpty.optional(),
   machine: nonEmpty.optional(),
-  harness: z.enum(['claude', 'codex', 'cursor', 'other']).optional(),
+  harness: z.enum(HARNESSES).optional(),
   probe: z.boolean().optional(),
   model: nonEmpty.optional(),
   effort: nonEmpty.optional(),

@@ -9,6 +9,7 @@ import type { WaitView } from '../../db/waits';
 import { YokeError, refusal } from '../../domain/errors';
 import { HostAddress } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
+import type { testMachineCheck } from '../../workflows/testMachineCheck';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
 import { reportLine } from './coordinationClaim';
@@ -83,7 +84,7 @@ async function runCheck(ctx: CommandContext, testMachine: string, sessionId: str
   const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');
   warn(json, `${kind === 'verification' ? 'verifying' : 'capturing golden state of'} ${testMachine} over SSH...`);
   const input: CheckInput = { testMachine, sessionId, kind };
-  const handle = await client.workflow.start('testMachineCheck', {
+  const handle = await client.workflow.start<typeof testMachineCheck>('testMachineCheck', {
     workflowId: checkWorkflowId(testMachine, kind, randomUUID()),
     taskQueue: ctx.config.taskQueue,
     args: [input],

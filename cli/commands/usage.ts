@@ -1,6 +1,9 @@
 import { statSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import type { FoldRequest } from '../../workflows/definitions';
+import type { sessionUsage } from '../../workflows/sessionUsage';
+import { BACKFILL_HARNESSES, FOLDED_HARNESSES } from '../../domain/harnesses';
 import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table } from '../output';
 
@@ -35,7 +38,7 @@ export function registerUsage(program: Command): void {
       const o = parseOptions(
         z.object({
           session: nonEmpty,
-          harness: z.enum(['claude', 'codex', 'cursor']),
+          harness: z.enum(FOLDED_HARNESSES),
           artifact: z.array(nonEmpty.refine((path) => !isDirectory(path), 'is a directory, not a file')).min(1),
           async: z.boolean().optional(),
           json: z.boolean().optional(),
@@ -48,7 +51,7 @@ export function registerUsage(program: Command): void {
           const { foldRequested, usageWorkflowId } = await import('../../workflows/definitions');
           const { resolve } = await import('node:path');
           const workflowId = usageWorkflowId(o.session);
-          await client.workflow.signalWithStart('sessionUsage', {
+          await client.workflow.signalWithStart<typeof sessionUsage, [FoldRequest]>('sessionUsage', {
             workflowId,
             taskQueue: ctx.config.taskQueue,
             args: [{ sessionId: o.session }],
@@ -168,7 +171,7 @@ export function registerUsage(program: Command): void {
     .action(async (raw) => {
       const o = parseOptions(
         z.object({
-          harness: z.enum(['claude', 'codex']),
+          harness: z.enum(BACKFILL_HARNESSES),
           dir: nonEmpty.optional(),
           machine: nonEmpty.optional(),
           json: z.boolean().optional(),
