@@ -9,6 +9,7 @@ import { runExecutionActivities } from './runs/execution';
 import { runReadActivities } from './runs/read';
 import { runStageActivities } from './runs/stages';
 import { settlementActivities } from './settlement/settlement';
+import { takeoverActivities, type TakeoverNotifier } from './runs/takeover';
 import type { TrackerFactory } from './settlement/tracker';
 
 /** Deployment runs: creation (I1, D3-D6), execution and occupancy (O1-O5), drivers (R1), reads (D1, D2). */
@@ -19,6 +20,8 @@ export function deploymentRunActivities(deps: {
   tracker?: TrackerFactory;
   line?: Partial<LineOptions>;
   qaNotifier?: QaNotifier;
+  takeoverNotifier?: TakeoverNotifier;
+  takeoverLockTimeoutMs?: number;
 }) {
   return {
     ...runCreationActivities(deps),
@@ -27,6 +30,7 @@ export function deploymentRunActivities(deps: {
     ...runStageActivities(deps),
     ...settlementActivities(deps),
     ...compositionActivities(deps),
+    ...takeoverActivities(deps),
   };
 }
 

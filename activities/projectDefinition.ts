@@ -131,6 +131,8 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         host_key: formatHostKey(parseHostKeyText(text, keyFile)),
       };
     });
+    // T3: stored absolute, so containment reads the same checkout whoever runs the takeover.
+    const repository = d.repository ? resolve(baseDir, d.repository) : null;
     const changes: Change[] = [];
     const run = async (trx: Transaction<Database>) => {
       const note = (kind: Change['kind'], name: string, existing: unknown, same: boolean) =>
@@ -166,13 +168,21 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         ? undefined
         : await trx
             .insertInto('projects')
-            .values({ name: d.project, item_prefix: prefix, tracker: d.tracker ? JSON.stringify(d.tracker) : null })
+            .values({
+              name: d.project,
+              item_prefix: prefix,
+              tracker: d.tracker ? JSON.stringify(d.tracker) : null,
+              repository,
+            })
             .returningAll()
             .executeTakeFirstOrThrow();
       const projectId = project?.project_id ?? -1;
       const tracker = d.tracker ? JSON.stringify(d.tracker) : null;
       if (project && !input.dryRun && stableJson(project.tracker) !== stableJson(d.tracker ?? null)) {
         await trx.updateTable('projects').set({ tracker }).where('project_id', '=', projectId).execute();
+      }
+      if (project && !input.dryRun && project.repository !== repository) {
+        await trx.updateTable('projects').set({ repository }).where('project_id', '=', projectId).execute();
       }
 
       for (const e of d.environments) {

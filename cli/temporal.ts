@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { LineNotifier } from '../activities/waitingLine';
 import type { QaNotifier } from '../activities/qa/ending';
+import type { TakeoverNotifier } from '../activities/runs/takeover';
 import { YokeError, unreachable, type ErrorKind } from '../domain/errors';
 import type { YokeConfig } from '../config/yokeConfig';
 import { temporalConnectOptions } from '../temporal/connection';
@@ -74,6 +75,18 @@ export class LazyTemporal {
     return {
       executionEnded: async (id, status) => (await notifier()).executionEnded(id, status),
       runQaSettled: async (runId) => (await notifier()).runQaSettled(runId),
+    };
+  }
+
+  /** Tells moved executions and the superseded run's workflow after a takeover (T2), connecting only when needed. */
+  takeoverNotifier(): TakeoverNotifier {
+    const notifier = async () => {
+      const { temporalTakeoverNotifier } = await import('../temporal/takeoverSignals');
+      return temporalTakeoverNotifier(await this.get());
+    };
+    return {
+      executionMoved: async (id, runId) => (await notifier()).executionMoved(id, runId),
+      runSuperseded: async (runId, by) => (await notifier()).runSuperseded(runId, by),
     };
   }
 

@@ -27,6 +27,7 @@ const Env = z.object({
   YOKE_SSH_COMMAND_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
   YOKE_DRIVER_FRESH_SECONDS: z.coerce.number().positive().default(600),
   YOKE_CREATE_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
+  YOKE_TAKEOVER_LOCK_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
   YOKE_APPLY_MAX_BYTES: z.coerce
     .number()
     .int()
@@ -69,6 +70,8 @@ export interface YokeConfig {
   driverFreshMs: number;
   /** I2: how long the CLI waits for a create before repeating it once under the same key. */
   createTimeoutMs: number;
+  /** T3: how long a takeover waits for a run or execution row lock before refusing takeover_lock_timeout. */
+  takeoverLockTimeoutMs: number;
   /** The largest project definition `yoke apply` reads. */
   applyMaxBytes: number;
 }
@@ -126,6 +129,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     },
     driverFreshMs: e.YOKE_DRIVER_FRESH_SECONDS * 1000,
     createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,
+    takeoverLockTimeoutMs: e.YOKE_TAKEOVER_LOCK_TIMEOUT_MS,
     applyMaxBytes: e.YOKE_APPLY_MAX_BYTES,
   };
 }

@@ -16,6 +16,8 @@ export interface ProjectsTable {
   created_at: Timestamp;
   /** S3: the project's issue tracker (from the definition); null means the no-op tracker. */
   tracker: NullableJson<TrackerConfig>;
+  /** T3: the project's git repository (a local checkout), where takeover reads containment. */
+  repository: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ProjectGrantsTable {
@@ -270,6 +272,8 @@ export interface DeploymentRunQaTable {
   updated_at: Timestamp;
   /** The QA plan whose passed execution answers this row, if any. */
   plan_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** T3: the run that held this row when its answer was written (set by a trigger). */
+  verdict_run_id: Generated<string | null>;
 }
 
 export type StageStatus = 'pending' | 'running' | 'waiting' | 'passed' | 'failed' | 'cancelled';
@@ -380,6 +384,8 @@ export interface QaPlanExecutionsTable {
   began_at: Timestamp;
   ended_at: NullableTimestamp;
   release_reason: string | null;
+  /** T3: the run that owned the execution when it ended (set by a trigger). */
+  verdict_run_id: Generated<string | null>;
 }
 
 export type StepKind = 'host_reset' | 'gate' | 'automatic' | 'manual';
@@ -400,6 +406,8 @@ export interface QaPlanExecutionResultsTable {
   note: string | null;
   recorded_by_session_id: string | null;
   recorded_at: Timestamp;
+  /** T3: the run that owned the execution when this case was recorded (set by a trigger). */
+  verdict_run_id: Generated<string | null>;
 }
 
 export interface QaPlanExecutionLeasesTable {

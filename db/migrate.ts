@@ -8,6 +8,7 @@ import * as runWalks from './migrations/0007_run_walks';
 import * as qaPlanExecutions from './migrations/0008_qa_plan_executions';
 import * as boardClaims from './migrations/0009_board_claims';
 import * as settlement from './migrations/0011_settlement';
+import * as takeover from './migrations/0015_takeover';
 import * as actors from './migrations/0016_actors';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
@@ -21,6 +22,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0008_qa_plan_executions': qaPlanExecutions,
   '0009_board_claims': boardClaims,
   '0011_settlement': settlement,
+  '0015_takeover': takeover,
   '0016_actors': actors,
 };
 

@@ -217,6 +217,11 @@ export const ProjectDefinition = z
     plans: z.array(Plan).default([]),
     items: z.array(Item).default([]),
     tracker: Tracker.optional(),
+    /**
+     * T3: the project's git repository, a local checkout (relative to the definition file):
+     * takeover reads whether a successor's candidate contains its predecessor's there.
+     */
+    repository: z.string().min(1).optional(),
   })
   .strict();
 

@@ -82,6 +82,8 @@ export const runTakenOver = defineSignal<[{ sessionId: string }]>('runTakenOver'
 /** Sent after the run was terminalized in Postgres: a running stage is cancelled and the workflow ends. */
 export const runTerminalized = defineSignal<[{ status: string }]>('runTerminalized');
 export const runState = defineQuery<RunSnapshot>('state');
+/** T2: sent after a takeover committed: the run's work continues under its successor; this workflow ends superseded. */
+export const runSuperseded = defineSignal<[{ successorRunId: string }]>('runSuperseded');
 /** Sent after something a settling run may be waiting on changed: the run retries its settlement (S5). */
 export const settlementReplay = defineSignal('settlementReplay');
 
@@ -147,6 +149,8 @@ export const executionEnded = defineSignal<[{ status: string }]>('executionEnded
 export const recordVerdict = defineUpdate<RecordedCase, [VerdictRequest]>('recordVerdict');
 export const waiveCase = defineUpdate<RecordedCase, [WaiveRequest]>('waiveCase');
 export const executionState = defineQuery<ExecutionSnapshot>('state');
+/** T2: a takeover moved the execution to another run; it continues under that run, same id. */
+export const executionRunMoved = defineSignal<[{ runId: string }]>('executionRunMoved');
 
 export function qaExecutionWorkflowId(executionId: number): string {
   return `qa-plan-execution/${executionId}`;

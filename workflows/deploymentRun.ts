@@ -18,6 +18,7 @@ import {
   RUN_STATUS_KEY,
   qaSettled,
   runState,
+  runSuperseded,
   runTakenOver,
   runTerminalized,
   settlementReplay,
@@ -104,6 +105,13 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
     stageScope?.cancel(); // a running deploy is cancelled; a wait ends
   });
   setHandler(runState, () => snapshot);
+  // T2: a takeover committed: the run's work continues under its successor; this walk ends.
+  let superseded = false;
+  setHandler(runSuperseded, () => {
+    superseded = terminalized = true;
+    pokes++;
+    stageScope?.cancel();
+  });
 
   const plan = await steps.loadRunPlan({ runId });
   const walk = input.walk ?? plan.walk;
@@ -177,9 +185,11 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
   }
 
   /** Labels the workflow with the run's status (YokeRunStatus) and returns it. */
-  function end(status: string): RunOutcome {
+  function end(ended: string): RunOutcome {
+    const status = superseded ? 'superseded' : ended;
     Object.assign(snapshot, { phase: 'done', outcome: status, waitingFor: null });
-    if (status !== 'superseded') upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: status }]);
+    // A newer walk's stale workflow leaves the label to the walk that owns the run; a takeover labels it.
+    if (superseded || status !== 'superseded') upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: status }]);
     return { status };
   }
 

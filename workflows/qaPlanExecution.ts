@@ -13,6 +13,7 @@ import type { PlanStep } from '../domain/qaPlan';
 import {
   executionEnded,
   executionHostReserved,
+  executionRunMoved,
   executionState,
   recordVerdict,
   waiveCase,
@@ -79,6 +80,11 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     running?.cancel();
   });
   setHandler(executionState, () => snapshot);
+  // T2: after a takeover the same execution continues under its new run (owners, cases, host turns unchanged).
+  let runId = input.runId;
+  setHandler(executionRunMoved, (moved) => {
+    runId = moved.runId;
+  });
 
   const validate = (req: { case: string; runId?: string }, human: boolean) => {
     if (ended !== null || finishing)
@@ -88,12 +94,12 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
         `see it: yoke qa get ${executionId}`,
         { execution_id: executionId },
       );
-    if (req.runId !== undefined && req.runId !== input.runId)
+    if (req.runId !== undefined && req.runId !== runId)
       refuse(
         'qa_execution_wrong_run',
-        `QA plan execution ${executionId} belongs to run ${input.runId}, not ${req.runId}`,
+        `QA plan execution ${executionId} belongs to run ${runId}, not ${req.runId}`,
         `record it against its own run, or find the execution of ${req.runId}: yoke deployment-runs qa-pending ${req.runId}`,
-        { execution_id: executionId, run_id: input.runId, named_run_id: req.runId },
+        { execution_id: executionId, run_id: runId, named_run_id: req.runId },
       );
     const step = input.steps.find((s) => s.name === req.case);
     if (!step)

@@ -64,6 +64,8 @@ export interface StepView extends PlanStep {
   exit_code: number | null;
   note: string | null;
   recorded_at: string | null;
+  /** T3: the run that owned the execution when this case was recorded (an ancestor after a takeover). */
+  verdict_run_id: string | null;
 }
 
 export interface ExecutionView {
@@ -83,6 +85,8 @@ export interface ExecutionView {
   began_at: string;
   ended_at: string | null;
   release_reason: string | null;
+  /** T3: the run that owned the execution when it ended. */
+  verdict_run_id: string | null;
 }
 
 /** What running one step's command found. */
@@ -290,12 +294,14 @@ export function qaExecutionActivities(deps: {
           exit_code: r?.exit_code ?? null,
           note: r?.note ?? null,
           recorded_at: r?.recorded_at.toISOString() ?? null,
+          verdict_run_id: r?.verdict_run_id ?? null,
         };
       }),
       waits: (await waitViews(db, {})).filter((w) => w.qa_plan_execution_id === e.execution_id),
       began_at: e.began_at.toISOString(),
       ended_at: e.ended_at?.toISOString() ?? null,
       release_reason: e.release_reason,
+      verdict_run_id: e.verdict_run_id,
     };
   }
 

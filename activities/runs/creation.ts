@@ -4,14 +4,16 @@ import type { Database, FlowRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { existingItem, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
+import type { Executor } from '../../db/pool';
 import { environmentByName, flowByName } from '../../db/runs';
 import type { UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
-import { refusal, unreachable, usageError } from '../../domain/errors';
+import { refusal, unreachable, usageError, YokeError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { assertComposition, composition } from './composition';
 import { admitMembers, materializeFlowDefaults, type ExplicitSelection } from './membership';
 import type { RunIdentity } from './read';
+import { takeoverActivities, type TakeoverNotifier, type TakeoverReceipt } from './takeover';
 
 export interface CreateRunInput {
   sessionId?: string;
@@ -34,6 +36,10 @@ export interface CreateReceipt extends RunIdentity {
   idempotency_basis: 'recorded_key' | null;
   member_items: string[];
   warnings: UntargetedObligation[];
+  /** D4: the waiting run this start took over, when it took one over. */
+  takeover?: TakeoverReceipt | null;
+  /** D4: waiting runs of the same flow and target it did not take over, and why. */
+  takeover_skipped?: { run_id: string; reason: string }[];
 }
 
 const CANDIDATE = /^[0-9a-f]{7,64}$/i;
@@ -83,8 +89,14 @@ async function withinDeadline<T>(work: Promise<T>, timeoutMs: number | undefined
   }
 }
 
-export function runCreationActivities(deps: { db: Kysely<Database> }) {
+export function runCreationActivities(deps: {
+  db: Kysely<Database>;
+  driverFreshMs?: number;
+  takeoverNotifier?: TakeoverNotifier;
+  takeoverLockTimeoutMs?: number;
+}) {
   const { db } = deps;
+  const takeovers = takeoverActivities(deps);
 
   /**
    * The creation transaction (I1, O5): under the project's creation lock, re-check the key,
@@ -99,6 +111,7 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     projectId: number,
     targetId: number,
     members: { item_id: number; item: string }[],
+    takeOver?: (trx: Transaction<Database>, runId: string) => Promise<Omit<TakeoverReceipt, 'warnings'> | null>,
   ): Promise<CreateReceipt> {
     await advisoryXactLock(trx, `run-create:${projectId}`);
     const receipt = (
@@ -161,9 +174,21 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
       .returningAll()
       .executeTakeFirstOrThrow();
     await materializeFlowDefaults(trx, run, flow);
+    // D4: the takeover moves the waiting run's members before enrolment, so a moved item is
+    // enrolled once: as it was moved, with its snapshots and QA.
+    const taken = takeOver ? await takeOver(trx, run.run_id) : null;
+    const moved = new Set(taken?.moved_members ?? []);
     const selection: ExplicitSelection = { requirementIds: request.requirement_ids, planIds: request.plan_ids };
     const warnings: UntargetedObligation[] = [];
-    warnings.push(...(await admitMembers(trx, run, flow, members, selection)));
+    warnings.push(
+      ...(await admitMembers(
+        trx,
+        run,
+        flow,
+        members.filter((m) => !moved.has(m.item)),
+        selection,
+      )),
+    );
     assertComposition(await composition(trx, run, flow, 'create')); // D9
     await recordEvent(trx, {
       event_type: 'DeploymentRunCreated',
@@ -171,7 +196,17 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
       session_id: input.sessionId ?? null,
       payload: { run_id: run.run_id, request },
     });
-    return receipt(run.run_id, run.status, false, warnings);
+    const made = receipt(run.run_id, run.status, false, warnings);
+    if (!taken) return made;
+    const chained = await trx
+      .selectFrom('deployment_run_items as m')
+      .innerJoin('backlog_items as i', 'i.item_id', 'm.item_id')
+      .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+      .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
+      .where('m.run_id', '=', run.run_id)
+      .orderBy('m.item_id')
+      .execute();
+    return { ...made, member_items: chained.map((m) => m.item), takeover: { ...taken, warnings: [] } };
   }
 
   async function resolve(executor: Transaction<Database>, input: CreateRunInput) {
@@ -243,11 +278,57 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
     });
   }
 
+  /** Where start-for-item delivers: the items' project, its completion flow unless named, the flow's last deploy target. */
+  async function startScope(executor: Executor, input: { items: string[]; flow?: string; target?: string }) {
+    const prefixes = [...new Set(input.items.map((i) => parseItemRef(i).prefix))];
+    if (prefixes.length > 1) {
+      throw refusal('items_span_projects', `items ${input.items.join(', ')} belong to more than one project`, {
+        recovery: 'start one run per project',
+        details: { items: input.items },
+      });
+    }
+    const project = await executor
+      .selectFrom('projects')
+      .selectAll()
+      .where('item_prefix', '=', prefixes[0]!)
+      .executeTakeFirst();
+    if (!project) {
+      throw refusal('item_prefix_unknown', `no project uses the item prefix ${prefixes[0]}`, {
+        recovery: 'apply the project definition first: yoke apply -f project.yaml',
+        details: { prefix: prefixes[0] },
+      });
+    }
+    let flowName = input.flow;
+    if (!flowName) {
+      const completion = await executor
+        .selectFrom('flows')
+        .select('name')
+        .where('project_id', '=', project.project_id)
+        .where('completion_flow', '=', true)
+        .executeTakeFirst();
+      if (!completion) {
+        throw refusal(
+          'completion_flow_missing',
+          `project ${project.name} has no completion flow to deliver ${input.items.join(', ')}`,
+          {
+            recovery: 'name one with --flow F, or mark a flow completion_flow: true and apply',
+            details: { project: project.name },
+          },
+        );
+      }
+      flowName = completion.name;
+    }
+    const flow = await flowByName(executor, project.project_id, project.name, flowName);
+    const deploys = flow.stages.filter((s) => s.kind === 'deploy');
+    const target = input.target ?? (deploys[deploys.length - 1] ?? flow.stages[flow.stages.length - 1]!).target;
+    return { project, flow, target };
+  }
+
   /**
-   * `deployment-runs start-for-item` (D4): creation, membership and composition validation
-   * in one transaction, so a refusal at any step writes nothing. The project comes from the
-   * items, the flow defaults to the project's completion flow, the target to the flow's last
-   * deploy stage. (Taking over a waiting run on the target arrives with takeover.)
+   * `deployment-runs start-for-item` (D4): creation, takeover of a run waiting on QA on the same
+   * flow and target, membership and composition validation in one transaction, so a refusal at
+   * any step writes nothing. The takeover's containment is prepared before the transaction (a
+   * git call holds no lock); the transaction rechecks it under bounded locks.
    */
   async function startForItem(
     input: Omit<CreateRunInput, 'project' | 'flow' | 'target'> & { flow?: string; target?: string },
@@ -257,48 +338,25 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
         recovery: 'yoke deployment-runs start-for-item WEB-12 --candidate SHA',
       });
     }
-    return withCreationTimeout({ ...input, project: '', flow: '', target: '' }, async (trx) => {
-      const prefixes = [...new Set(input.items.map((i) => parseItemRef(i).prefix))];
-      if (prefixes.length > 1) {
-        throw refusal('items_span_projects', `items ${input.items.join(', ')} belong to more than one project`, {
-          recovery: 'start one run per project',
-          details: { items: input.items },
-        });
-      }
-      const project = await trx
-        .selectFrom('projects')
-        .selectAll()
-        .where('item_prefix', '=', prefixes[0]!)
-        .executeTakeFirst();
-      if (!project) {
-        throw refusal('item_prefix_unknown', `no project uses the item prefix ${prefixes[0]}`, {
-          recovery: 'apply the project definition first: yoke apply -f project.yaml',
-          details: { prefix: prefixes[0] },
-        });
-      }
-      let flowName = input.flow;
-      if (!flowName) {
-        const completion = await trx
-          .selectFrom('flows')
-          .select('name')
-          .where('project_id', '=', project.project_id)
-          .where('completion_flow', '=', true)
-          .executeTakeFirst();
-        if (!completion) {
-          throw refusal(
-            'completion_flow_missing',
-            `project ${project.name} has no completion flow to deliver ${input.items.join(', ')}`,
-            {
-              recovery: 'name one with --flow F, or mark a flow completion_flow: true and apply',
-              details: { project: project.name },
-            },
-          );
-        }
-        flowName = completion.name;
-      }
-      const flow = await flowByName(trx, project.project_id, project.name, flowName);
-      const deploys = flow.stages.filter((s) => s.kind === 'deploy');
-      const target = input.target ?? (deploys[deploys.length - 1] ?? flow.stages[flow.stages.length - 1]!).target;
+    validateCandidate(input.candidate);
+    let start: Awaited<ReturnType<typeof takeovers.prepareStartTakeover>> = { prepared: null, skipped: [] };
+    try {
+      const scope = await startScope(db, input);
+      const target = await environmentByName(db, scope.project.project_id, scope.project.name, scope.target);
+      start = await takeovers.prepareStartTakeover({
+        projectId: scope.project.project_id,
+        flowId: scope.flow.flow_id,
+        targetId: target.environment_id,
+        candidate: input.candidate,
+        sessionId: input.sessionId ?? null,
+      });
+    } catch (err) {
+      // The transaction below resolves the same scope and refuses with the same named error.
+      if (!(err instanceof YokeError)) throw err;
+    }
+    const { prepared } = start;
+    const receipt = await withCreationTimeout({ ...input, project: '', flow: '', target: '' }, async (trx) => {
+      const { project, flow, target } = await startScope(trx, input);
       const full: CreateRunInput = { ...input, project: project.name, flow: flow.name, target };
       const resolved = await resolve(trx, full);
       return insertRun(
@@ -309,8 +367,16 @@ export function runCreationActivities(deps: { db: Kysely<Database> }) {
         project.project_id,
         resolved.target.environment_id,
         resolved.members,
+        prepared
+          ? (t, successorRunId) =>
+              takeovers.takeOverInside(t, { ...prepared, successor_run_id: successorRunId }, input.sessionId ?? null)
+          : undefined,
       );
     });
+    const takeover = receipt.takeover
+      ? { ...receipt.takeover, warnings: await takeovers.afterCommit(receipt.takeover) }
+      : null;
+    return { ...receipt, takeover, takeover_skipped: start.skipped };
   }
 
   return { createRun, startForItem };

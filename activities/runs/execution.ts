@@ -161,7 +161,13 @@ export function runExecutionActivities(deps: {
       .innerJoin('projects as p', 'p.project_id', 'r.project_id')
       .select(['o.unit', 'r.run_id', 'r.current_stage', 'r.cursor_ordinal', 'r.flow_id', 'p.name as project'])
       .where('o.unit', 'in', units.length ? units : [''])
-      .where('r.status', '=', 'executing')
+      // T2: a created successor holds the occupancy it took over until it executes itself.
+      .where((eb) =>
+        eb.or([
+          eb('r.status', '=', 'executing'),
+          eb.and([eb('r.status', '=', 'created'), eb('r.supersedes_run_id', 'is not', null)]),
+        ]),
+      )
       .where('r.occupancy_released_at', 'is', null)
       .where('r.run_id', '!=', run.run_id)
       .orderBy('o.unit')
@@ -324,6 +330,17 @@ export function runExecutionActivities(deps: {
           {
             recovery: 'create a new run (with a new --idempotency-key)',
             details: { run_id: run.run_id },
+          },
+        );
+      }
+      if (run.superseded_by_run_id) {
+        // T3: a taken-over run never redeploys; its work continues under its successor.
+        throw refusal(
+          'run_superseded',
+          `run ${run.run_id} was taken over by run ${run.superseded_by_run_id}; a superseded run cannot restart`,
+          {
+            recovery: `continue with the successor: yoke deployment-runs get ${run.superseded_by_run_id}`,
+            details: { run_id: run.run_id, superseded_by_run_id: run.superseded_by_run_id },
           },
         );
       }

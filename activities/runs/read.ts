@@ -3,6 +3,7 @@ import type { Database } from '../../db/database';
 import { requireProject } from '../../db/projects';
 import { releaseLineage, type LineageEntry } from '../../db/memberClosure';
 import { driverAttachmentLive, runById, runFlow } from '../../db/runs';
+import { qaAttemptsOf, takeoverChain } from '../../db/takeover';
 import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
 import { memberClosure, type MemberClosureView } from './memberClosure';
@@ -61,7 +62,11 @@ export interface RunView extends RunIdentity {
     status: string;
     stage_name: string | null;
     retracted: string | null;
+    /** T3: the run that recorded this answer (an ancestor's, for an attempt a takeover carried). */
+    verdict_run_id: string | null;
   }[];
+  /** T3: every QA plan execution the run owns, with the run that recorded each verdict. */
+  qa_executions: QaAttempt[];
   member_items: {
     item: string;
     added_at: string;
@@ -82,7 +87,19 @@ export interface RunView extends RunIdentity {
   supersedes_run_id: string | null;
   superseded_by_run_id: string | null;
   release_lineage: LineageEntry[];
+  /** T2: the takeover chain through this run, oldest first (just this run when none). */
+  takeover_chain: string[];
   member_closure?: MemberClosureView;
+}
+
+export interface QaAttempt {
+  execution_id: number;
+  stage: string;
+  plan_id: string;
+  item: string | null;
+  status: string;
+  verdict_run_id: string | null;
+  cases: { case: string; verdict: string; verdict_run_id: string | null }[];
 }
 
 export const RUN_FIELDS = [
@@ -114,9 +131,31 @@ export const RUN_FIELDS = [
   'supersedes_run_id',
   'superseded_by_run_id',
   'release_lineage',
+  'takeover_chain',
+  'qa_executions',
 ] as const;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** T3: the run's executions and cases, each crediting the run that recorded it. */
+async function qaAttempts(db: Kysely<Database>, runId: string): Promise<QaAttempt[]> {
+  const rows = await qaAttemptsOf(db, runId);
+  const out = new Map<number, QaAttempt>();
+  for (const r of rows) {
+    const a = out.get(r.execution_id) ?? {
+      execution_id: r.execution_id,
+      stage: r.stage_name,
+      plan_id: r.plan_id,
+      item: r.item,
+      status: r.status,
+      verdict_run_id: r.execution_verdict_run_id,
+      cases: [],
+    };
+    if (r.case_name) a.cases.push({ case: r.case_name, verdict: r.verdict!, verdict_run_id: r.case_verdict_run_id });
+    out.set(r.execution_id, a);
+  }
+  return [...out.values()];
+}
 
 export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: number }) {
   const { db } = deps;
@@ -172,7 +211,9 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       driverAttachmentLive(db, run, freshMs),
       releaseLineage(db, run.run_id),
     ]);
-    const occupying = run.status === 'executing' && !run.occupancy_released_at;
+    // T2: a created successor holds the occupancy it took over.
+    const occupying =
+      (run.status === 'executing' || (run.status === 'created' && units.length > 0)) && !run.occupancy_released_at;
     const memberItems = [];
     for (const m of members) {
       memberItems.push({
@@ -259,6 +300,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         status: q.status,
         stage_name: q.stage_name,
         retracted: q.retraction,
+        verdict_run_id: q.verdict_run_id,
       })),
       member_items: memberItems,
       membership_removals: removals.map((r) => ({
@@ -272,6 +314,8 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       supersedes_run_id: run.supersedes_run_id,
       superseded_by_run_id: run.superseded_by_run_id,
       release_lineage: lineage,
+      takeover_chain: await takeoverChain(db, run.run_id),
+      qa_executions: await qaAttempts(db, run.run_id),
     };
     if (input.includeMemberClosure || input.fields?.includes('member_closure'))
       view.member_closure = await memberClosure(db, run.run_id);

@@ -7,6 +7,7 @@ import { YokeError } from '../../domain/errors';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
 import { registerRunQa } from './runQa';
+import { registerTakeover } from './takeover';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 const Json = z.object({ json: z.boolean().optional(), session: nonEmpty.optional() });
@@ -36,6 +37,8 @@ async function runs(ctx: CommandContext) {
     ssh: ctx.config.ssh,
     line: ctx.line,
     qaNotifier: ctx.temporal.qaNotifier(),
+    takeoverNotifier: ctx.temporal.takeoverNotifier(),
+    takeoverLockTimeoutMs: ctx.config.takeoverLockTimeoutMs,
   });
 }
 
@@ -46,6 +49,11 @@ function receiptLine(r: CreateReceipt): string {
     `idempotency_basis: ${r.idempotency_basis ?? 'null'}`,
   ];
   for (const w of r.warnings) lines.push(`warning: ${w.message}`);
+  if (r.takeover)
+    lines.push(
+      `took over run ${r.takeover.predecessor_run_id} (${r.takeover.moved_members.length} member(s), ${r.takeover.moved_qa.length} QA row(s), ${r.takeover.moved_executions.length} execution(s) moved)`,
+    );
+  for (const s of r.takeover_skipped ?? []) lines.push(`not taken over: run ${s.run_id}: ${s.reason}`);
   return lines.join('\n');
 }
 
@@ -166,6 +174,7 @@ function runText(v: Partial<RunView>): string {
     lines.push(
       `removed: ${v.membership_removals.map((r) => `${r.item} (${r.reason}${r.later_run_id ? `, later in ${r.later_run_id}` : ''})`).join('; ')}`,
     );
+  if ((v.takeover_chain?.length ?? 0) > 1) lines.push(`takeover chain: ${v.takeover_chain!.join(' -> ')}`);
   if (v.stages) lines.push(stageTable(v));
   return lines.join('\n');
 }
@@ -540,4 +549,5 @@ export function registerDeploymentRuns(program: Command): void {
     });
 
   registerRunQa(dr);
+  registerTakeover(dr, runs);
 }

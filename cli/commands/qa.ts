@@ -32,7 +32,10 @@ function stepsTable(v: ExecutionView): string {
       s.name,
       s.kind,
       s.test_machine,
-      s.verdict ?? 'pending',
+      // T3: a carried attempt credits the run that recorded it.
+      s.verdict && s.verdict_run_id && s.verdict_run_id !== v.run_id
+        ? `${s.verdict} (under ${s.verdict_run_id})`
+        : (s.verdict ?? 'pending'),
       s.observed_commit ? `${s.observed_commit.slice(0, 12)} (${s.revision_check})` : s.revision_check,
       s.note,
     ]),
