@@ -1,10 +1,9 @@
-import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import { Client } from 'pg';
 import type { Database } from '../db/database';
 import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
-import { projectRoot } from '../config/yokeConfig';
+import { yokeHome } from '../config/yokeConfig';
 import { choosePostgres, withDatabase } from '../scripts/postgres';
 
 /** A migrated throwaway database for one benchmark run, dropped afterwards whatever happens. */
@@ -13,7 +12,7 @@ export async function withBenchDatabase<T>(
   fn: (bench: { db: Kysely<Database>; postgres: string }) => Promise<T>,
   poolSize = 2,
 ): Promise<T> {
-  const pg = await choosePostgres(join(projectRoot(), '.yoke'), (l) => process.stderr.write(`${l}\n`));
+  const pg = await choosePostgres(yokeHome(), (l) => process.stderr.write(`${l}\n`));
   const name = `yoke_bench_${label}_${process.pid}`;
   const admin = new Client({ connectionString: pg.serverUrl });
   await admin.connect();

@@ -1,3 +1,4 @@
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } from '@temporalio/worker';
@@ -7,7 +8,7 @@ import { projectActivities } from '../activities/projects';
 import { sessionActivities } from '../activities/sessions';
 import { YokeError } from '../domain/errors';
 import { createActivities } from '../workers/activities';
-import { projectRoot } from '../config/yokeConfig';
+import { yokeHome } from '../config/yokeConfig';
 import { awaitTurn, cancelWait, hostReserved, turnConsumed, waitWorkflowId } from '../workflows/definitions';
 import { freePort } from '../scripts/net';
 import { withBenchDatabase } from './benchDatabase';
@@ -40,7 +41,8 @@ const ms = (from: bigint) => Number(process.hrtime.bigint() - from) / 1e6;
 
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
-  const home = join(projectRoot(), '.yoke');
+  const home = yokeHome();
+  mkdirSync(home, { recursive: true }); // a clean checkout has no .yoke/ yet: the dev server's log goes there
   await withBenchDatabase(
     'handoff',
     async ({ db, postgres }) => {

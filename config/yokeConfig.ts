@@ -1,5 +1,4 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { usageError } from '../domain/errors';
 
@@ -77,7 +76,7 @@ export interface YokeConfig {
 }
 
 export { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, projectRoot, servicesFile, yokeHome } from './paths';
-import { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, projectRoot, servicesFile } from './paths';
+import { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, servicesFile, yokeHome } from './paths';
 
 function readRecorded(home: string): z.infer<typeof Recorded> {
   const file = servicesFile(home);
@@ -100,7 +99,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     );
   }
   const e = parsed.data;
-  const home = e.YOKE_HOME ? resolve(e.YOKE_HOME) : join(projectRoot(), '.yoke');
+  const home = yokeHome({ YOKE_HOME: e.YOKE_HOME });
   const recorded = readRecorded(home);
   const files: TlsFiles = {
     cert: e.TEMPORAL_TLS_CERT,

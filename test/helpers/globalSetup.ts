@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { createDb } from '../../db/pool';
 import { migrateToLatest } from '../../db/migrate';
-import { projectRoot } from '../../config/yokeConfig';
+import { yokeHome } from '../../config/yokeConfig';
 import { freePort, processAlive } from '../../scripts/net';
 import { choosePostgres, withDatabase } from '../../scripts/postgres';
 import { findTemporalCli } from '../../scripts/temporalCli';
@@ -16,7 +16,7 @@ import { startDevServer } from '../../scripts/temporalServer';
  */
 export default async function globalSetup(): Promise<void> {
   const log = (line: string) => process.stderr.write(`[test setup] ${line}\n`);
-  const home = join(projectRoot(__dirname), '.yoke');
+  const home = yokeHome();
   mkdirSync(home, { recursive: true });
   const pg = await choosePostgres(home, log);
   const template = `yoke_tpl_${process.pid}`;
