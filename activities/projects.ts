@@ -5,7 +5,7 @@ import { refusal, usageError } from '../domain/errors';
 import { defaultItemPrefix } from '../domain/itemRef';
 
 /** `project.read` lets an actor read a project's sessions and usage (U13); every grant implies it. */
-export const PERMISSIONS = ['claims.release', 'project.read'] as const;
+export const PERMISSIONS = ['claims.release', 'project.read', 'runs.deploy'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
 export interface ProjectView {

@@ -10,6 +10,7 @@ import * as boardClaims from './migrations/0009_board_claims';
 import * as settlement from './migrations/0011_settlement';
 import * as takeover from './migrations/0015_takeover';
 import * as actors from './migrations/0016_actors';
+import * as rowSecurity from './migrations/0016_row_security';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -24,6 +25,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0011_settlement': settlement,
   '0015_takeover': takeover,
   '0016_actors': actors,
+  '0016_row_security': rowSecurity,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

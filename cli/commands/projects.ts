@@ -30,7 +30,7 @@ export function registerProjects(program: Command): void {
     .description('grant an actor a permission on a project')
     .argument('<name>', 'project name')
     .requiredOption('--actor <actor>', 'actor id')
-    .requiredOption('--permission <permission>', 'permission (claims.release)')
+    .requiredOption('--permission <permission>', 'permission (claims.release, project.read, runs.deploy)')
     .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(Json.extend({ actor: nonEmpty, permission: nonEmpty }), raw);

@@ -18,8 +18,8 @@ beforeAll(async () => {
   await setUp(asAdmin, [['projects', 'create', 'web', '--prefix', 'WEB']]);
 });
 afterAll(async () => {
-  await t.drop();
   await actors.removeAll();
+  await t.drop();
 });
 
 test('I13 actors add prints a connection string that connects as that role; list names each kind', async () => {
