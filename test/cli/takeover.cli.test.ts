@@ -1,0 +1,116 @@
+import { RUN_STATUS_KEY, runWorkflowId } from '../../workflows/definitions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { json, jsonError, setUp, yoke } from '../helpers/cli';
+import { createTestRepository, type TestRepository } from '../helpers/git';
+import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { startTestWorker, type TestWorker } from '../helpers/temporal';
+
+let t: TestDatabase;
+let w: TestWorker;
+let stage: HttpTarget;
+let repo: TestRepository;
+let env: Record<string, string>;
+const run = (args: string[]) => yoke(t.url, args, env);
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  w = await startTestWorker(t.db);
+  stage = await startHttpTarget();
+  repo = createTestRepository();
+  env = {
+    TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!,
+    YOKE_TASK_QUEUE: w.taskQueue,
+    YOKE_SESSION_ID: 'd1',
+  };
+  const d = releaseDefinition({
+    project: 'web',
+    prefix: 'WEB',
+    stageUrl: stage.url,
+    prodUrl: 'https://web.example.test',
+  });
+  await setUp(run, [
+    ['apply', '-f', writeDefinition({ ...d, repository: repo.dir })],
+    ['sessions', 'register', '--session', 'd1', '--actor', 'driver'],
+  ]);
+}, 60_000);
+
+afterAll(async () => {
+  await stage.close();
+  await w.shutdown();
+  await t.drop();
+});
+
+const create = async (candidate: string, key: string, items: string[] = []) =>
+  json(
+    await run([
+      'deployment-runs',
+      'create',
+      '--project',
+      'web',
+      '--flow',
+      'release',
+      '--target',
+      'stage',
+      '--candidate',
+      candidate,
+      '--idempotency-key',
+      key,
+      ...items.flatMap((i) => ['--item', i]),
+      '--json',
+    ]),
+  ).run_id as string;
+
+test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit status, then the move and the chain', async () => {
+  const pred = await create(repo.A, 'pred', ['WEB-1']);
+  expect((await run(['deployment-runs', 'execute', pred, '--json'])).code).toBe(0);
+  for (let i = 0; i < 300; i++) {
+    const stages = json(await run(['deployment-runs', 'get', pred, 'stages', '--json'])).stages;
+    if (stages[1].status === 'waiting') break;
+    await new Promise((x) => setTimeout(x, 100));
+  }
+
+  const unrelated = await create(repo.D, 'unrelated');
+  const refused = await run(['deployment-runs', 'takeover', pred, '--successor', unrelated, '--json']);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({
+    code: 'takeover_candidate_not_contained',
+    details: { predecessor_commit: repo.A, successor_commit: repo.D },
+  });
+  const bad = await run([
+    'deployment-runs',
+    'takeover',
+    pred,
+    '--successor',
+    unrelated,
+    '--containment-attestation',
+    '{"contained":"yes"}',
+    '--json',
+  ]);
+  expect(bad.code).toBe(2);
+  expect(jsonError(bad).code).toBe('invalid_containment_attestation');
+
+  const succ = await create(repo.C, 'succ');
+  const done = await run(['deployment-runs', 'takeover', pred, '--successor', succ, '--json']);
+  expect(done.code).toBe(0);
+  expect(json(done)).toMatchObject({
+    predecessor_run_id: pred,
+    successor_run_id: succ,
+    predecessor_status: 'cancelled',
+    moved_members: ['WEB-1'],
+    containment: { basis: 'git', contained: true },
+  });
+  expect(
+    json(await run(['deployment-runs', 'get', succ, 'takeover_chain', 'supersedes_run_id', '--json'])),
+  ).toMatchObject({
+    takeover_chain: [pred, succ],
+    supersedes_run_id: pred,
+  });
+  const text = await run(['deployment-runs', 'get', succ]);
+  expect(text.stdout).toContain(`takeover chain: ${pred} -> ${succ}`);
+  const handle = w.client.workflow.getHandle(runWorkflowId(pred));
+  expect(await handle.result()).toEqual({ status: 'superseded' });
+  expect((await handle.describe()).typedSearchAttributes.get(RUN_STATUS_KEY)).toBe('superseded');
+  const again = await run(['deployment-runs', 'retry', pred, '--json']);
+  expect(again.code).toBe(1);
+  expect(jsonError(again).code).toBe('run_cancelled');
+}, 120_000);
