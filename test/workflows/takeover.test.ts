@@ -17,7 +17,7 @@ import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { createTestRepository, type TestRepository } from '../helpers/git';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
-import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { startTestWorker, until, type TestWorker } from '../helpers/temporal';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -48,15 +48,6 @@ afterAll(async () => {
   await w.shutdown();
   await t.drop();
 });
-
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 300; i++) {
-    const v = await read();
-    if (ok(v)) return v;
-    await new Promise((x) => setTimeout(x, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 test('T2 after commit the predecessor workflow ends superseded (YokeRunStatus) and the moved execution continues under the successor', async () => {
   const pred = await r.createRun({
