@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
 import { DEFAULT_DATABASE_URL, yokeHome } from '../config/paths';
+import { clearPending, readPending, recordPending, type PendingAttestation } from './pendingAttestation';
 
 /**
  * `yoke hooks status-line` (U3): Claude runs it on every prompt with its status-line JSON on
@@ -47,6 +48,42 @@ function databaseUrl(): string {
   return DEFAULT_DATABASE_URL;
 }
 
+/**
+ * Attests the served facts (with any this session left pending, U4) and reads the measured
+ * totals, in one statement. A failed write is recorded for the next hook, not swallowed.
+ */
+async function attest(
+  sessionId: string,
+  current: { model: string | null; window: number | null },
+): Promise<{ tokens: number | null; pending?: PendingAttestation }> {
+  const before = readPending(sessionId);
+  // the current statement is the newest: its facts win, the pending ones fill the gaps
+  const facts = { model: current.model ?? before?.model ?? null, window: current.window ?? before?.window ?? null };
+  // bounded: a slow database costs the prompt at most the connect plus one statement's wait
+  const client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 1500, query_timeout: 1500 });
+  try {
+    await client.connect();
+    // Served facts come only from the provider's own statement, never from a request (U2, U3).
+    const { rows } = await client.query<{ totals: UsageTotals }>(
+      `WITH attest AS (
+         UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
+          WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)
+         RETURNING session_id)
+       SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`,
+      [sessionId, facts.model, facts.window],
+    );
+    if (before) clearPending(sessionId);
+    const tokens = rows[0] ? Object.values(rows[0].totals).reduce((sum, m) => sum + billableTokens(m.all), 0) : null;
+    return { tokens };
+  } catch (err) {
+    // The prompt must not wait on yoke: show what stdin said, and keep the facts for the next hook.
+    if (facts.model === null && facts.window === null) return { tokens: null };
+    return { tokens: null, pending: recordPending(sessionId, facts, (err as Error).message) };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 export async function statusLine(): Promise<number> {
   let input: StatusInput = {};
   try {
@@ -59,27 +96,12 @@ export async function statusLine(): Promise<number> {
   const window = input.context_window?.context_window_size;
   const model = input.model?.id;
   let tokens: number | null = null;
+  let pending: PendingAttestation | undefined;
   if (sessionId) {
-    // bounded: a slow database costs the prompt at most the connect plus one statement's wait
-    const client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 1500, query_timeout: 1500 });
-    try {
-      await client.connect();
-      // Served facts come only from the provider's own statement, never from a request (U2, U3).
-      // One statement (one round trip) attests and reads the measured totals for the line.
-      const { rows } = await client.query<{ totals: UsageTotals }>(
-        `WITH attest AS (
-           UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
-            WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)
-           RETURNING session_id)
-         SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`,
-        [sessionId, model ?? null, Number.isInteger(window) ? window : null],
-      );
-      if (rows[0]) tokens = Object.values(rows[0].totals).reduce((sum, m) => sum + billableTokens(m.all), 0);
-    } catch {
-      // The prompt must not wait on yoke: show what stdin said.
-    } finally {
-      await client.end().catch(() => undefined);
-    }
+    const facts = { model: model ?? null, window: Number.isInteger(window) ? window! : null };
+    const result = await attest(sessionId, facts);
+    tokens = result.tokens;
+    pending = result.pending;
   }
   const parts = [input.model?.display_name ?? model ?? 'model ?'];
   if (window) parts.push(`${compact(window)} ctx`);
@@ -87,6 +109,7 @@ export async function statusLine(): Promise<number> {
     tokens ??
     ((input.context_window?.total_input_tokens ?? 0) + (input.context_window?.total_output_tokens ?? 0) || null);
   if (shown !== null) parts.push(`${compact(shown)} tokens`);
+  if (pending) parts.push('served facts pending');
   process.stdout.write(`${parts.join(' · ')}\n`);
   return 0;
 }

@@ -33,7 +33,11 @@ const ssh = proxyActivities<Pick<TestMachineActivities, 'runCheckCommand'>>({
  * and the failure is raised.
  */
 export async function testMachineCheck(input: CheckInput) {
-  const { claim_id: claimId } = await short.beginCheck({ testMachine: input.testMachine, sessionId: input.sessionId });
+  const { claim_id: claimId } = await short.beginCheck({
+    testMachine: input.testMachine,
+    sessionId: input.sessionId,
+    requestId: workflowInfo().workflowId,
+  });
   const finish = (outcome: CheckOutcome | null) =>
     CancellationScope.nonCancellable(() =>
       short.finishCheck({

@@ -1,5 +1,6 @@
 import type { SshTimeouts } from '../hosts/ssh';
 import { runOverSsh, SshUnavailable, type CommandResult } from '../hosts/ssh';
+import { checkHeldBefore, recordCheckHold } from '../../db/checkHolds';
 import { checkByRequestId, insertCheck } from '../../db/testMachines';
 import { sessionById } from '../../db/sessions';
 import { lockLine, stateOfReservationWait } from '../../db/waits';
@@ -33,18 +34,29 @@ export interface CheckOutcome {
 
 const EXCERPT_CHARS = 4000;
 
-/** A check holds the machine like any QA run, ahead of the line and even when unhealthy (W8). */
+/**
+ * A check holds the machine like any QA run, ahead of the line and even when unhealthy (W8).
+ * When its session already holds the machine (the holder checks its own machine mid-suite),
+ * the check runs under that hold and its end keeps it: recorded under the request id first.
+ */
 export async function beginCheck(
   deps: LineDeps,
-  input: { testMachine: string; sessionId: string },
-): Promise<{ claim_id: number }> {
+  input: { testMachine: string; sessionId: string; requestId?: string },
+): Promise<{ claim_id: number; held_before: boolean }> {
   await machineRow(deps.db, input.testMachine);
+  const heldBefore = input.requestId
+    ? await recordCheckHold(deps.db, {
+        request_id: input.requestId,
+        test_machine: input.testMachine,
+        session_id: input.sessionId,
+      })
+    : false;
   const { claim } = await acquireCoordinationClaim(deps, {
     sessionId: input.sessionId,
     key: operatorKeyOf('qa_admission', { test_machine: input.testMachine })!,
     bypassLine: true,
   });
-  return { claim_id: claim.claim_id };
+  return { claim_id: claim.claim_id, held_before: heldBefore };
 }
 
 /**
@@ -110,7 +122,8 @@ export async function runCheckCommand(
 }
 
 /**
- * Records the check and releases the machine in one transaction. The release serves the
+ * Records the check and releases the machine in one transaction (unless the session held it
+ * before the check began: W8). The release serves the
  * line only if the machine is healthy after this record (W8: the release that ends a
  * successful verify on an unhealthy machine is the one that serves it).
  */
@@ -141,7 +154,9 @@ export async function finishCheck(
         started_at: outcome.started_at,
       });
     }
-    const claim = await lockClaimForRelease(trx, input.claimId);
+    // W8: a check by the holder keeps the hold; only a hold the check took is released
+    const keep = await checkHeldBefore(trx, input.requestId);
+    const claim = keep ? undefined : await lockClaimForRelease(trx, input.claimId);
     if (claim && !claim.released_at) {
       const holder = (await sessionById(trx, claim.session_id))!;
       const reason = outcome ? `${outcome.kind} finished: ${outcome.reason}` : 'check did not finish';

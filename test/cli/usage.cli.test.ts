@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { sql } from 'kysely';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
@@ -41,9 +42,11 @@ afterAll(async () => {
   await t.drop();
 });
 
-function withStdin(args: string[], stdin: string): Promise<CliResult> {
+function withStdin(args: string[], stdin: string, extra: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [yokeBin, ...args], { env: { PATH: process.env.PATH, DATABASE_URL: t.url } });
+    const child = spawn(process.execPath, [yokeBin, ...args], {
+      env: { PATH: process.env.PATH, DATABASE_URL: t.url, ...extra },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -173,6 +176,50 @@ test('U3 the status line attests the served model and window and prints model, w
   expect(row!.served).toMatchObject({ model: 'claude-opus-4-6[1m]', window: 1_000_000 });
   const garbage = await withStdin(['hooks', 'status-line'], 'not json');
   expect(garbage.code).toBe(0);
+});
+
+test('U4 a status-line write the database refuses is recorded and retried by the next hook, never swallowed', async () => {
+  const home = fixtureDir();
+  await sql`CREATE SEQUENCE u4_refusals;
+        CREATE FUNCTION u4_refuse_first() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF nextval('u4_refusals') = 1 THEN RAISE EXCEPTION 'u4: the first write is refused'; END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER u4_refuse_first BEFORE UPDATE ON sessions FOR EACH ROW EXECUTE FUNCTION u4_refuse_first();`.execute(
+    t.db,
+  );
+  try {
+    await run(['sessions', 'register', '--session', 'u4', '--actor', 'alice', '--harness', 'claude']);
+    const served = async () =>
+      await t.db
+        .selectFrom('sessions')
+        .select(['served_model', 'served_window'])
+        .where('session_id', '=', 'u4')
+        .executeTakeFirstOrThrow();
+    const first = await withStdin(
+      ['hooks', 'status-line'],
+      JSON.stringify({
+        session_id: 'u4',
+        model: { id: 'claude-haiku-4-5', display_name: 'Haiku 4.5' },
+        context_window: { context_window_size: 200_000 },
+      }),
+      { YOKE_HOME: home },
+    );
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain('served facts pending');
+    expect(await served()).toEqual({ served_model: null, served_window: null });
+    const pending = JSON.parse(readFileSync(join(home, 'pending-attestations', 'u4.json'), 'utf8'));
+    expect(pending).toMatchObject({ model: 'claude-haiku-4-5', window: 200_000, attempts: 1 });
+    expect(pending.error).toContain('the first write is refused');
+    // the next hook carries no model: the pending facts are written, and the record cleared
+    const next = await withStdin(['hooks', 'status-line'], JSON.stringify({ session_id: 'u4' }), { YOKE_HOME: home });
+    expect(next.stdout).not.toContain('pending');
+    expect(await served()).toEqual({ served_model: 'claude-haiku-4-5', served_window: 200_000 });
+    expect(existsSync(join(home, 'pending-attestations', 'u4.json'))).toBe(false);
+  } finally {
+    await sql`DROP TRIGGER u4_refuse_first ON sessions`.execute(t.db);
+  }
 });
 
 test('U4 the served-model hook settles served facts; an unregistered session is refused', async () => {

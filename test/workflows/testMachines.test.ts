@@ -151,6 +151,24 @@ test("W9 an unconsumed reservation expires by the wait workflow's timer and the 
   await s.releaseWorkClaim({ actingSessionId: 'w2', claimId: taken.claim.claim_id, reason: 'done' });
 }, 30_000);
 
+test('W8 the holder verifying its own machine keeps its hold; the line does not move on mid-suite', async () => {
+  const held = await acquire('w1', 'alpha');
+  expect((await refusalOf(acquire('q3', 'alpha'))).code).toBe('claim_held');
+  const own = await check('alpha', 'verification', 'w1');
+  expect(own.check.passed).toBe(true);
+  expect(own.reservations).toEqual([]);
+  const [row] = await s.listClaims({ sessionId: 'w1', activeOnly: true });
+  expect(row).toMatchObject({ claim_id: held.claim.claim_id });
+  expect((await s.listWaits({ testMachine: 'alpha' })).map((x) => [x.session_id, x.state])).toEqual([
+    ['q3', 'waiting'],
+  ]);
+  // a check by another session still takes and releases the machine as before
+  const released = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+  expect(released.reservations.map((r) => r.session_id)).toEqual(['q3']);
+  const taken = await acquire('q3', 'alpha');
+  await s.releaseWorkClaim({ actingSessionId: 'q3', claimId: taken.claim.claim_id, reason: 'done' });
+}, 60_000);
+
 test('a changed host key is refused, never ignored: recorded as a failed verification host_key_mismatch', async () => {
   await alpha.rekey();
   const report = await check('alpha');

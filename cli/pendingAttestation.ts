@@ -1,0 +1,59 @@
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { yokeHome } from '../config/paths';
+
+/**
+ * U4: a served-facts write the status line could not make (database down, timed out,
+ * refused) is recorded on this machine and retried by the session's next hook, never
+ * swallowed. One small file per session under `$YOKE_HOME/pending-attestations/`; facts
+ * merge newest first (a later statement's model or window wins, an absent one keeps the
+ * earlier), so a retry never unlearns a fact. Loads only node:fs, like the status line.
+ */
+export interface PendingAttestation {
+  session_id: string;
+  model: string | null;
+  window: number | null;
+  failed_at: string;
+  error: string;
+  attempts: number;
+}
+
+function fileOf(sessionId: string): string {
+  return join(yokeHome(), 'pending-attestations', `${encodeURIComponent(sessionId)}.json`);
+}
+
+export function readPending(sessionId: string): PendingAttestation | undefined {
+  try {
+    return JSON.parse(readFileSync(fileOf(sessionId), 'utf8')) as PendingAttestation;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    return undefined; // a torn or foreign file holds no fact worth more than the next statement
+  }
+}
+
+/** Records the facts that failed to be written, merged over what was already pending. */
+export function recordPending(
+  sessionId: string,
+  facts: { model: string | null; window: number | null },
+  error: string,
+): PendingAttestation {
+  const before = readPending(sessionId);
+  const pending: PendingAttestation = {
+    session_id: sessionId,
+    model: facts.model ?? before?.model ?? null,
+    window: facts.window ?? before?.window ?? null,
+    failed_at: new Date().toISOString(),
+    error,
+    attempts: (before?.attempts ?? 0) + 1,
+  };
+  const file = fileOf(sessionId);
+  mkdirSync(join(file, '..'), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(pending)); // renamed into place: never half-written
+  renameSync(tmp, file);
+  return pending;
+}
+
+export function clearPending(sessionId: string): void {
+  rmSync(fileOf(sessionId), { force: true });
+}
