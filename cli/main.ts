@@ -14,6 +14,7 @@ import { registerQa } from './commands/qa';
 import { registerSessions } from './commands/sessions';
 import { registerTestMachine } from './commands/testMachine';
 import { registerUsage } from './commands/usage';
+import { registerUsageViews } from './commands/usageViews';
 import { registerItems } from './commands/items';
 import { registerDoctor } from './commands/doctor';
 import { databaseUrlInUse } from './context';
@@ -36,6 +37,7 @@ function buildProgram(): Command {
   registerDeploymentRuns(program);
   registerQa(program);
   registerUsage(program);
+  registerUsageViews(program);
   registerAdmin(program);
   registerBoard(program);
   registerPathClaims(program);

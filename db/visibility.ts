@@ -3,9 +3,10 @@ import type { Executor } from './pool';
 
 /**
  * U13 visibility: an actor reads the projects it holds any grant on (`project.read` is the
- * grant for read alone), its own sessions, and sessions outside any project.
+ * grant for read alone), its own sessions, and sessions outside any project. The actor is a
+ * value, or an SQL expression (a report reads its viewer's actor in the same statement).
  */
-export function visibleSessionSql(alias: string, actorId: string): RawBuilder<boolean> {
+export function visibleSessionSql(alias: string, actorId: string | RawBuilder<string>): RawBuilder<boolean> {
   const s = sql.ref(alias);
   return sql<boolean>`(${s}.project_id IS NULL OR ${s}.actor_id = ${actorId}
     OR ${s}.project_id IN (SELECT g.project_id FROM project_grants g WHERE g.actor_id = ${actorId}))`;

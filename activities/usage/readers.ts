@@ -219,7 +219,48 @@ export function codexBuckets(usage: Record<string, unknown>): Buckets {
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
-/** U6: child-thread rollouts, found by the thread ids that sub-agent items in a rollout name. */
+/** How many date folders (the parent's day and the days after it) a child-thread search reads (U6). */
+export const CODEX_CHILD_DAY_FOLDERS = 14;
+
+const DIGITS = (n: number) => new RegExp(`^\\d{${n}}$`);
+const sortedDirs = (dir: string, width: number) =>
+  existsSync(dir)
+    ? readdirSync(dir, { withFileTypes: true })
+        .filter((d) => d.isDirectory() && DIGITS(width).test(d.name))
+        .map((d) => d.name)
+        .sort()
+    : [];
+
+/**
+ * The folders a child rollout may live in. Codex files rollouts under
+ * `sessions/YYYY/MM/DD/` by the day each thread started, so a child spawned after midnight
+ * lives in a later folder than its parent: the parent's day and the next date folders that
+ * exist, bounded by CODEX_CHILD_DAY_FOLDERS. A rollout outside that layout searches its own folder.
+ */
+function childFolders(path: string): string[] {
+  const day = dirname(path);
+  const month = dirname(day);
+  const year = dirname(month);
+  if (!DIGITS(2).test(basename(day)) || !DIGITS(2).test(basename(month)) || !DIGITS(4).test(basename(year)))
+    return [day];
+  const root = dirname(year);
+  const start = `${basename(year)}/${basename(month)}/${basename(day)}`;
+  const out: string[] = [];
+  for (const y of sortedDirs(root, 4).filter((y) => y >= basename(year)))
+    for (const m of sortedDirs(join(root, y), 2))
+      for (const d of sortedDirs(join(root, y, m), 2)) {
+        if (`${y}/${m}/${d}` < start) continue;
+        out.push(join(root, y, m, d));
+        if (out.length >= CODEX_CHILD_DAY_FOLDERS) return out;
+      }
+  return out;
+}
+
+/**
+ * U6: child-thread rollouts, found by the thread ids that sub-agent items in a rollout name,
+ * in the parent's date folder and the later ones (bounded); the search stops once every named
+ * thread is found.
+ */
 function codexChildren(path: string, known: Set<string>): string[] {
   const ids = new Set<string>();
   const text = readFileSync(path, 'utf8'); // rollouts are small JSON lines; children are found once per fold
@@ -227,12 +268,18 @@ function codexChildren(path: string, known: Set<string>): string[] {
     if (!/sub_?agent/i.test(line) || line.includes('"session_meta"')) continue;
     for (const id of line.match(UUID) ?? []) ids.add(id.toLowerCase());
   }
-  const dir = dirname(path);
-  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.jsonl')) : [];
-  return files
-    .filter((f) => [...ids].some((id) => f.toLowerCase().includes(id)))
-    .map((f) => join(dir, f))
-    .filter((f) => f !== path && !known.has(f));
+  const found: string[] = [];
+  for (const dir of ids.size ? childFolders(path) : []) {
+    for (const f of readdirSync(dir).filter((f) => f.endsWith('.jsonl'))) {
+      const id = [...ids].find((i) => f.toLowerCase().includes(i));
+      if (!id) continue;
+      ids.delete(id);
+      const file = join(dir, f);
+      if (file !== path && !known.has(file)) found.push(file);
+    }
+    if (ids.size === 0) break;
+  }
+  return found;
 }
 
 export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoint> {

@@ -1,7 +1,8 @@
 import type { ModelRates, PricingRevision } from '../../domain/usage/pricing';
+import { GENAI_PRICES_REVISION } from './shippedGenaiPrices';
 
 /**
- * The revision shipped with yoke, from the price table in shared/spec/usage-formats.md
+ * The first revision shipped with yoke, from the price table in shared/spec/usage-formats.md
  * (public LiteLLM prices at the time of writing). It is data, one revision among others:
  * `yoke pricing import FILE` adds newer ones with their own effective dates.
  */
@@ -35,3 +36,11 @@ export const SEED_REVISION: PricingRevision = {
     'gpt-5.1-codex-mini': { input: 0.25, cached_input: 0.025, output: 2 },
   },
 };
+
+/**
+ * Every revision yoke ships, oldest first. Revisions are immutable: a refreshed price list
+ * (`npm run pricing:snapshot` after upgrading @pydantic/genai-prices) is added here as a new
+ * revision with a later effective date; the older ones stay, so sessions they priced keep
+ * their cost.
+ */
+export const SHIPPED_REVISIONS: PricingRevision[] = [SEED_REVISION, GENAI_PRICES_REVISION];

@@ -13,7 +13,7 @@ import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../.
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
 import type { Folder } from './foldPool';
 import { fold, READER_VERSION, type Checkpoint, type Harness } from './readers';
-import { SEED_REVISION } from './seedPricing';
+import { SHIPPED_REVISIONS } from './seedPricing';
 
 export interface UsageFields {
   usage_tokens: number | null;
@@ -62,6 +62,28 @@ export function backdateCaveat(revision: PricingRevision | undefined, offeredAt:
   return `priced by back-dated revision ${revision.revision_id} (effective ${revision.effective_at}, imported ${revision.backdated.imported_at}): ${revision.backdated.reason}`;
 }
 
+/** The catalog: the imported revisions and the shipped ones (each also importable explicitly). */
+export function pricingCatalog(
+  rows: {
+    revision_id: string;
+    effective_at: Date | string;
+    estimated: boolean;
+    rates: unknown;
+    backdate_reason: string | null;
+    imported_at: Date | string;
+  }[],
+): PricingRevision[] {
+  const iso = (d: Date | string) => new Date(d).toISOString();
+  const stored = rows.map((r) => ({
+    revision_id: r.revision_id,
+    effective_at: iso(r.effective_at),
+    estimated: r.estimated,
+    rates: r.rates as PricingRevision['rates'],
+    backdated: r.backdate_reason ? { reason: r.backdate_reason, imported_at: iso(r.imported_at) } : null,
+  }));
+  return [...stored, ...SHIPPED_REVISIONS.filter((s) => !stored.some((r) => r.revision_id === s.revision_id))];
+}
+
 /** The session whose actor's grants bound what a usage read shows (U13); absent for an operator at the control plane. */
 export interface UsageViewer {
   sessionId: string;
@@ -81,16 +103,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
   const folder = deps.folder ?? fold;
 
   async function revisions(): Promise<PricingRevision[]> {
-    const rows = await db.selectFrom('pricing_revisions').selectAll().execute();
-    const stored = rows.map((r) => ({
-      revision_id: r.revision_id,
-      effective_at: r.effective_at.toISOString(),
-      estimated: r.estimated,
-      rates: r.rates as PricingRevision['rates'],
-      backdated: r.backdate_reason ? { reason: r.backdate_reason, imported_at: r.imported_at.toISOString() } : null,
-    }));
-    // The shipped revision applies until an operator imports one (it is also importable explicitly).
-    return stored.some((r) => r.revision_id === SEED_REVISION.revision_id) ? stored : [...stored, SEED_REVISION];
+    return pricingCatalog(await db.selectFrom('pricing_revisions').selectAll().execute());
   }
 
   /**
@@ -231,16 +244,24 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
    * effective in the past would re-price sessions already priced, so it needs `backdate` with
    * a reason, is audited, and every cost it prices names it in cost_caveat.
    */
-  async function importPricing(input: { file: string; backdate?: boolean; reason?: string }) {
+  async function importPricing(input: { file?: string; genaiPrices?: boolean; backdate?: boolean; reason?: string }) {
     if (input.backdate && !input.reason?.trim()) {
       throw usageError('backdate_reason_required', '--reason: a back-dated pricing revision needs a reason', {
         recovery: 'yoke pricing import FILE --backdate --reason "why past sessions are re-priced"',
         details: { option: '--reason' },
       });
     }
+    if (!input.file === !input.genaiPrices) {
+      throw usageError('pricing_source_required', 'name one pricing source: a revision FILE or --genai-prices', {
+        recovery: 'yoke pricing import FILE, or: yoke pricing import --genai-prices',
+        details: { file: input.file ?? null, genai_prices: !!input.genaiPrices },
+      });
+    }
+    if (input.genaiPrices) return importGenaiPrices(input);
+    const file = input.file!;
     let document: unknown;
     try {
-      document = JSON.parse(readFileSync(input.file, 'utf8'));
+      document = JSON.parse(readFileSync(file, 'utf8'));
     } catch (err) {
       throw usageError(
         'invalid_pricing_file',
@@ -251,13 +272,32 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         },
       );
     }
+    return storeRevision(document, file, input);
+  }
+
+  /**
+   * `--genai-prices`: a new revision from the installed @pydantic/genai-prices, effective now
+   * (U12: never re-pricing the past). The version the shipped revision came from is already
+   * in force and is not imported again.
+   */
+  async function importGenaiPrices(input: { backdate?: boolean; reason?: string }) {
+    const { installedGenaiPrices } = await import('./genaiPricesPackage');
+    const { revisionFromGenaiPrices } = await import('../../domain/usage/genaiPrices');
+    const { version, providers } = installedGenaiPrices();
+    const shipped = SHIPPED_REVISIONS.find((r) => r.revision_id === `genai-prices-${version}`);
+    if (shipped) return { revision_id: shipped.revision_id, imported: false, shipped: true };
+    const { revision, notes } = revisionFromGenaiPrices(providers, version, new Date().toISOString());
+    return { ...(await storeRevision(revision, `@pydantic/genai-prices ${version}`, input)), notes };
+  }
+
+  async function storeRevision(document: unknown, origin: string, input: { backdate?: boolean; reason?: string }) {
     const parsed = PricingFile.safeParse(document);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       throw usageError(
         'invalid_pricing_file',
-        `${input.file}: ${issue.path.join('.') || '(top level)'}: ${issue.message}`,
-        { recovery: 'fix the named field and import again', details: { file: input.file } },
+        `${origin}: ${issue.path.join('.') || '(top level)'}: ${issue.message}`,
+        { recovery: 'fix the named field and import again', details: { file: origin } },
       );
     }
     const r = parsed.data;
@@ -289,7 +329,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
           'pricing_revision_backdated',
           `pricing revision ${r.revision_id} is effective ${r.effective_at}, before now (${rows[0]!.now.toISOString()}): it would re-price sessions already priced`,
           {
-            recovery: `set effective_at to now or later, or re-price the past on purpose: yoke pricing import ${input.file} --backdate --reason R`,
+            recovery: `set effective_at to now or later, or re-price the past on purpose: yoke pricing import ${origin} --backdate --reason R`,
             details: { revision_id: r.revision_id, effective_at: r.effective_at },
           },
         );

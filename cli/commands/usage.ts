@@ -122,24 +122,30 @@ export function registerUsage(program: Command): void {
     .description('the pricing catalog: immutable revisions with effective dates');
   pricing
     .command('import')
-    .description('import a pricing revision (JSON)')
-    .argument('<file>', 'revision file')
+    .description('import a pricing revision (JSON), or --genai-prices: one from the installed @pydantic/genai-prices')
+    .argument('[file]', 'revision file')
+    .option('--genai-prices', 'a new revision from the installed @pydantic/genai-prices version, effective now')
     .option('--backdate', 'allow an effective_at in the past: re-prices sessions already priced (audited)')
     .option('--reason <text>', 'why a back-dated revision re-prices the past (required with --backdate)')
     .option('--json', 'print JSON')
-    .action(async (file: string, raw) => {
+    .action(async (file: string | undefined, raw) => {
       const o = parseOptions(
-        z.object({ backdate: z.boolean().optional(), reason: nonEmpty.optional(), json: z.boolean().optional() }),
+        z.object({
+          backdate: z.boolean().optional(),
+          reason: nonEmpty.optional(),
+          genaiPrices: z.boolean().optional(),
+          json: z.boolean().optional(),
+        }),
         raw,
       );
       const r = await withDb(async (ctx) =>
-        (await usage(ctx)).importPricing({ file, backdate: o.backdate, reason: o.reason }),
+        (await usage(ctx)).importPricing({ file, genaiPrices: o.genaiPrices, backdate: o.backdate, reason: o.reason }),
       );
       emit(
         !!o.json,
         r,
         () =>
-          `${r.imported ? 'imported' : 'already present:'} revision ${r.revision_id}${'backdated' in r && r.backdated ? ' (back-dated; audited)' : ''}`,
+          `${r.imported ? 'imported' : 'shipped' in r && r.shipped ? 'shipped with yoke, already in force:' : 'already present:'} revision ${r.revision_id}${'backdated' in r && r.backdated ? ' (back-dated; audited)' : ''}`,
       );
     });
   pricing
@@ -157,9 +163,8 @@ export function registerUsage(program: Command): void {
       );
     });
 
-  program
-    .command('usage')
-    .description('usage measured from harness transcripts')
+  const usageCommand = program.command('usage').description('usage measured from harness transcripts');
+  usageCommand
     .command('backfill')
     .description(
       'register and fold every transcript of a harness found on this machine (progress bar on a terminal, JSON lines otherwise)',

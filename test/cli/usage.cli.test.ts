@@ -153,7 +153,7 @@ test('U12 pricing import adds an immutable revision; pricing list shows the ship
     backdated: false,
   });
   const list = json<{ revision_id: string }[]>(await run(['pricing', 'list', '--json']));
-  expect(list.map((r) => r.revision_id)).toEqual(['litellm-2025-12', 'r-2027']);
+  expect(list.map((r) => r.revision_id)).toEqual(['litellm-2025-12', 'genai-prices-0.1.8', 'r-2027']);
   writeFileSync(file, JSON.stringify({ revision_id: 'r-bad', effective_at: 'soon', source: 'x', rates: {} }));
   const bad = await run(['pricing', 'import', file]);
   expect(bad.code).toBe(2);
@@ -268,4 +268,117 @@ test('U4 the served-model hook settles served facts; an unregistered session is 
   const unknown = await run(['hooks', 'served-model', '--session', 'ghost', '--model', 'm', '--json']);
   expect(unknown.code).toBe(1);
   expect(jsonError(unknown).code).toBe('session_not_registered');
+});
+
+test('prices: the shipped revision comes from @pydantic/genai-prices, so Claude Haiku 4.5 is priced; pricing import --genai-prices names the installed version', async () => {
+  await run(['projects', 'create', 'views', '--prefix', 'VW']);
+  await run([
+    'sessions',
+    'register',
+    '--session',
+    'h1',
+    '--actor',
+    'hana',
+    '--harness',
+    'claude',
+    '--machine',
+    'mac-2',
+    '--project',
+    'views',
+    '--model',
+    'claude-haiku-4-5',
+  ]);
+  const transcript = join(dir, 'h1.jsonl');
+  writeLines(transcript, [
+    claudeAssistant(
+      'h1-1',
+      {
+        input: 1_000_000,
+        cacheRead: 1_000_000,
+        cacheCreate: 2_000_000,
+        write5m: 1_000_000,
+        write1h: 1_000_000,
+        output: 1_000_000,
+        thinking: 200_000,
+      },
+      { model: 'claude-haiku-4-5-20251001' },
+    ),
+  ]);
+  expect((await run(['hooks', 'usage', '--session', 'h1', '--harness', 'claude', '--artifact', transcript])).code).toBe(
+    0,
+  );
+  const [row] = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).filter(
+    (r) => r.session_id === 'h1',
+  );
+  // Haiku 4.5: $1 input, $0.10 cache read, $1.25 5-minute and $2 1-hour cache writes, $5 output per MTok
+  expect(row).toMatchObject({ usage_cost_usd: 9.35, usage_cost_status: 'priced' });
+  const again = json<Record<string, unknown>>(await run(['pricing', 'import', '--genai-prices', '--json']));
+  expect(again).toMatchObject({ revision_id: 'genai-prices-0.1.8', imported: false, shipped: true });
+  const neither = await run(['pricing', 'import']);
+  expect(neither.code).toBe(2);
+  expect(neither.stderr).toMatch(/^pricing_source_required: /);
+
+  // yoke sessions show: identity, per-model buckets, cost per bucket with the revision used
+  const show = json<Record<string, any>>(await run(['sessions', 'show', 'h1', '--json']));
+  expect(show).toMatchObject({
+    session_id: 'h1',
+    status: 'live',
+    identity: { requested: { model: 'claude-haiku-4-5' }, served: { model: null } },
+    usage: { status: 'measured', tokens: 5_000_000 },
+    cost: { usd: 9.35, status: 'priced', revision_id: 'genai-prices-0.1.8' },
+  });
+  const haiku = show.usage.models[0];
+  expect(haiku).toMatchObject({
+    model: 'claude-haiku-4-5-20251001',
+    rate_key: 'claude-haiku-4-5',
+    reasoning_tokens: 200_000,
+  });
+  expect(haiku.buckets).toMatchObject({
+    input: { tokens: 1_000_000, rate_per_mtok: 1, usd: 1 },
+    cached_input: { tokens: 1_000_000, rate_per_mtok: 0.1, usd: 0.1 },
+    cache_write: { tokens: 1_000_000, rate_per_mtok: 1.25, usd: 1.25 },
+    cache_write_long: { tokens: 1_000_000, rate_per_mtok: 2, usd: 2 },
+    output: { tokens: 1_000_000, rate_per_mtok: 5, usd: 5 },
+  });
+  const human = await run(['sessions', 'show', 'h1']);
+  expect(human.stdout).toContain('cache_write_long');
+  const missing = await run(['sessions', 'show', 'nobody']);
+  expect(missing.code).toBe(1);
+  expect(missing.stderr).toMatch(/^session_not_found: /);
+
+  // yoke usage report: per model, per project; U13: a viewer without a grant on views does not see h1
+  const byModel = json<{ rows: { key: string; cost_usd: number; sessions: number }[] }>(
+    await run(['usage', 'report', '--by', 'model', '--json']),
+  );
+  expect(byModel.rows.find((r) => r.key === 'claude-haiku-4-5-20251001')).toMatchObject({
+    cost_usd: 9.35,
+    sessions: 1,
+  });
+  const byProject = json<{ rows: { key: string }[] }>(await run(['usage', 'report', '--by', 'project', '--json']));
+  expect(byProject.rows.map((r) => r.key)).toContain('views');
+  await run(['sessions', 'register', '--session', 'outsider', '--actor', 'omar', '--project', 'views']);
+  await run(['sessions', 'register', '--session', 'stranger', '--actor', 'sam']);
+  const hidden = json<{ rows: { key: string }[] }>(
+    await run(['usage', 'report', '--by', 'session', '--json', '--session', 'stranger']),
+  );
+  expect(hidden.rows.map((r) => r.key)).not.toContain('h1');
+  expect(
+    json<{ rows: { key: string }[] }>(await run(['usage', 'report', '--by', 'session', '--json'])).rows.map(
+      (r) => r.key,
+    ),
+  ).toContain('h1');
+  const today = new Date().toISOString().slice(0, 10);
+  const byDay = json<{ rows: { key: string }[] }>(
+    await run(['usage', 'report', '--by', 'day', '--since', today, '--until', today, '--json']),
+  );
+  expect(byDay.rows.map((r) => r.key)).toEqual([today]);
+  const before = json<{ rows: unknown[] }>(
+    await run(['usage', 'report', '--by', 'day', '--until', '2020-01-01', '--json']),
+  );
+  expect(before.rows).toEqual([]);
+  const bad = await run(['usage', 'report', '--by', 'day', '--since', '2026-13-45']);
+  expect(bad.code).toBe(2);
+  expect(bad.stderr).toMatch(/^invalid_date: --since/);
+  const badKey = await run(['usage', 'report', '--by', 'week']);
+  expect(badKey.code).toBe(2);
 });

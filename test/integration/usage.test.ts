@@ -238,6 +238,46 @@ describe('Codex rollouts', () => {
     );
   });
 
+  test('U6 a Codex child thread that starts on the next day (a later date folder) is found by its thread id and summed', async () => {
+    const sessions = join(dir, 'codex-home', 'sessions');
+    const parent = join(
+      sessions,
+      '2026',
+      '11',
+      '30',
+      'rollout-2026-11-30T23-59-00-cccccccc-0000-0000-0000-000000000003.jsonl',
+    );
+    writeLines(parent, [
+      codexMeta('cccccccc-0000-0000-0000-000000000003', '2026-11-30T23:59:00Z'),
+      codexTurn('gpt-5-codex', '2026-11-30T23:59:01Z'),
+      codexTokens('2026-11-30T23:59:02Z', { input: 1000, cached: 0, output: 100, reasoning: 0 }),
+      {
+        timestamp: '2026-11-30T23:59:59Z',
+        type: 'response_item',
+        payload: { type: 'SubAgentActivity', thread_id: 'dddddddd-0000-0000-0000-000000000004' },
+      },
+    ]);
+    // an unrelated rollout of the same day and a folder from before the parent are not read
+    writeLines(
+      join(sessions, '2026', '11', '29', 'rollout-2026-11-29T10-00-00-eeeeeeee-0000-0000-0000-000000000005.jsonl'),
+      [codexMeta('eeeeeeee-0000-0000-0000-000000000005', '2026-11-29T10:00:00Z')],
+    );
+    const child = join(
+      sessions,
+      '2026',
+      '12',
+      '01',
+      'rollout-2026-12-01T00-00-01-dddddddd-0000-0000-0000-000000000004.jsonl',
+    );
+    writeLines(child, [
+      codexMeta('dddddddd-0000-0000-0000-000000000004', '2026-12-01T00:00:01Z', true),
+      codexTurn('gpt-5-codex', '2026-12-01T00:00:02Z'),
+      codexTokens('2026-12-01T00:00:03Z', { input: 500, cached: 0, output: 50, reasoning: 0 }),
+    ]);
+    const r = await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] });
+    expect(r.totals['gpt-5-codex']!.all).toMatchObject({ input: 1500, output: 150 });
+  });
+
   test('U3 Codex attests its served model and context window from the rollout; a request never attests', async () => {
     const path = join(dir, 'rollout-w.jsonl');
     writeLines(path, [
@@ -385,9 +425,10 @@ describe('cost and views', () => {
   test('U12 cost is derived from the revision effective at offered_at, per bucket, with the long-context tier; revisions are immutable', async () => {
     const main = join(dir, 's1.jsonl');
     writeLines(main, [
-      claudeAssistant('m1', { input: 1_000_000, output: 1 }, { model: 'claude-sonnet-4-20250514' }), // a streaming snapshot, replaced below
-      claudeAssistant('m1', { input: 1_000_000, output: 1_000_000 }, { model: 'claude-sonnet-4-20250514' }),
-      claudeAssistant('m2', { input: 100_000, output: 0 }, { model: 'claude-sonnet-4-20250514' }),
+      // the shipped genai-prices revision keeps Sonnet 4.5's long-context tier (Sonnet 4's ended with its 1M beta)
+      claudeAssistant('m1', { input: 1_000_000, output: 1 }, { model: 'claude-sonnet-4-5-20250929' }), // a streaming snapshot, replaced below
+      claudeAssistant('m1', { input: 1_000_000, output: 1_000_000 }, { model: 'claude-sonnet-4-5-20250929' }),
+      claudeAssistant('m2', { input: 100_000, output: 0 }, { model: 'claude-sonnet-4-5-20250929' }),
     ]);
     await foldClaude(main);
     // m1 is above 200k input: 6 + 22.5; m2 at the standard input rate: 0.3
@@ -399,7 +440,7 @@ describe('cost and views', () => {
         revision_id: 'future',
         effective_at: '2099-01-01T00:00:00Z',
         source: 'test',
-        rates: { 'claude-sonnet-4-20250514': { input: 1000, output: 1000 } },
+        rates: { 'claude-sonnet-4-5': { input: 1000, output: 1000 } },
       }),
     );
     expect(await u.importPricing({ file: revision })).toEqual({
@@ -529,7 +570,8 @@ describe('cost and views', () => {
     writeLines(main, [claudeAssistant('m1', { input: 1_000_000, output: 0 })]);
     await foldClaude(main);
     expect(await u.machinesUsage()).toEqual([
-      { machine_id: 'm1', '24H TOKENS': 1_000_000, '24H API COST': 3, '24H SESSIONS': 3, cost_status: 'partial' },
+      // one 1M-input Sonnet 4.5 request: above the 200k tier, $6/MTok in the shipped genai-prices revision
+      { machine_id: 'm1', '24H TOKENS': 1_000_000, '24H API COST': 6, '24H SESSIONS': 3, cost_status: 'partial' },
       { machine_id: 'm2', '24H TOKENS': 0, '24H API COST': 0, '24H SESSIONS': 1, cost_status: 'unavailable' },
     ]);
   });

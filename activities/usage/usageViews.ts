@@ -1,0 +1,316 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../db/database';
+import { visibleSessionSql } from '../../db/visibility';
+import { refusal, usageError } from '../../domain/errors';
+import { BILLABLE_BUCKETS, addBuckets, billableTokens, zeroBuckets, type Buckets } from '../../domain/usage/buckets';
+import { modelCost, type ModelCost } from '../../domain/usage/bucketCost';
+import { costOf, revisionAt, type PricingRevision } from '../../domain/usage/pricing';
+import type { UsageTotals } from '../../domain/usage/buckets';
+import { backdateCaveat, pricingCatalog, usageNote, type UsageViewer } from './sessionUsage';
+
+/**
+ * The usage views people expect (ccusage's daily / per-session / per-model tables) and one
+ * session's detail, read from Postgres: each report is one statement (the usage rows and the
+ * imported pricing revisions together), priced with the revision in force at each session's
+ * offered_at (U12), and bounded by the viewing session's grants (U13).
+ */
+
+export const REPORT_KEYS = ['day', 'session', 'model', 'machine', 'project'] as const;
+export type ReportKey = (typeof REPORT_KEYS)[number];
+
+export interface SessionShow {
+  session_id: string;
+  actor_id: string;
+  project: string | null;
+  machine_id: string | null;
+  harness: string;
+  status: 'live' | 'ended' | 'terminated';
+  offered_at: string;
+  ended_at: string | null;
+  end_reason: string | null;
+  identity: {
+    requested: { model: string | null; effort: string | null; window: number | null };
+    served: { model: string | null; effort: string | null; window: number | null; attested_at: string | null };
+  };
+  usage: {
+    status: 'measured' | 'partial' | 'unavailable';
+    folded_at: string | null;
+    tokens: number | null;
+    models: ModelCost[];
+  };
+  cost: {
+    usd: number | null;
+    status: 'priced' | 'partial' | 'unavailable';
+    revision_id: string | null;
+    revision_effective_at: string | null;
+    estimated: boolean;
+  };
+  usage_note: string;
+  caveats: string[];
+}
+
+interface ReportRow {
+  key: string;
+  sessions: number;
+  models: string[];
+  buckets: Buckets;
+  total_tokens: number;
+  cost_usd: number | null;
+  cost_status: 'priced' | 'partial' | 'unavailable';
+}
+
+/** `--since` / `--until`: a day (YYYY-MM-DD or YYYYMMDD, UTC) or an ISO timestamp. */
+export function parseReportDate(raw: string, option: '--since' | '--until'): { at: string; day: boolean } {
+  const compact = /^(\d{4})(\d{2})(\d{2})$/.exec(raw);
+  const text = compact ? `${compact[1]}-${compact[2]}-${compact[3]}` : raw;
+  const day = /^\d{4}-\d{2}-\d{2}$/.test(text);
+  const ms = Date.parse(day ? `${text}T00:00:00Z` : text);
+  if (Number.isNaN(ms) || (day && new Date(ms).toISOString().slice(0, 10) !== text)) {
+    throw usageError('invalid_date', `${option} "${raw}" is not a date`, {
+      recovery: `give a day as YYYY-MM-DD (or YYYYMMDD, UTC) or an ISO timestamp, e.g. ${option} 2026-11-01`,
+      details: { option, value: raw },
+    });
+  }
+  return { at: new Date(ms).toISOString(), day };
+}
+
+export function usageViewActivities(deps: { db: Kysely<Database> }) {
+  const { db } = deps;
+
+  /**
+   * U13 inside the report's own statement: the viewer's actor is read by a subquery, so the
+   * whole view stays one statement; an operator at the control plane (no viewer) sees all.
+   */
+  function visibility(viewer: UsageViewer | undefined) {
+    if (!viewer) return { visible: sql<boolean>`true`, viewerActor: sql<string | null>`NULL::text` };
+    const actor = sql<string>`(SELECT va.actor_id FROM sessions va WHERE va.session_id = ${viewer.sessionId})`;
+    return { visible: visibleSessionSql('s', actor), viewerActor: actor };
+  }
+
+  function requireViewer(viewer: UsageViewer | undefined, actor: string | null) {
+    if (viewer && actor === null) {
+      throw refusal('session_not_registered', `session "${viewer.sessionId}" is not registered`, {
+        recovery: `register it first: yoke sessions register --session ${viewer.sessionId} --actor YOU`,
+        details: { session_id: viewer.sessionId },
+      });
+    }
+  }
+
+  /** `yoke sessions show S`: identity (requested vs served), per-model buckets, cost per bucket, status, caveats. */
+  async function showSession(input: { sessionId: string; viewer?: UsageViewer }): Promise<SessionShow> {
+    const { visible, viewerActor } = visibility(input.viewer);
+    const { rows } = await sql<{
+      viewer_actor: string | null;
+      session: {
+        session_id: string;
+        actor_id: string;
+        project: string | null;
+        machine_id: string | null;
+        harness: string;
+        offered_at: string;
+        ended_at: string | null;
+        terminated_at: string | null;
+        end_reason: string | null;
+        requested_model: string | null;
+        requested_effort: string | null;
+        requested_window: number | null;
+        served_model: string | null;
+        served_effort: string | null;
+        served_window: number | null;
+        served_attested_at: string | null;
+        usage_status: 'measured' | 'partial' | 'unavailable' | null;
+        totals: UsageTotals | null;
+        reasons: string[] | null;
+        cost_caveat: string | null;
+        folded_at: string | null;
+      } | null;
+      revisions: Parameters<typeof pricingCatalog>[0] | null;
+    }>`
+      SELECT (SELECT to_jsonb(x) FROM (
+                SELECT s.session_id, s.actor_id, p.name AS project, s.machine_id, s.harness, s.offered_at,
+                       s.ended_at, s.terminated_at, s.end_reason, s.requested_model, s.requested_effort,
+                       s.requested_window, s.served_model, s.served_effort, s.served_window, s.served_attested_at,
+                       u.status AS usage_status, u.totals, u.reasons, u.cost_caveat, u.folded_at
+                  FROM sessions s
+                  LEFT JOIN projects p ON p.project_id = s.project_id
+                  LEFT JOIN session_usage u ON u.session_id = s.session_id
+                 WHERE s.session_id = ${input.sessionId} AND ${visible}) x) AS session,
+             (SELECT jsonb_agg(r) FROM pricing_revisions r) AS revisions,
+             ${viewerActor} AS viewer_actor`.execute(db);
+    requireViewer(input.viewer, rows[0]!.viewer_actor);
+    const s = rows[0]!.session;
+    if (!s) {
+      throw refusal('session_not_found', `no session "${input.sessionId}" is recorded or visible to this session`, {
+        recovery: 'list the sessions you may read: yoke sessions list',
+        details: { session_id: input.sessionId },
+      });
+    }
+    const catalog = pricingCatalog(rows[0]!.revisions ?? []);
+    const offered = new Date(s.offered_at);
+    const revision = revisionAt(catalog, offered.toISOString());
+    const totals = s.totals ?? {};
+    const measured = s.usage_status && s.usage_status !== 'unavailable';
+    const cost = measured ? costOf(totals, revision) : null;
+    const models = Object.entries(totals).map(([model, usage]) => modelCost(model, usage, revision));
+    const caveats = [
+      s.cost_caveat,
+      cost?.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
+      backdateCaveat(revision, offered),
+      ...(cost?.gaps ?? []),
+    ].filter((c): c is string => !!c);
+    const endedAt = s.ended_at ?? s.terminated_at;
+    return {
+      session_id: s.session_id,
+      actor_id: s.actor_id,
+      project: s.project,
+      machine_id: s.machine_id,
+      harness: s.harness,
+      status: s.ended_at ? 'ended' : s.terminated_at ? 'terminated' : 'live',
+      offered_at: offered.toISOString(),
+      ended_at: endedAt ? new Date(endedAt).toISOString() : null,
+      end_reason: s.end_reason,
+      identity: {
+        requested: { model: s.requested_model, effort: s.requested_effort, window: s.requested_window },
+        served: {
+          model: s.served_model,
+          effort: s.served_effort,
+          window: s.served_window,
+          attested_at: s.served_attested_at ? new Date(s.served_attested_at).toISOString() : null,
+        },
+      },
+      usage: {
+        status: s.usage_status ?? 'unavailable',
+        folded_at: s.folded_at ? new Date(s.folded_at).toISOString() : null,
+        tokens: measured ? models.reduce((sum, m) => sum + billableTokens(totals[m.model]!.all), 0) : null,
+        models,
+      },
+      cost: {
+        usd: cost?.usd ?? null,
+        status: cost?.status ?? 'unavailable',
+        revision_id: revision?.revision_id ?? null,
+        revision_effective_at: revision?.effective_at ?? null,
+        estimated: revision?.estimated ?? false,
+      },
+      usage_note: usageNote(
+        s.usage_status ?? 'unavailable',
+        s.usage_status ? (s.reasons ?? []) : ['nothing has been folded for this session'],
+      ),
+      caveats,
+    };
+  }
+
+  /**
+   * `yoke usage report --by K`: one row per day (UTC, of offered_at), session, model, machine
+   * or project, in one statement; each session priced by the revision in force at its start.
+   */
+  async function usageReport(input: {
+    by: ReportKey;
+    since?: string;
+    until?: string;
+    viewer?: UsageViewer;
+  }): Promise<{ by: ReportKey; since: string | null; until: string | null; rows: ReportRow[]; totals: ReportRow }> {
+    const since = input.since ? parseReportDate(input.since, '--since') : undefined;
+    const until = input.until ? parseReportDate(input.until, '--until') : undefined;
+    // a day given to --until includes that whole day
+    const untilAt = until ? new Date(Date.parse(until.at) + (until.day ? 86_400_000 : 0)).toISOString() : null;
+    const { visible, viewerActor } = visibility(input.viewer);
+    const { rows } = await sql<{
+      viewer_actor: string | null;
+      usage:
+        | {
+            session_id: string;
+            offered_at: string;
+            project: string | null;
+            machine_id: string | null;
+            model: string;
+            usage: UsageTotals[string];
+          }[]
+        | null;
+      revisions: Parameters<typeof pricingCatalog>[0] | null;
+    }>`
+      SELECT (SELECT jsonb_agg(x ORDER BY x.offered_at, x.session_id, x.model) FROM (
+                SELECT s.session_id, s.offered_at, p.name AS project, s.machine_id, m.key AS model, m.value AS usage
+                  FROM sessions s
+                  JOIN session_usage u ON u.session_id = s.session_id AND u.status <> 'unavailable'
+                  LEFT JOIN projects p ON p.project_id = s.project_id
+                 CROSS JOIN LATERAL jsonb_each(u.totals) m
+                 WHERE NOT s.probe AND ${visible}
+                   AND (${since?.at ?? null}::timestamptz IS NULL OR s.offered_at >= ${since?.at ?? null}::timestamptz)
+                   AND (${untilAt}::timestamptz IS NULL OR s.offered_at < ${untilAt}::timestamptz)) x) AS usage,
+             (SELECT jsonb_agg(r) FROM pricing_revisions r) AS revisions,
+             ${viewerActor} AS viewer_actor`.execute(db);
+    requireViewer(input.viewer, rows[0]!.viewer_actor);
+    const catalog = pricingCatalog(rows[0]!.revisions ?? []);
+    const groups = new Map<
+      string,
+      { sessions: Set<string>; models: Set<string>; buckets: Buckets; usd: number; statuses: Set<string> }
+    >();
+    const all = {
+      sessions: new Set<string>(),
+      models: new Set<string>(),
+      buckets: zeroBuckets(),
+      usd: 0,
+      statuses: new Set<string>(),
+    };
+    for (const r of rows[0]!.usage ?? []) {
+      const offered = new Date(r.offered_at).toISOString();
+      const key =
+        input.by === 'day'
+          ? offered.slice(0, 10)
+          : input.by === 'session'
+            ? r.session_id
+            : input.by === 'model'
+              ? r.model
+              : input.by === 'machine'
+                ? (r.machine_id ?? '(no machine)')
+                : (r.project ?? '(no project)');
+      const revision: PricingRevision | undefined = revisionAt(catalog, offered);
+      const cost = costOf({ [r.model]: r.usage }, revision);
+      for (const g of [
+        groups.get(key) ?? {
+          sessions: new Set<string>(),
+          models: new Set<string>(),
+          buckets: zeroBuckets(),
+          usd: 0,
+          statuses: new Set<string>(),
+        },
+        all,
+      ]) {
+        g.sessions.add(r.session_id);
+        g.models.add(r.model);
+        g.buckets = addBuckets(g.buckets, r.usage.all);
+        g.usd += cost.usd ?? 0;
+        g.statuses.add(cost.status);
+        if (g !== all) groups.set(key, g);
+      }
+    }
+    const row = (key: string, g: typeof all): ReportRow => {
+      const status =
+        g.statuses.size === 0
+          ? 'priced'
+          : g.statuses.size === 1
+            ? ([...g.statuses][0] as ReportRow['cost_status'])
+            : 'partial';
+      return {
+        key,
+        sessions: g.sessions.size,
+        models: [...g.models].sort(),
+        buckets: g.buckets,
+        total_tokens: BILLABLE_BUCKETS.reduce((sum, b) => sum + g.buckets[b], 0),
+        cost_usd: status === 'unavailable' ? null : Math.round(g.usd * 1e6) / 1e6,
+        cost_status: status,
+      };
+    };
+    return {
+      by: input.by,
+      since: since?.at ?? null,
+      until: untilAt,
+      rows: [...groups.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([k, g]) => row(k, g)),
+      totals: row('total', all),
+    };
+  }
+
+  return { showSession, usageReport };
+}
+
+export type UsageViewActivities = ReturnType<typeof usageViewActivities>;
