@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
@@ -311,15 +311,15 @@ async function lockWaiters(n: number): Promise<void> {
   throw new Error(`never saw ${n} lock waiter(s)`);
 }
 
-/** Holds the execution's row lock until released, so two writers queue behind it in a known order. */
-async function holdExecution(executionId: number) {
+/** Holds a row lock until released, so writers queue behind it in a known order. */
+async function holdLock(lock: RawBuilder<unknown>) {
   const other = t.connect(1);
   let release!: () => void;
   let locked!: () => void;
   const isLocked = new Promise<void>((res) => (locked = res));
   const held = new Promise<void>((res) => (release = res));
   const done = other.transaction().execute(async (trx) => {
-    await sql`SELECT 1 FROM qa_plan_executions WHERE execution_id = ${executionId} FOR UPDATE`.execute(trx);
+    await lock.execute(trx);
     locked();
     await held;
   });
@@ -345,7 +345,9 @@ test.each([
       plan: 'PLAN-7',
       item: 'WEB-1',
     });
-    const release = await holdExecution(look.execution_id);
+    const release = await holdLock(
+      sql`SELECT 1 FROM qa_plan_executions WHERE execution_id = ${look.execution_id} FOR UPDATE`,
+    );
     const verdict = () =>
       qa.recordHumanVerdict({ executionId: look.execution_id, case: 'look', verdict: 'passed', sessionId: 'w1' });
     const takeover = () => r.takeoverRun({ sessionId: 'd1', runId: pred, successorRunId: succ });
@@ -410,4 +412,17 @@ test('D4 start-for-item with a candidate that does not contain the waiting run c
     superseded_by_run_id: null,
     status: 'executing',
   });
+});
+
+test('T3 the takeover waits for a held lock only as long as its bound, then refuses having written nothing', async () => {
+  const pred = await waitingRun(repo.A, ['WEB-1']);
+  const succ = await createdRun(repo.C);
+  const bounded = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000, takeoverLockTimeoutMs: 200 });
+  const prepared = await bounded.prepareTakeover({ predecessorRunId: pred, successorRunId: succ });
+  const release = await holdLock(sql`SELECT 1 FROM deployment_runs WHERE run_id = ${pred} FOR UPDATE`);
+  const before = await snapshot(t.db);
+  const refused = await refusalOf(bounded.commitTakeover(prepared, 'd1'));
+  await release();
+  expect(refused.code).toBe('takeover_lock_timeout');
+  expect(await snapshot(t.db)).toEqual(before);
 });
