@@ -1,11 +1,66 @@
 import type { DeploymentRunActivities } from '../activities/deploymentRuns';
 import type { RunView } from '../activities/runs/read';
 import type { CommandContext } from './context';
+import { unreachable } from '../domain/errors';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 function stamp(): string {
   return new Date().toISOString().slice(11, 19);
+}
+
+/** How often watch asks Temporal whether the run's workflow runs and a worker polls. */
+const HEALTH_EVERY_MS = 5_000;
+
+/**
+ * What stops an executing run from moving on, as Temporal sees it: no running workflow (it
+ * would never move again: exit 3 naming the repair), or no worker polling recently (it waits
+ * for one: said once, the watch goes on). Temporal out of reach is said once too; the record
+ * in Postgres is still followed.
+ */
+function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
+  let lastNote = '';
+  let notRunning = 0;
+  const note = (text: string, data: object) => {
+    if (text === lastNote) return;
+    lastNote = text;
+    if (json) process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), run_id: runId, ...data })}\n`);
+    else process.stdout.write(`${stamp()}  ${text}\n`);
+  };
+  return async () => {
+    let described;
+    try {
+      const { describeRunWorkflow } = await import('../temporal/runWorkflows');
+      described = await describeRunWorkflow(await ctx.temporal.get(), runId);
+    } catch (err) {
+      note(`cannot reach Temporal (${(err as Error).message.split('\n')[0]}); following the record only`, {
+        workflow: 'unknown',
+      });
+      return;
+    }
+    if (described.status !== 'RUNNING') {
+      const state = described.status === null ? 'does not exist' : `is ${described.status.toLowerCase()}`;
+      // Twice in a row, the run re-read between: a run that just ended has closed its workflow too.
+      if (++notRunning >= 2) {
+        throw unreachable(
+          'run_workflow_not_running',
+          `run ${runId} is executing but its workflow ${described.workflow_id} ${state}: nothing moves it on`,
+          {
+            recovery: `yoke deployment-runs repair ${runId} (the sweep's reconciler does the same), then watch again`,
+            details: { run_id: runId, workflow_id: described.workflow_id, workflow_status: described.status },
+          },
+        );
+      }
+      return;
+    }
+    notRunning = 0;
+    if (!(await ctx.temporal.hasWorker())) {
+      note(
+        `no yoke worker has polled task queue "${ctx.config.taskQueue}" recently: the run waits until one runs (npm start)`,
+        { workflow: 'running', worker: 'none' },
+      );
+    } else note('', {});
+  };
 }
 
 /**
@@ -17,9 +72,12 @@ export async function watchRun(
   ctx: CommandContext,
   runs: DeploymentRunActivities,
   runId: string,
-  opts: { json: boolean; intervalMs: number },
+  opts: { json: boolean; intervalMs: number; timeoutMs: number },
 ): Promise<string> {
   const seen = new Map<number, string>();
+  const health = workflowHealth(ctx, runId, opts.json);
+  const started = Date.now();
+  let checked = 0;
   let lastStatus = '';
   let lastLines = '';
   for (;;) {
@@ -75,6 +133,20 @@ export async function watchRun(
         }
         return 'held';
       }
+    }
+    if (view.status === 'executing' && Date.now() - checked >= HEALTH_EVERY_MS) {
+      checked = Date.now();
+      await health();
+    }
+    if (Date.now() - started > opts.timeoutMs) {
+      throw unreachable(
+        'wait_timeout',
+        `run ${runId} did not end within ${Math.round(opts.timeoutMs / 1000)} s of watching`,
+        {
+          recovery: `it goes on without you: yoke deployment-runs watch ${runId} again, or --timeout SECONDS`,
+          details: { run_id: runId, status: view.status, current_stage: view.current_stage },
+        },
+      );
     }
     await new Promise((r) => setTimeout(r, opts.intervalMs));
   }

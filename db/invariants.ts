@@ -1,6 +1,9 @@
 import { sql } from 'kysely';
 import type { Executor } from './pool';
 
+/** The event settlement records when it closes a member (activities/completion/doneGate.ts). */
+export const MEMBER_CLOSED_EVENT = 'ItemDone';
+
 /**
  * The invariant queries `yoke doctor` runs. Each returns the rows that break it; an empty
  * answer means the invariant holds. The database enforces most of these by construction; the
@@ -76,12 +79,16 @@ export async function waitsOfEndedSessions(db: Executor) {
     .execute();
 }
 
-/** A member closed twice: two close events for one item in one run (settlement's close-out). */
+/**
+ * A member closed twice: settlement's close-out writes one ItemDone event (naming the run it
+ * closes through) per member it moves to done (activities/completion/doneGate.ts); two for one
+ * item in one run mean a replay closed it again.
+ */
 export async function membersClosedTwice(db: Executor) {
   const { rows } = await sql<{ run_id: string; item: string; closes: number }>`
     SELECT payload->>'run_id' AS run_id, payload->>'item' AS item, count(*)::int AS closes
       FROM events
-     WHERE event_type = 'DeploymentRunMemberClosed'
+     WHERE event_type = ${MEMBER_CLOSED_EVENT} AND payload ? 'run_id'
      GROUP BY 1, 2
     HAVING count(*) > 1`.execute(db);
   return rows;

@@ -12,6 +12,7 @@ import * as reviewCheckHolds from './migrations/0014_review_check_holds';
 import * as takeover from './migrations/0015_takeover';
 import * as actors from './migrations/0016_actors';
 import * as rowSecurity from './migrations/0016_row_security';
+import * as releaseTerminalOccupancy from './migrations/0013_release_terminal_occupancy';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0015_takeover': takeover,
   '0016_actors': actors,
   '0016_row_security': rowSecurity,
+  '0013_release_terminal_occupancy': releaseTerminalOccupancy,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -18,6 +18,8 @@ import type { TrackerFactory } from '../activities/settlement/tracker';
 
 export interface ActivityDeps {
   db: Kysely<Database>;
+  /** Folds' own small pool, so reading artifacts never takes the connections runs and lines need. */
+  foldDb?: Kysely<Database>;
   /** Signals the wait workflows; without it the line still works from Postgres alone. */
   temporal?: { client: Client; taskQueue: string };
   reservationLifetimeMs?: number;
@@ -62,6 +64,26 @@ function beating<I, O>(fn: (input: I) => Promise<O>): (input: I) => Promise<O> {
   };
 }
 
+/** Folds a worker runs at once: reading artifacts is bounded, but never allowed to crowd out runs and lines. */
+export const FOLDS_AT_ONCE = 2;
+
+/** `fn` with at most `limit` calls running at once; the rest wait their turn, in order. */
+function atMost<I, O>(limit: number, fn: (input: I) => Promise<O>): (input: I) => Promise<O> {
+  let running = 0;
+  const queue: (() => void)[] = [];
+  return async (input: I) => {
+    if (running >= limit) await new Promise<void>((r) => queue.push(r));
+    else running++;
+    try {
+      return await fn(input);
+    } finally {
+      const next = queue.shift();
+      if (next) next();
+      else running--;
+    }
+  };
+}
+
 /** The activities a yoke worker registers, built over its dependencies. */
 export function createActivities(deps: ActivityDeps) {
   const line = {
@@ -93,7 +115,7 @@ export function createActivities(deps: ActivityDeps) {
     { bugsAreFinal: true },
   );
   return raisingApplicationFailures({
-    foldSessionUsage: sessionUsageActivities({ db: deps.db }).foldSessionUsage,
+    foldSessionUsage: atMost(FOLDS_AT_ONCE, sessionUsageActivities({ db: deps.foldDb ?? deps.db }).foldSessionUsage),
     ...runSteps,
     beginSettling: beating(settlement.beginSettling),
     commitRunSettlement: beating(settlement.commitRunSettlement),

@@ -56,6 +56,19 @@ const deploy = proxyActivities<Pick<RunStageActivities, 'runDeployAction'>>({
  */
 const SAFETY_REREAD = '10 minutes';
 
+/**
+ * A workflow run's own history cap, well below the server's continue-as-new suggestion:
+ * replaying thousands of wake-ups in one activation chains so many promises that the SDK's
+ * workflow thread can crash (node: "async hook stack has become corrupted"), which the fault
+ * suite's 10,000 wake-ups showed. A run continues as new at whichever comes first.
+ */
+const HISTORY_CAP = 2_000;
+
+function timeToContinueAsNew(): boolean {
+  const info = workflowInfo();
+  return info.continueAsNewSuggested || info.historyLength > HISTORY_CAP;
+}
+
 /** A stage's result, or the run ended under it (terminalized, or ended elsewhere). */
 type StageOutcome = StageResult | { ended: true };
 
@@ -144,7 +157,7 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
       if (seen.result) return seen.result;
       await condition(() => pokes !== mark, SAFETY_REREAD);
       if (terminalized) return { ended: true };
-      if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof deploymentRun>({ runId, walk });
+      if (timeToContinueAsNew()) await continueAsNew<typeof deploymentRun>({ runId, walk });
     }
   }
 
@@ -165,7 +178,7 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
       }
       await condition(() => pokes !== mark, SAFETY_REREAD);
       if (terminalized) return false;
-      if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof deploymentRun>({ runId, walk });
+      if (timeToContinueAsNew()) await continueAsNew<typeof deploymentRun>({ runId, walk });
     }
   }
 
@@ -220,6 +233,11 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
     const status = await settleRun(runId, async (timeout) => {
       const mark = pokes;
       await condition(() => terminalized || pokes !== mark, timeout);
+      snapshot.wakeUps++;
+      // A blocked settlement rechecks every 30 s for as long as it stays blocked (days, maybe):
+      // it too continues as new before its history grows past what the server keeps. Its
+      // steps are idempotent and the new run, finding every stage passed, settles again.
+      if (!terminalized && timeToContinueAsNew()) await continueAsNew<typeof deploymentRun>({ runId, walk });
       return terminalized;
     });
     return { status: status === 'terminalized' ? (await steps.runStatus({ runId })).status : status };

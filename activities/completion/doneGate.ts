@@ -11,6 +11,7 @@ import {
   writeStatus,
   type ItemRow,
 } from '../../db/items';
+import { MEMBER_CLOSED_EVENT } from '../../db/invariants';
 import type { Executor } from '../../db/pool';
 import { doneGateReasons, type BlockReason, type DoneGateFacts, type ItemStatus } from '../../domain/completion';
 import { refusal } from '../../domain/errors';
@@ -122,7 +123,7 @@ export async function writeItemStatus(
     .execute();
   if (changed) {
     await recordEvent(trx, {
-      event_type: 'ItemDone',
+      event_type: MEMBER_CLOSED_EVENT,
       project_id: item.project_id,
       session_id: input.sessionId ?? null,
       payload: { item: item.item, run_id: closing.run.run_id, released_claims: released.map((c) => c.claim_id) },

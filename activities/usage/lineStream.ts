@@ -1,4 +1,5 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
+import { openRegularFile } from './artifactFile';
 
 /**
  * U9: readers stream an artifact line by line from a byte offset with fixed memory. A line
@@ -17,6 +18,29 @@ import { closeSync, openSync, readSync } from 'node:fs';
 export type ScannedLine =
   { kind: 'line'; bytes: Buffer; end: number } | { kind: 'oversized'; prefix: string; bytes: number; end: number };
 
+/**
+ * What one fold may read: its bytes and its time are bounded, so no artifact (a huge file, a
+ * slow disk) holds a worker slot for long. A scan that runs out stops after its last whole
+ * line and says why in `stopped`; the watermark it returns lets the next fold go on from there.
+ */
+export interface ReadBudget {
+  bytesLeft: number;
+  deadline: number;
+  stopped: string | null;
+}
+
+export function readBudget(maxBytes: number, maxMs: number): ReadBudget {
+  return { bytesLeft: maxBytes, deadline: Date.now() + maxMs, stopped: null };
+}
+
+function exhausted(budget: ReadBudget | undefined, maxBytes: string): boolean {
+  if (!budget) return false;
+  if (budget.stopped) return true;
+  if (budget.bytesLeft <= 0) budget.stopped = `this fold read its limit of ${maxBytes}`;
+  else if (Date.now() > budget.deadline) budget.stopped = 'this fold ran out of its time limit';
+  return budget.stopped !== null;
+}
+
 const CHUNK = 1 << 20;
 const PREFIX = 4096;
 const CHUNKS_PER_TURN = 16;
@@ -24,10 +48,12 @@ const CHUNKS_PER_TURN = 16;
 export async function scanLines(
   path: string,
   fromOffset: number,
-  maxLineBytes: number,
+  limits: number | { maxLineBytes: number; budget?: ReadBudget },
   onLine: (line: ScannedLine) => void,
 ): Promise<number> {
-  const fd = openSync(path, 'r');
+  const { maxLineBytes, budget } = typeof limits === 'number' ? { maxLineBytes: limits, budget: undefined } : limits;
+  const fd = openRegularFile(path);
+  const limit = budget ? `${budget.bytesLeft} bytes` : '';
   try {
     let buf = Buffer.allocUnsafe(Math.min(CHUNK, maxLineBytes + 1));
     let filled = 0; // bytes of buf holding data; buf[0] is the file's byte `base`
@@ -41,8 +67,10 @@ export async function scanLines(
         buf.copy(grown, 0, 0, filled);
         buf = grown;
       }
+      if (exhausted(budget, limit)) return complete; // the next fold goes on from the last whole line
       const got = readSync(fd, buf, filled, buf.length - filled, base + filled);
       if (got === 0) return complete; // what is left has no newline yet: the next fold finishes it
+      if (budget) budget.bytesLeft -= got;
       filled += got;
       const data = buf.subarray(0, filled); // searches must not run into the stale rest of the buffer
       let start = 0;

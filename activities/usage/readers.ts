@@ -2,7 +2,8 @@ import * as crypto from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
-import { scanLines } from './lineStream';
+import { assertRegularArtifacts } from './artifactFile';
+import { readBudget, scanLines, type ReadBudget } from './lineStream';
 import type { FoldedHarness } from '../../domain/harnesses';
 
 /**
@@ -136,7 +137,8 @@ function digest(id: string): string {
   return (oneShot ? oneShot('sha1', id, 'base64') : crypto.createHash('sha1').update(id).digest('base64')).slice(0, 12);
 }
 
-export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoint> {
+export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudget): Promise<Checkpoint> {
+  const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
   const state = (cp.claude ??= { totals: {}, open: {}, closed: [] });
   const closed = new Set(state.closed);
   const count = (model: string, usage: Buckets, sign: 1 | -1) => addCall(state.totals, model, usage, sign);
@@ -144,7 +146,7 @@ export async function foldClaude(cp: Checkpoint, main: string): Promise<Checkpoi
   for (const path of claudeArtifacts(main)) {
     if (!existsSync(path)) continue;
     let offset = resumeAt(cp, path);
-    offset = await scanLines(path, offset, MAX_LINE_BYTES, (row) => {
+    offset = await scanLines(path, offset, limits, (row) => {
       offset = row.end;
       if (row.kind === 'oversized') {
         // Huge rows are file-history snapshots and the like; an oversized assistant row is a real gap.
@@ -282,7 +284,8 @@ function codexChildren(path: string, known: Set<string>): string[] {
   return found;
 }
 
-export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoint> {
+export async function foldCodex(cp: Checkpoint, main: string, budget?: ReadBudget): Promise<Checkpoint> {
+  const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
   const threads = (cp.threads ??= {});
   const queue = [main, ...Object.keys(cp.files).filter((f) => f !== main)];
   for (let i = 0; i < queue.length; i++) {
@@ -290,7 +293,7 @@ export async function foldCodex(cp: Checkpoint, main: string): Promise<Checkpoin
     if (!existsSync(path)) continue;
     const mark = (cp.files[path] ??= { offset: 0, size: 0 });
     let offset = resumeAt(cp, path);
-    offset = await scanLines(path, offset, MAX_LINE_BYTES, (row) => {
+    offset = await scanLines(path, offset, limits, (row) => {
       offset = row.end;
       if (row.kind === 'oversized') return;
       const text = row.bytes.toString('utf8');
@@ -387,10 +390,19 @@ function cursorResultBuckets(usage: Record<string, unknown>): Buckets {
  * not read) deduplicated by request_id, and hook payloads' optional stop token fields,
  * child turns included, deduplicated by generation_id.
  */
-export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<Checkpoint> {
+export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: ReadBudget): Promise<Checkpoint> {
+  const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
   const seen = (cp.seen ??= {});
   for (const path of artifacts) {
     if (!existsSync(path)) continue;
+    assertRegularArtifacts([path]);
+    if (statSync(path).size > MAX_LINE_BYTES) {
+      note(
+        cp,
+        `${basename(path)} is larger than ${MAX_LINE_BYTES} bytes: not a Cursor result or hook capture, not read`,
+      );
+      continue;
+    }
     const text = readFileSync(path, 'utf8');
     let whole: Record<string, unknown> | undefined;
     try {
@@ -411,7 +423,7 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[]): Promise<C
     }
     if (text.trimStart().startsWith('{') && !text.includes('\n{') && !whole) continue; // a capture still being written
     let offset = resumeAt(cp, path);
-    offset = await scanLines(path, offset, MAX_LINE_BYTES, (row) => {
+    offset = await scanLines(path, offset, limits, (row) => {
       offset = row.end;
       if (row.kind === 'oversized') return;
       let hook: Record<string, unknown>;
@@ -450,13 +462,24 @@ function cursorTotals(cp: Checkpoint): UsageTotals {
 
 export type Harness = FoldedHarness;
 
+/** One fold's bounds (YOKE_FOLD_MAX_BYTES, YOKE_FOLD_MAX_SECONDS): a bigger backlog takes several folds. */
+export function foldLimits(): { maxBytes: number; maxMs: number } {
+  const positive = (v: string | undefined, fallback: number) => (Number(v) > 0 ? Number(v) : fallback);
+  return {
+    maxBytes: positive(process.env.YOKE_FOLD_MAX_BYTES, 2 * 1024 ** 3),
+    maxMs: positive(process.env.YOKE_FOLD_MAX_SECONDS, 300) * 1000,
+  };
+}
+
 export async function fold(harness: Harness, previous: Checkpoint | undefined, artifacts: string[]): Promise<Reading> {
   // U9: a new reader version re-folds once, from an empty checkpoint.
   const cp: Checkpoint =
     previous && previous.reader_version === READER_VERSION ? structuredClone(previous) : emptyCheckpoint();
-  if (harness === 'claude') await foldClaude(cp, artifacts[0]!);
-  else if (harness === 'codex') await foldCodex(cp, artifacts[0]!);
-  else await foldCursor(cp, artifacts);
+  const limits = foldLimits();
+  const budget = readBudget(limits.maxBytes, limits.maxMs);
+  if (harness === 'claude') await foldClaude(cp, artifacts[0]!, budget);
+  else if (harness === 'codex') await foldCodex(cp, artifacts[0]!, budget);
+  else await foldCursor(cp, artifacts, budget);
   const { totals, caveat } =
     harness === 'codex'
       ? codexTotals(cp)
@@ -467,5 +490,7 @@ export async function fold(harness: Harness, previous: Checkpoint | undefined, a
       : harness === 'codex'
         ? Object.values(cp.threads ?? {}).some((t) => t.usage)
         : Object.keys(cp.seen ?? {}).length > 0;
-  return { totals, measured, reasons: [...cp.reasons], cost_caveat: caveat, checkpoint: cp };
+  // Not kept in the checkpoint: the next fold reads on from the watermark and is whole again.
+  const stopped = budget.stopped ? [`${budget.stopped}: the totals stop there, the next fold reads on`] : [];
+  return { totals, measured, reasons: [...cp.reasons, ...stopped], cost_caveat: caveat, checkpoint: cp };
 }

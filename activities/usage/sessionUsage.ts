@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import { z } from 'zod';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database } from '../../db/database';
+import type { Executor } from '../../db/pool';
 import { recordEvent } from '../../db/events';
 import { sessionById } from '../../db/sessions';
 import { visibleSessionSql } from '../../db/visibility';
@@ -11,8 +12,9 @@ import { refusal, usageError } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
+import { assertRegularArtifacts } from './artifactFile';
 import type { Folder } from './foldPool';
-import { fold, READER_VERSION, type Checkpoint, type Harness } from './readers';
+import { fold, READER_VERSION, type Checkpoint, type Harness, type Reading } from './readers';
 import { SHIPPED_REVISIONS } from './seedPricing';
 
 export interface UsageFields {
@@ -107,10 +109,13 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
   }
 
   /**
-   * Folds a session's artifact (U9, U10): serialized per session by a transaction-scoped
-   * advisory lock, the checkpoint and the totals it produced are written in one
-   * transaction. Absolute totals replace the stored ones, except that a reading that
-   * measured nothing never replaces a measured one.
+   * Folds a session's artifact (U9, U10). The artifact is read with no transaction open and no
+   * lock held (a slow or endless read must never pin a Postgres connection); the checkpoint and
+   * the totals it produced are then written in one short transaction under the session's
+   * advisory lock, and only if no other fold landed since this one read its checkpoint (else it
+   * reads again from the newer one), so folds of one session still count every byte once.
+   * Absolute totals replace the stored ones, except that a reading that measured nothing never
+   * replaces a measured one.
    */
   async function foldSessionUsage(input: {
     sessionId: string;
@@ -123,74 +128,89 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       });
     }
     const artifacts = input.artifacts.map((a) => resolve(a));
-    return db.transaction().execute(async (trx) => {
-      const session = await trx
-        .selectFrom('sessions')
-        .select(['session_id'])
-        .where('session_id', '=', input.sessionId)
-        .executeTakeFirst();
-      if (!session) {
-        throw sessionNotRegistered(input.sessionId, input.harness);
-      }
-      await advisoryXactLock(trx, `usage-fold:${input.sessionId}`);
-      const stored = await trx
-        .selectFrom('session_usage')
-        .selectAll()
-        .where('session_id', '=', input.sessionId)
-        .executeTakeFirst();
+    assertRegularArtifacts(artifacts);
+    const session = await db
+      .selectFrom('sessions')
+      .select(['session_id'])
+      .where('session_id', '=', input.sessionId)
+      .executeTakeFirst();
+    if (!session) {
+      throw sessionNotRegistered(input.sessionId, input.harness);
+    }
+    const storedRow = (executor: Executor) =>
+      executor.selectFrom('session_usage').selectAll().where('session_id', '=', input.sessionId).executeTakeFirst();
+    let stored = await storedRow(db);
+    for (;;) {
       const previous =
         stored && stored.harness === input.harness ? (stored.checkpoint as unknown as Checkpoint) : undefined;
       const reading = await folder(input.harness, previous, artifacts);
-      const status: FoldResult['status'] = !reading.measured
-        ? 'unavailable'
-        : reading.reasons.length
-          ? 'partial'
-          : 'measured';
-      const keepOld = !reading.measured && stored && stored.status !== 'unavailable';
-      const reasons = reading.measured
-        ? reading.reasons
-        : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
-      if (!keepOld) {
-        const row = {
-          harness: input.harness,
-          reader_version: READER_VERSION,
-          status,
-          totals: JSON.stringify(reading.totals),
-          reasons: JSON.stringify(reasons),
-          cost_caveat: reading.cost_caveat,
-          checkpoint: JSON.stringify(reading.checkpoint),
-        };
-        await trx
-          .insertInto('session_usage')
-          .values({ session_id: input.sessionId, ...row })
-          .onConflict((oc) => oc.column('session_id').doUpdateSet({ ...row, folded_at: sql`clock_timestamp()` }))
-          .execute();
-      }
-      const served = reading.checkpoint.served;
-      if (input.harness === 'codex' && (served?.model || served?.window)) {
-        await trx
-          .updateTable('sessions')
-          .set({
-            served_model: served.model,
-            // U3: facts are never unlearned: a statement without a window keeps the attested one
-            served_window: served.window ?? sql<number | null>`served_window`,
-            served_effort: served.effort ?? sql<string | null>`served_effort`,
-            served_attested_at: sql`now()`,
-          })
-          .where('session_id', '=', input.sessionId)
-          .execute();
-      }
-      const totals = keepOld ? (stored!.totals as unknown as UsageTotals) : reading.totals;
-      return {
-        session_id: input.sessionId,
+      const written = await db.transaction().execute(async (trx) => {
+        await advisoryXactLock(trx, `usage-fold:${input.sessionId}`);
+        const now = await storedRow(trx);
+        if (now?.folded_at.getTime() !== stored?.folded_at.getTime()) return { raced: now };
+        return { result: await writeReading(trx, input, artifacts, stored, reading) };
+      });
+      if (written.result) return written.result;
+      stored = written.raced; // another fold landed while this one read: fold on from its checkpoint
+    }
+  }
+
+  async function writeReading(
+    trx: Executor,
+    input: { sessionId: string; harness: Harness },
+    artifacts: string[],
+    stored: Selectable<Database['session_usage']> | undefined,
+    reading: Reading,
+  ): Promise<FoldResult> {
+    const status: FoldResult['status'] = !reading.measured
+      ? 'unavailable'
+      : reading.reasons.length
+        ? 'partial'
+        : 'measured';
+    const keepOld = !reading.measured && stored && stored.status !== 'unavailable';
+    const reasons = reading.measured
+      ? reading.reasons
+      : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
+    if (!keepOld) {
+      const row = {
         harness: input.harness,
-        status: keepOld ? stored!.status : status,
-        totals,
-        usage_tokens: totalTokens(totals),
-        reasons: keepOld ? (stored!.reasons as string[]) : reasons,
-        replaced: !keepOld,
+        reader_version: READER_VERSION,
+        status,
+        totals: JSON.stringify(reading.totals),
+        reasons: JSON.stringify(reasons),
+        cost_caveat: reading.cost_caveat,
+        checkpoint: JSON.stringify(reading.checkpoint),
       };
-    });
+      await trx
+        .insertInto('session_usage')
+        .values({ session_id: input.sessionId, ...row })
+        .onConflict((oc) => oc.column('session_id').doUpdateSet({ ...row, folded_at: sql`clock_timestamp()` }))
+        .execute();
+    }
+    const served = reading.checkpoint.served;
+    if (input.harness === 'codex' && (served?.model || served?.window)) {
+      await trx
+        .updateTable('sessions')
+        .set({
+          served_model: served.model,
+          // U3: facts are never unlearned: a statement without a window keeps the attested one
+          served_window: served.window ?? sql<number | null>`served_window`,
+          served_effort: served.effort ?? sql<string | null>`served_effort`,
+          served_attested_at: sql`now()`,
+        })
+        .where('session_id', '=', input.sessionId)
+        .execute();
+    }
+    const totals = keepOld ? (stored!.totals as unknown as UsageTotals) : reading.totals;
+    return {
+      session_id: input.sessionId,
+      harness: input.harness,
+      status: keepOld ? stored!.status : status,
+      totals,
+      usage_tokens: totalTokens(totals),
+      reasons: keepOld ? (stored!.reasons as string[]) : reasons,
+      replaced: !keepOld,
+    };
   }
 
   /** U12: the derived roster fields; cost from the revision effective at the session's offered_at. */

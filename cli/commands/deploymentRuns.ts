@@ -534,15 +534,24 @@ export function registerDeploymentRuns(program: Command): void {
     .description('follow a run stage by stage until it ends (JSON lines with --json)')
     .argument('<run>', 'run id')
     .option('--interval-ms <ms>', 'how often to read', '500')
+    .option('--timeout <seconds>', 'stop watching (exit 3) after this long', '86400')
     .option('--json', 'print JSON lines')
     .action(async (runId: string, raw) => {
       const o = parseOptions(
-        z.object({ json: z.boolean().optional(), intervalMs: z.coerce.number().int().min(50) }),
+        z.object({
+          json: z.boolean().optional(),
+          intervalMs: z.coerce.number().int().min(50),
+          timeout: z.coerce.number().positive(),
+        }),
         raw,
       );
       const { watchRun } = await import('../watchRun');
       const status = await withDb(async (ctx) =>
-        watchRun(ctx, await runs(ctx), runId, { json: !!o.json, intervalMs: o.intervalMs }),
+        watchRun(ctx, await runs(ctx), runId, {
+          json: !!o.json,
+          intervalMs: o.intervalMs,
+          timeoutMs: o.timeout * 1000,
+        }),
       );
       // Q4: a run held by blocking QA exits 5 after naming every unresolved obligation.
       if (status !== 'succeeded') process.exitCode = status === 'held' ? 5 : 1;

@@ -1,4 +1,3 @@
-import { statSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { FoldRequest } from '../../workflows/definitions';
@@ -8,15 +7,6 @@ import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context'
 import { emit, table } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
-
-/** An artifact that does not exist yet is "no source" (unavailable); a directory is a mistake. */
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
 
 async function usage(ctx: CommandContext) {
   const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
@@ -39,12 +29,16 @@ export function registerUsage(program: Command): void {
         z.object({
           session: nonEmpty,
           harness: z.enum(FOLDED_HARNESSES),
-          artifact: z.array(nonEmpty.refine((path) => !isDirectory(path), 'is a directory, not a file')).min(1),
+          artifact: z.array(nonEmpty).min(1),
           async: z.boolean().optional(),
           json: z.boolean().optional(),
         }),
         raw,
       );
+      // An artifact that does not exist yet is "no source" (unavailable); a directory, FIFO or
+      // device is a mistake, refused here before any worker is asked to read it.
+      const { assertRegularArtifacts } = await import('../../activities/usage/artifactFile');
+      assertRegularArtifacts(o.artifact);
       if (o.async) {
         const queued = await withDb(async (ctx) => {
           const client = await ctx.temporal.get(); // a fold request waits in the queue for a worker

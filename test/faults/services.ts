@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { appendFileSync, mkdtempSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -87,10 +87,16 @@ export async function startFaultTemporal(): Promise<DevServer> {
 export interface WorkerProcess {
   child: ChildProcess;
   output: () => string;
+  /** Where its output is kept (every worker of one suite appends to the same file). */
+  logFile: string;
+  /** Set when it exited without being told to: the suite stops waiting and says so. */
+  died: () => string | null;
   kill9(): Promise<void>;
   /** SIGTERM, then wait for a graceful exit. */
   stop(): Promise<void>;
 }
+
+const workerLog = join(mkdtempSync(join(tmpdir(), 'yoke-fault-workers-')), 'workers.log');
 
 /** `node dist/workers/main.js` as its own process, ready once it polls its task queue. */
 export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<WorkerProcess> {
@@ -100,9 +106,21 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<Worker
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const keep = (d: Buffer) => {
+    out += d.toString();
+    appendFileSync(workerLog, `[worker ${child.pid}] ${d.toString()}`);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  let told = false;
+  let died: string | null = null;
+  const exited = new Promise<void>((r) =>
+    child.once('exit', (code, signal) => {
+      if (!told)
+        died = `worker ${child.pid} exited by itself (${signal ?? `exit ${code}`}); its output:\n${out.slice(-4000)}`;
+      r();
+    }),
+  );
   for (let i = 0; !out.includes('yoke worker polling'); i++) {
     if (child.exitCode !== null || i > 1200) throw new Error(`the worker did not start:\n${out}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -110,11 +128,15 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<Worker
   return {
     child,
     output: () => out,
+    logFile: workerLog,
+    died: () => died,
     kill9: async () => {
+      told = true;
       child.kill('SIGKILL');
       await exited;
     },
     stop: async () => {
+      told = true;
       child.kill('SIGTERM');
       await exited;
     },

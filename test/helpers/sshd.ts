@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, portAnswers, waitForPort } from '../../scripts/net';
@@ -25,6 +25,46 @@ export interface SshHost {
 }
 
 const SSHD = process.env.SSHD ?? '/usr/sbin/sshd';
+
+/**
+ * Every process under `pid` (its connections' sshd processes and the commands they run),
+ * read from /proc. A remote command runs in a session of its own (setsid), so a process group
+ * would miss it, and once the listening sshd is gone its children belong to init: the tree is
+ * read while the listener still lives.
+ */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      found.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return found;
+}
+
+/** SIGKILLs the processes; each may have exited already. */
+function killAll(pids: number[]): void {
+  for (const p of pids) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
 
 export async function startSshHost(name: string): Promise<SshHost> {
   const dir = mkdtempSync(join(tmpdir(), `yoke-sshd-${name}-`));
@@ -74,7 +114,11 @@ export async function startSshHost(name: string): Promise<SshHost> {
     async stop() {
       if (!child || child.exitCode !== null) return;
       const gone = new Promise((r) => child!.once('exit', r));
-      child.kill('SIGTERM');
+      // The machine goes down whole: its open connections and the commands they run die with
+      // it (a dropped connection, as when sshd or the host dies), and nothing outlives the test.
+      const under = descendants(child.pid!);
+      child.kill('SIGKILL');
+      killAll(under);
       await gone;
       while (await portAnswers(port)) await new Promise((r) => setTimeout(r, 50));
     },
@@ -86,7 +130,11 @@ export async function startSshHost(name: string): Promise<SshHost> {
     },
   };
   // A test run that dies before its teardown must not leave sshd listening.
-  process.once('exit', () => child?.kill());
+  process.once('exit', () => {
+    if (!child || child.exitCode !== null) return;
+    killAll(descendants(child.pid!));
+    child.kill('SIGKILL');
+  });
   await host.start();
   return host;
 }

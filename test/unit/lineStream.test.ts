@@ -1,7 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { scanLines, type ScannedLine } from '../../activities/usage/lineStream';
+import { assertRegularArtifacts } from '../../activities/usage/artifactFile';
+import { readBudget, scanLines, type ScannedLine } from '../../activities/usage/lineStream';
+import type { YokeError } from '../../domain/errors';
 
 async function scan(text: string, from = 0, max = 64) {
   const dir = mkdtempSync(join(tmpdir(), 'yoke-lines-'));
@@ -53,5 +56,61 @@ describe('line stream', () => {
     const long = `{"t":"${'y'.repeat(3_000_000)}"}`;
     const { seen } = await scan(`${long}\n{"b":2}\n`, 0, 8_000_000);
     expect(seen.map((l) => (l.kind === 'line' ? l.text!.length : -1))).toEqual([long.length, 7]);
+  });
+
+  test('a fold is bounded: a scan stops at its last whole line once its byte budget is spent, says why, and the next scan reads on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'yoke-lines-'));
+    try {
+      const file = join(dir, 'a.jsonl');
+      const row = (n: number) => `{"row":${n},"pad":"${'x'.repeat(16)}"}\n`;
+      writeFileSync(file, row(1) + row(2) + row(3) + row(4));
+      const budget = readBudget(10, 60_000);
+      const first: string[] = [];
+      const watermark = await scanLines(file, 0, { maxLineBytes: 64, budget }, (l) => {
+        if (l.kind === 'line') first.push(l.bytes.toString());
+      });
+      expect(first.length).toBeLessThan(4);
+      expect(watermark).toBe(first.length * row(1).length);
+      expect(budget.stopped).toMatch(/limit of 10 bytes/);
+      const rest: string[] = [];
+      await scanLines(file, watermark, 64, (l) => l.kind === 'line' && rest.push(l.bytes.toString()));
+      expect(first.length + rest.length).toBe(4);
+
+      const late = readBudget(1 << 20, -1); // its time is already up: nothing is read
+      expect(await scanLines(file, 0, { maxLineBytes: 64, budget: late }, () => undefined)).toBe(0);
+      expect(late.stopped).toMatch(/time limit/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('only regular files are read: a FIFO, a directory and /dev/zero are refused artifact_not_regular_file at once, never read', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'yoke-lines-'));
+    try {
+      const fifo = join(dir, 'pipe');
+      execFileSync('mkfifo', [fifo]);
+      mkdirSync(join(dir, 'sub'));
+      for (const [path, kind] of [
+        [fifo, 'FIFO'],
+        [join(dir, 'sub'), 'directory'],
+        ['/dev/zero', 'character device'],
+      ] as const) {
+        let refused: YokeError | undefined;
+        try {
+          assertRegularArtifacts([path]);
+        } catch (err) {
+          refused = err as YokeError;
+        }
+        expect(refused).toMatchObject({ code: 'artifact_not_regular_file', kind: 'usage' });
+        expect(refused!.message).toContain(kind);
+        // the reader itself refuses too (a path swapped after the check), without blocking on the FIFO
+        await expect(scanLines(path, 0, 64, () => undefined)).rejects.toMatchObject({
+          code: 'artifact_not_regular_file',
+        });
+      }
+      expect(() => assertRegularArtifacts([join(dir, 'not-yet')])).not.toThrow(); // no source yet: unavailable, not a mistake
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
