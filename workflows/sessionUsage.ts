@@ -1,4 +1,12 @@
-import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  condition,
+  continueAsNew,
+  log,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { SessionUsageActivities } from '../activities/usage/sessionUsage';
 import { foldRequested, type FoldRequest } from './definitions';
 
@@ -24,8 +32,15 @@ export async function sessionUsage(input: { sessionId: string; pending?: FoldReq
   for (;;) {
     if (!(await condition(() => queue.length > 0, IDLE))) return { folds };
     const request = queue.shift()!;
-    await foldSessionUsage({ sessionId: input.sessionId, harness: request.harness, artifacts: request.artifacts });
-    folds++;
+    try {
+      await foldSessionUsage({ sessionId: input.sessionId, harness: request.harness, artifacts: request.artifacts });
+      folds++;
+    } catch (err) {
+      // A refused fold (an artifact that is not a regular file, a session not registered) must
+      // not end the queue: the requests after it are still folded.
+      if (!(err instanceof ActivityFailure)) throw err;
+      log.warn('a fold failed; the next request goes on', { session: input.sessionId, error: err.cause?.message });
+    }
     if (workflowInfo().continueAsNewSuggested)
       await continueAsNew<typeof sessionUsage>({ sessionId: input.sessionId, pending: queue });
   }

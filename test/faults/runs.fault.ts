@@ -1,4 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { randomInt } from 'node:crypto';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -6,9 +8,17 @@ import { sql } from 'kysely';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { sessionActivities } from '../../activities/sessions';
-import { qaSettled, runState, runWorkflowId, type RunSnapshot } from '../../workflows/definitions';
+import {
+  foldRequested,
+  qaSettled,
+  runState,
+  runWorkflowId,
+  usageWorkflowId,
+  type RunSnapshot,
+} from '../../workflows/definitions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { startSshHost } from '../helpers/sshd';
 import {
   startFaultTemporal,
   startTcpProxy,
@@ -159,7 +169,7 @@ afterAll(async () => {
   await Promise.all([stage?.close(), prod?.close()]);
   await t?.drop();
   if (table.length) {
-    const widths = [34, 58, 10];
+    const widths = [36, 52, 10];
     const row = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ');
     process.stdout.write(
       `\n${row(['fault', 'outcome', 'recover s'])}\n${widths.map((w) => '-'.repeat(w)).join('-|-')}\n${table
@@ -366,8 +376,8 @@ test('10,000 wake-ups of a QA wait: the workflow continues as new and stays aliv
   // In batches, each followed by a query: a query waits for the workflow task in flight, so the
   // signals come as fast as the workflow takes them (a storm faster than that only measures
   // the test machine), and every one of them is a wake-up in the history.
-  for (let sent = 0; sent < 10_000; sent += 100) {
-    await Promise.all(Array.from({ length: 100 }, () => handle.signal(qaSettled)));
+  for (let sent = 0; sent < 10_000; sent += 500) {
+    await Promise.all(Array.from({ length: 500 }, () => handle.signal(qaSettled)));
     await handle.query(runState);
   }
   const latest = await until(
@@ -397,6 +407,111 @@ test('10,000 wake-ups of a QA wait: the workflow continues as new and stays aliv
     recovered_s: since(started),
   });
 }, 900_000);
+
+test('kill -9 of the worker during verify: the CLI says check_interrupted (exit 3), not internal_error; the machine is released', async () => {
+  const lab = await startSshHost('faultlab');
+  try {
+    const added = await yoke([
+      'test-machine',
+      'add',
+      'faultlab',
+      '--host',
+      lab.host,
+      '--port',
+      String(lab.port),
+      '--user',
+      lab.user,
+      '--identity-file',
+      lab.identityFile,
+      '--host-key-file',
+      lab.hostKeyFile,
+      '--verify-command',
+      `touch ${lab.dir}/started && sleep 120`,
+    ]);
+    expect(added.code).toBe(0);
+    const verifying = yoke(['test-machine', 'verify', 'faultlab', '--json']);
+    await until(
+      'the check to run on the host',
+      async () => existsSync(join(lab.dir, 'started')),
+      (v) => v,
+    );
+    const killed = Date.now();
+    await worker!.kill9();
+    worker = await startWorkerProcess(workerEnv());
+    const r = await verifying;
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('check_interrupted');
+    expect(r.stderr).not.toContain('internal_error');
+    const [machine] = JSON.parse((await yoke(['test-machine', 'list', '--json'])).stdout) as { holder: unknown }[];
+    expect(machine!.holder).toBeNull();
+    table.push({
+      fault: 'kill -9 worker during verify',
+      outcome: 'CLI: check_interrupted (exit 3); machine released',
+      recovered_s: since(killed),
+    });
+  } finally {
+    await lab.stop();
+  }
+}, 300_000);
+
+test('a fold handed a FIFO or /dev/zero: the CLI refuses it (exit 2); the worker refuses it without a connection idle in transaction, keeps running runs and stops on SIGTERM', async () => {
+  const fifo = join(mkdtempSync(join(tmpdir(), 'yoke-fault-fifo-')), 'transcript.jsonl');
+  execFileSync('mkfifo', [fifo]);
+  const cli = await yoke(['hooks', 'usage', '--session', 'd1', '--harness', 'claude', '--artifact', fifo, '--async']);
+  expect(cli.code).toBe(2);
+  expect(cli.stderr).toContain('artifact_not_regular_file');
+  // Past the CLI's check, straight to the worker: what an older CLI or a swapped path would send.
+  const handed = Date.now();
+  for (const artifact of [fifo, '/dev/zero'])
+    await client.workflow.signalWithStart('sessionUsage', {
+      workflowId: usageWorkflowId('d1'),
+      taskQueue,
+      args: [{ sessionId: 'd1' }],
+      signal: foldRequested,
+      signalArgs: [{ harness: 'claude', artifacts: [artifact] }],
+    });
+  const idleInTransaction = async () =>
+    (
+      await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+                               WHERE datname = current_database() AND state = 'idle in transaction'`.execute(t.db)
+    ).rows[0]!.n;
+  await until(
+    'both folds to be refused',
+    async () => (await client.workflow.getHandle(usageWorkflowId('d1')).fetchHistory()).events ?? [],
+    (events) => events.filter((e) => e.activityTaskFailedEventAttributes).length >= 2,
+    60,
+  );
+  expect(await idleInTransaction()).toBe(0);
+  const runId = await newRun(); // activities of every other kind still get connections
+  await until(
+    'the run to wait at QA',
+    () => stageStatus(runId, 'stage-qa'),
+    (s) => s === 'waiting',
+  );
+  expect(await idleInTransaction()).toBe(0);
+  table.push({
+    fault: 'fold of a FIFO and /dev/zero',
+    outcome: 'refused (exit 2 / named); no idle txn; runs go on',
+    recovered_s: since(handed),
+  });
+  const stopping = Date.now();
+  await worker!.stop();
+  expect(Date.now() - stopping).toBeLessThan(35_000);
+  table.push({ fault: 'SIGTERM to the worker', outcome: 'exited gracefully', recovered_s: since(stopping) });
+  worker = await startWorkerProcess(workerEnv());
+  await passQa(runId);
+  await until(
+    'the run to reach approval',
+    () => stageStatus(runId, 'signoff'),
+    (s) => s === 'waiting',
+  );
+  expect((await yoke(['deployment-runs', 'approve', runId, '--stage', 'signoff'])).code).toBe(0);
+  await until(
+    'the run to succeed',
+    () => r.getRun({ runId }),
+    (v) => v.status === 'succeeded',
+  );
+}, 300_000);
 
 test('a run executed with no workflow (the CLI died after its commit) is started by the reconciler; yoke doctor ends clean', async () => {
   const created = await r.createRun({

@@ -204,3 +204,34 @@ test('a long SSH command heartbeats and is cancelled with its workflow; the mach
   // released, and an interrupted check says nothing about the machine's health
   expect(slow).toMatchObject({ holder: null, healthy: true, last_verification: null });
 }, 60_000);
+
+test('W3 sshd dying mid-check (its connection dropped before the command reported an exit) is recorded ssh_unavailable, not signal_unknown', async () => {
+  const dir = join(beta.dir, `dying-${randomUUID()}`);
+  await s.addTestMachine({
+    name: 'dying',
+    host: beta.host,
+    port: beta.port,
+    user: beta.user,
+    identityFile: beta.identityFile,
+    hostKeyFile: beta.hostKeyFile,
+    verifyCommand: `mkdir -p ${dir} && touch ${dir}/started && sleep 60`,
+  });
+  const report = check('dying');
+  for (let i = 0; i < 200; i++) {
+    try {
+      execFileSync('test', ['-f', join(dir, 'started')]);
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  await beta.stop(); // sshd and every session it serves die with the command still running
+  try {
+    const { check: recorded } = await report;
+    expect(recorded).toMatchObject({ kind: 'verification', passed: false, reason: 'ssh_unavailable' });
+    expect(await healthOf('dying')).toBe(false);
+  } finally {
+    await beta.start();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 60_000);
