@@ -30,10 +30,17 @@ import {
 export async function takeTestMachine(
   deps: LineDeps,
   wanted: Wanted,
-  claim: NewClaimInput,
+  asked: NewClaimInput,
   opts: { join?: JoinRequest; bypassLine?: boolean },
 ): Promise<AcquireResult> {
   const { db, lifetimeMs } = deps;
+  // A turn taken for a QA plan execution names it: a sibling execution of the same session
+  // waits for it like anyone else instead of re-entering it (W2).
+  const execution = opts.join?.qaPlanExecutionId ?? null;
+  const claim: NewClaimInput = { ...asked, qa_plan_execution_id: execution };
+  const mine = (holder: { session_id: string; qa_plan_execution_id: number | null }, sessionId: string) =>
+    holder.session_id === sessionId &&
+    (execution === null || holder.qa_plan_execution_id === null || holder.qa_plan_execution_id === execution);
   const machine = String(claim.scope.test_machine);
   const fresh = await insertClaimView(db, claim, { lineGuard: !opts.bypassLine });
   if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
@@ -46,7 +53,7 @@ export async function takeTestMachine(
       await expireReservations(trx, lifetimeMs, effects, machine);
       for (let attempt = 0; attempt < 3; attempt++) {
         const holder = await liveHolder(trx, claim);
-        if (holder?.session_id === session.session_id) {
+        if (holder && mine(holder, session.session_id)) {
           if (holder.reserved_until) {
             await consumeReservation(trx, holder);
             return { claim: await claimView(trx, holder.claim_id), reentered: false, consumed_reservation: true };
@@ -85,7 +92,7 @@ export async function takeTestMachine(
         }
         const inserted = await insertClaimRow(trx, claim);
         if (inserted) {
-          await grantOwnWait(trx, machine, session.session_id, inserted.claim_id);
+          await grantOwnWait(trx, machine, session.session_id, inserted.claim_id, execution);
           return { claim: await claimView(trx, inserted.claim_id), reentered: false, consumed_reservation: false };
         }
       }

@@ -342,18 +342,23 @@ export async function consumeReservation(trx: Executor, claim: ClaimRow): Promis
   await settleWaits(trx, { waitIds: waits.map((w) => w.wait_id) }, { state: 'granted' });
 }
 
-/** A session that takes a free machine while in its line settles its own wait as granted. */
+/**
+ * A session that takes a free machine while in its line settles its own wait as granted; an
+ * execution settles only its own, never a sibling execution's of the same session (W2).
+ */
 export async function grantOwnWait(
   trx: Executor,
   testMachine: string,
   sessionId: string,
   claimId: number,
+  executionId: number | null = null,
 ): Promise<void> {
   const waits = await trx
     .selectFrom('qa_test_machine_waits')
     .select('wait_id')
     .where('test_machine', '=', testMachine)
     .where('session_id', '=', sessionId)
+    .where(sql<number>`coalesce(qa_plan_execution_id, 0)`, '=', executionId ?? 0)
     .where('state', '=', 'waiting')
     .execute();
   await settleWaits(trx, { waitIds: waits.map((w) => w.wait_id) }, { state: 'granted', claimId });

@@ -1,13 +1,14 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sql, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs } from 'kysely';
+import { sql } from 'kysely';
 import { stringify } from 'yaml';
 import { deploymentRunActivities } from '../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../activities/projectDefinition';
 import { readQaPending } from '../activities/qa/pending';
 import { sessionActivities } from '../activities/sessions';
 import { withBenchDatabase } from './benchDatabase';
+import { CountingPlugin } from './countingPlugin';
 
 /**
  * The blocking-QA reader (Q5, `deployment-runs qa-pending`): latency and the number of SQL
@@ -18,18 +19,6 @@ const MEMBERS = [1, 10, 100, 500];
 const READS = Number(process.env.BENCH_READS ?? 50);
 /** Items of the run with n members are numbered after those of the smaller runs. */
 const offset = (n: number) => MEMBERS.filter((m) => m < n).reduce((a, b) => a + b, 0);
-
-/** Counts every statement kysely sends (BEGIN/COMMIT of a transaction excluded). */
-class CountingPlugin implements KyselyPlugin {
-  count = 0;
-  transformQuery(args: PluginTransformQueryArgs) {
-    this.count++;
-    return args.node;
-  }
-  async transformResult(args: PluginTransformResultArgs) {
-    return args.result;
-  }
-}
 
 function stats(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);

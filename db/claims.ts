@@ -99,6 +99,8 @@ export interface NewClaimInput {
   project_id: number | null;
   item_id: number | null;
   session_id: string;
+  /** A test-machine turn taken for a QA plan execution names it (W2). */
+  qa_plan_execution_id?: number | null;
 }
 
 /**
@@ -124,9 +126,10 @@ export async function insertClaimView(
     : sql``;
   const { rows } = await sql<ViewRow>`
     WITH c AS (
-      INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id)
+      INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id, qa_plan_execution_id)
       SELECT ${claim.target_kind}, ${JSON.stringify(claim.scope)}::jsonb, ${claim.key},
-             COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id
+             COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id,
+             ${claim.qa_plan_execution_id ?? null}::integer
         FROM sessions s
        WHERE s.session_id = ${claim.session_id} AND s.ended_at IS NULL AND s.terminated_at IS NULL ${guard}
       ON CONFLICT DO NOTHING

@@ -87,6 +87,8 @@ export interface WorkClaimsTable {
   released_by_actor_id: string | null;
   /** W7: set while the row is a reserved waiting-line turn not yet consumed. */
   reserved_until: NullableTimestamp;
+  /** The QA plan execution this turn was taken or reserved for (W2): its lease, no other's. */
+  qa_plan_execution_id: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** Where and as whom a host is reached over SSH, with its pinned host key ("type base64"). */

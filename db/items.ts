@@ -169,18 +169,26 @@ export async function unansweredObligations(
   return rows;
 }
 
-/** Stamps one evidence fact (rung or preflight) without touching the others. Idempotent. */
-export async function stampEvidence(
+/**
+ * Both stamps (rung and preflight) of many items in one statement: each key is set only when
+ * it names another run, so a replay keeps the first stamp.
+ */
+export async function stampEvidenceOfItems(
   db: Executor,
-  itemId: number,
-  key: 'rung' | 'preflight',
-  value: object,
+  stamps: { item_id: number; run: string; rung: object; preflight: object }[],
 ): Promise<void> {
+  if (stamps.length === 0) return;
   await sql`
-    UPDATE backlog_items
-       SET delivery_evidence = jsonb_set(delivery_evidence, ${`{${key}}`}::text[], ${JSON.stringify(value)}::jsonb)
-     WHERE item_id = ${itemId}
-       AND (delivery_evidence -> ${key} ->> 'run') IS DISTINCT FROM ${(value as { run: string }).run}`.execute(db);
+    UPDATE backlog_items i
+       SET delivery_evidence = i.delivery_evidence
+             || CASE WHEN (i.delivery_evidence -> 'rung' ->> 'run') IS DISTINCT FROM v.run
+                     THEN jsonb_build_object('rung', v.rung) ELSE '{}'::jsonb END
+             || CASE WHEN (i.delivery_evidence -> 'preflight' ->> 'run') IS DISTINCT FROM v.run
+                     THEN jsonb_build_object('preflight', v.preflight) ELSE '{}'::jsonb END
+      FROM jsonb_to_recordset(${JSON.stringify(stamps)}::jsonb) AS v(item_id integer, run text, rung jsonb, preflight jsonb)
+     WHERE i.item_id = v.item_id
+       AND ((i.delivery_evidence -> 'rung' ->> 'run') IS DISTINCT FROM v.run
+            OR (i.delivery_evidence -> 'preflight' ->> 'run') IS DISTINCT FROM v.run)`.execute(db);
 }
 
 /**

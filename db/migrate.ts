@@ -8,6 +8,7 @@ import * as runWalks from './migrations/0007_run_walks';
 import * as qaPlanExecutions from './migrations/0008_qa_plan_executions';
 import * as boardClaims from './migrations/0009_board_claims';
 import * as settlement from './migrations/0011_settlement';
+import * as qaExecutionTurns from './migrations/0012_qa_execution_turns';
 import * as reviewCheckHolds from './migrations/0014_review_check_holds';
 import * as takeover from './migrations/0015_takeover';
 import * as actors from './migrations/0016_actors';
@@ -25,6 +26,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0008_qa_plan_executions': qaPlanExecutions,
   '0009_board_claims': boardClaims,
   '0011_settlement': settlement,
+  '0012_qa_execution_turns': qaExecutionTurns,
   '0014_review_check_holds': reviewCheckHolds,
   '0015_takeover': takeover,
   '0016_actors': actors,

@@ -280,3 +280,34 @@ export async function itemLabel(db: Executor, itemId: number | null): Promise<st
     .executeTakeFirstOrThrow();
   return row.item;
 }
+
+/** S4: the live item-level executions of some members of a run, with whether any case is recorded. */
+export async function liveItemExecutions(
+  db: Executor,
+  runId: string,
+  itemIds: number[],
+): Promise<{ execution_id: number; item_id: number; cursor_ordinal: number; has_result: boolean }[]> {
+  if (itemIds.length === 0) return [];
+  const { rows } = await sql<{ execution_id: number; item_id: number; cursor_ordinal: number; has_result: boolean }>`
+    SELECT e.execution_id, e.item_id, e.cursor_ordinal,
+           EXISTS (SELECT 1 FROM qa_plan_execution_results r WHERE r.execution_id = e.execution_id) AS has_result
+      FROM qa_plan_executions e
+     WHERE e.run_id = ${runId} AND e.status = 'running' AND e.item_id = ANY(${itemIds}::integer[])
+     ORDER BY e.execution_id`.execute(db);
+  return rows;
+}
+
+/** S5: the executing runs that have begun settling with this item as a member (but one). */
+export async function settlingRunsOfItem(db: Executor, itemId: number, exceptRunId: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('deployment_run_items as m')
+    .innerJoin('deployment_runs as r', 'r.run_id', 'm.run_id')
+    .select('r.run_id')
+    .where('m.item_id', '=', itemId)
+    .where('r.status', '=', 'executing')
+    .where('r.settling_at', 'is not', null)
+    .where('r.run_id', '!=', exceptRunId)
+    .orderBy('r.run_id')
+    .execute();
+  return rows.map((r) => r.run_id);
+}

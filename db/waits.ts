@@ -15,12 +15,19 @@ export async function lockLine(db: Executor, testMachine: string): Promise<void>
 
 const LIVE_SESSION = sql`s.ended_at IS NULL AND s.terminated_at IS NULL`;
 
-export async function openWaitOf(db: Executor, testMachine: string, sessionId: string): Promise<WaitRow | undefined> {
+/** A session's open wait on a machine; each of its QA plan executions has its own (W2). */
+export async function openWaitOf(
+  db: Executor,
+  testMachine: string,
+  sessionId: string,
+  executionId: number | null = null,
+): Promise<WaitRow | undefined> {
   return db
     .selectFrom('qa_test_machine_waits')
     .selectAll()
     .where('test_machine', '=', testMachine)
     .where('session_id', '=', sessionId)
+    .where(sql<number>`coalesce(qa_plan_execution_id, 0)`, '=', executionId ?? 0)
     .where('state', 'in', ['waiting', 'reserved'])
     .executeTakeFirst();
 }
@@ -45,7 +52,7 @@ export async function insertWait(db: Executor, wait: NewWait): Promise<{ row: Wa
     .returningAll()
     .executeTakeFirst();
   if (inserted) return { row: inserted, joined: true };
-  return { row: (await openWaitOf(db, wait.test_machine, wait.session_id))!, joined: false };
+  return { row: (await openWaitOf(db, wait.test_machine, wait.session_id, wait.qa_plan_execution_id))!, joined: false };
 }
 
 /** 1-based place among live waiters still waiting; 0 once the turn is reserved. */
@@ -94,6 +101,7 @@ export async function insertReservation(
       key: operatorKeyOf('qa_admission', { test_machine: waiter.test_machine }),
       project_id: waiter.project_id,
       session_id: waiter.session_id,
+      qa_plan_execution_id: waiter.qa_plan_execution_id,
       reserved_until: sql`clock_timestamp() + make_interval(secs => ${lifetimeMs / 1000})`,
     })
     .onConflict((oc) => oc.doNothing())

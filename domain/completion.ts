@@ -40,7 +40,12 @@ export interface DeliveryEvidence {
 
 /** One reason a member cannot close now, with the command that clears it. */
 export interface BlockReason {
-  code: 'delivery_not_discharged' | 'done_gate_qa_open' | 'post_deploy_obligations_unanswered' | 'not_prepared';
+  code:
+    | 'delivery_not_discharged'
+    | 'done_gate_qa_open'
+    | 'post_deploy_obligations_unanswered'
+    | 'not_prepared'
+    | 'item_qa_execution_live';
   message: string;
   recovery: string;
 }

@@ -91,13 +91,15 @@ export function createActivities(deps: ActivityDeps) {
     notifier: deps.temporal ? temporalLineNotifier(deps.temporal.client, deps.temporal.taskQueue) : undefined,
   };
   const machines = testMachineActivities({ db: deps.db, ssh: deps.ssh, line });
+  const qaNotifier = deps.temporal ? temporalQaNotifier(deps.temporal.client) : undefined;
   const settlement = settlementActivities({
     db: deps.db,
     tracker: deps.tracker,
     effectLeaseMs: deps.effectLeaseMs,
     afterEffect: deps.afterEffect,
+    line, // S4: superseding an execution serves its line and stops its workflow
+    qaNotifier,
   });
-  const qaNotifier = deps.temporal ? temporalQaNotifier(deps.temporal.client) : undefined;
   const runs = runStageActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
   const qa = qaExecutionActivities({ db: deps.db, ssh: deps.ssh, line, qaNotifier });
   // The run's steps retry only infrastructure failures; anything else is recorded on the run.

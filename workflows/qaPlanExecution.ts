@@ -4,9 +4,12 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  ContinueAsNew,
+  continueAsNew,
   isCancellation,
   proxyActivities,
   setHandler,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { QaExecutionActivities, StepOutcome } from '../activities/qa/executions';
 import type { PlanStep } from '../domain/qaPlan';
@@ -44,6 +47,10 @@ export interface QaPlanExecutionInput {
   executionId: number;
   runId: string;
   steps: PlanStep[];
+  /** Cases already recorded, carried across continue-as-new (their rows are in Postgres too). */
+  recorded?: Record<string, string>;
+  /** Start afresh past this many history events even before the server suggests it. */
+  maxHistoryEvents?: number;
 }
 
 function refuse(code: string, message: string, recovery: string, details: Record<string, unknown>): never {
@@ -66,7 +73,11 @@ function refuse(code: string, message: string, recovery: string, details: Record
 export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<ExecutionSnapshot> {
   const { executionId } = input;
   const snapshot: ExecutionSnapshot = { executionId, phase: 'starting', step: null, ordinal: null, outcome: null };
-  const recorded = new Map<string, string>();
+  const recorded = new Map<string, string>(Object.entries(input.recorded ?? {}));
+  // Long human waits grow the history with every wake-up; the server says when to start afresh.
+  const historyFull = () =>
+    workflowInfo().continueAsNewSuggested ||
+    (input.maxHistoryEvents !== undefined && workflowInfo().historyLength > input.maxHistoryEvents);
   let ended: string | null = null;
   let finishing = false;
   let pokes = 0;
@@ -139,6 +150,14 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     validator: (req) => validate(req, false),
   });
 
+  /** Starts afresh with what is recorded, once no verdict or waiver is still being written. */
+  const continueAsNewNow = async () => {
+    await condition(allHandlersFinished);
+    if (ended !== null || !historyFull()) return;
+    // The run it now belongs to (a takeover may have moved it) and what it recorded carry over.
+    await continueAsNew<typeof qaPlanExecution>({ ...input, runId, recorded: Object.fromEntries(recorded) });
+  };
+
   let failedCase: string | null = null;
   let error: string | null = null;
   try {
@@ -155,7 +174,9 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
               break;
             }
             snapshot.phase = 'waiting_for_host';
-            await condition(() => pokes !== mark || ended !== null || recorded.has(step.name));
+            await condition(() => pokes !== mark || ended !== null || recorded.has(step.name) || historyFull());
+            // The wait stays in the line (Postgres): the next run re-joins it or consumes its turn.
+            if (pokes === mark && ended === null && !recorded.has(step.name)) await continueAsNewNow();
             continue;
           }
           snapshot.phase = 'step';
@@ -180,7 +201,10 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
         }
       } else {
         snapshot.phase = 'waiting_for_verdict';
-        await condition(() => recorded.has(step.name) || ended !== null);
+        while (!recorded.has(step.name) && ended === null) {
+          await condition(() => recorded.has(step.name) || ended !== null || historyFull());
+          if (!recorded.has(step.name) && ended === null) await continueAsNewNow();
+        }
       }
       if (ended !== null) break;
       if (recorded.get(step.name) === 'failed') {
@@ -189,6 +213,7 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
       }
     }
   } catch (err) {
+    if (err instanceof ContinueAsNew) throw err;
     error = (err as Error).message;
   }
   if (ended === null) {

@@ -1,15 +1,17 @@
 import type { ExecutionRow, ExecutionStatus } from '../../db/database';
 import type { Executor } from '../../db/pool';
-import { answerPlanRows, itemLabel, markExecutionEnded } from '../../db/qaExecutions';
+import { answerPlanRows, itemLabel, markExecutionEnded, settlingRunsOfItem } from '../../db/qaExecutions';
 import { cancelWaitsOfExecution, lockClaimForRelease, releaseServingLine, type LineEffects } from '../waitingLine';
 
 /** What an ended execution owes its observers after commit: the run re-reads its QA, the workflow stops. */
 export interface QaEffects {
   ended: { execution_id: number; run_id: string; status: string }[];
+  /** S5: other settling runs with the ended execution's item as a member retry their close-out. */
+  retry: string[];
 }
 
 export function noQaEffects(): QaEffects {
-  return { ended: [] };
+  return { ended: [], retry: [] };
 }
 
 /** Tells the run workflow and the execution workflow; the Temporal implementation is signals.ts. */
@@ -56,6 +58,7 @@ export async function endExecution(
   if (status === 'passed' || status === 'failed')
     await answerPlanRows(trx, before, await itemLabel(trx, before.item_id), status);
   qa.ended.push({ execution_id: executionId, run_id: before.run_id, status });
+  if (before.item_id !== null) qa.retry.push(...(await settlingRunsOfItem(trx, before.item_id, before.run_id)));
   return before;
 }
 
@@ -104,7 +107,7 @@ export async function notifyQa(notifier: QaNotifier | undefined, qa: QaEffects):
       warnings.push(`could not signal execution ${e.execution_id}: ${(err as Error).message}`);
     }
   }
-  for (const runId of new Set(qa.ended.map((e) => e.run_id))) {
+  for (const runId of new Set([...qa.ended.map((e) => e.run_id), ...qa.retry])) {
     try {
       await notifier.runQaSettled(runId);
     } catch (err) {

@@ -67,7 +67,21 @@ export async function readQaPending(
       return await readIn(trx, input);
     });
   } catch (err) {
-    if ((err as { code?: string }).code === '57014') {
+    const code = (err as { code?: string }).code;
+    // 42883 undefined_function: a control plane migrated before the reader existed, or with an
+    // older signature (no stage_name) cannot give the held report.
+    if (code === '42883' && /deployment_qa_stage_outstanding/.test((err as Error).message)) {
+      const diagnostic = (err as Error).message;
+      throw refusal(
+        'scoped_qa_report_unavailable',
+        `the serving control plane has no blocking-QA report${input.stage ? ` for stage ${input.stage}` : ''} (deployment_qa_stage_outstanding): ${diagnostic}`,
+        {
+          recovery: `upgrade the control plane's schema: yoke db migrate (or npm start, which migrates), then rerun: yoke deployment-runs qa-pending ${input.runId}${input.stage ? ` --stage ${input.stage}` : ''}`,
+          details: { run_id: input.runId, stage_name: input.stage ?? null, dispatch_diagnostic: diagnostic },
+        },
+      );
+    }
+    if (code === '57014') {
       throw refusal(
         'read_deadline_exceeded',
         `the blocking-QA read of run ${input.runId} ran past its ${deadlineMs} ms deadline`,

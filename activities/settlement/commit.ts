@@ -1,11 +1,12 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/database';
-import { itemsById, stampEvidence } from '../../db/items';
+import { itemsById, stampEvidenceOfItems } from '../../db/items';
 import type { Executor } from '../../db/pool';
 import { doneGateReasons, type BlockReason } from '../../domain/completion';
 import { refusal, YokeError } from '../../domain/errors';
 import { readDoneGateFacts, writeItemStatus } from '../completion/doneGate';
 import { settlementContext, type SettlementContext } from './members';
+import { supersedeItemExecutions, type SettlementEnds } from './supersede';
 
 export interface BlockedMember {
   item: string;
@@ -41,14 +42,18 @@ export type StatementCounter = { statements: number };
 
 /**
  * The commit phase (S2) on one connection: the cleared members' prerequisites (delivery_evidence
- * rung and status preflight, idempotent, closing nothing) commit first, each in its own short
- * transaction, because the done gates read them on their own connections. Then the required
+ * rung and status preflight, idempotent, closing nothing) commit first, in one statement of
+ * their own, because the done gates read them on their own connections. Then the required
  * members are compared with the cleared ones: any not cleared refuses before a status write is
  * staged. Then every member's terminal status and claim release is written through the
  * ordinary status write inside this transaction, each member in its own savepoint, and the
  * whole set commits once; any refusal rolls back every member.
  */
-export async function commitSettlement(db: Kysely<Database>, runId: string): Promise<CommitOutcome> {
+export async function commitSettlement(
+  db: Kysely<Database>,
+  runId: string,
+  ends: SettlementEnds = {},
+): Promise<CommitOutcome> {
   return db.connection().execute(async (conn) => {
     const ctx = await settlementContext(conn, runId);
     const { run } = ctx;
@@ -76,11 +81,24 @@ export async function commitSettlement(db: Kysely<Database>, runId: string): Pro
       run,
       required.map((m) => m.item),
     );
+    // S4: resultless item-level executions of members whose run-scoped QA is satisfied end here.
+    const live = await supersedeItemExecutions(
+      conn,
+      ends,
+      run.run_id,
+      required.filter((m) => m.item.status !== 'done'),
+      facts,
+    );
     const blocked: BlockedMember[] = [];
     const cleared = [];
     for (const m of required) {
       const reasons =
-        m.item.status === 'done' ? [] : doneGateReasons({ ...facts.get(m.item.item_id)!, prepared: true });
+        m.item.status === 'done'
+          ? []
+          : [
+              ...doneGateReasons({ ...facts.get(m.item.item_id)!, prepared: true }),
+              ...(live.get(m.item.item_id) ?? []),
+            ];
       if (reasons.length) blocked.push({ item: m.item.item, reasons });
       else cleared.push(m);
     }
@@ -119,8 +137,9 @@ export async function commitSettlement(db: Kysely<Database>, runId: string): Pro
 }
 
 /**
- * The prerequisites, one short transaction per member (or inside the caller's transaction):
- * they close nothing and are idempotent.
+ * The prerequisites of the cleared members, committed before any status write: one statement
+ * for the whole set (its own transaction, or the caller's). They close nothing and are
+ * idempotent: a replay keeps the first stamps.
  */
 export async function stampPrerequisites(
   conn: Kysely<Database>,
@@ -145,27 +164,29 @@ export async function stampPrerequisites(
       .execute(),
   ]);
   const items = await itemsById(conn, itemIds);
-  const inOwnTransaction = <T>(fn: (trx: Kysely<Database>) => Promise<T>) =>
-    conn.isTransaction ? fn(conn) : conn.transaction().execute(fn);
-  for (const item of items) {
-    await inOwnTransaction(async (trx) => {
-      await stampEvidence(trx, item.item_id, 'rung', {
+  const approved = approvals.map((a) => ({ stage: a.name, approved: !!a.detail?.startsWith('approved by ') }));
+  await stampEvidenceOfItems(
+    conn,
+    items.map((item) => ({
+      item_id: item.item_id,
+      run: run.run_id,
+      rung: {
         rung: 'released',
         run: run.run_id,
         environment: closing.environment,
         candidate: run.candidate_sha,
         stamped_at: now,
-      });
-      await stampEvidence(trx, item.item_id, 'preflight', {
+      },
+      preflight: {
         run: run.run_id,
         qa: qa
           .filter((q) => q.check_name.startsWith(`${item.item}/`))
           .map((q) => ({ requirement_id: q.check_name, status: q.status })),
-        approvals: approvals.map((a) => ({ stage: a.name, approved: !!a.detail?.startsWith('approved by ') })),
+        approvals: approved,
         stamped_at: now,
-      });
-    });
-  }
+      },
+    })),
+  );
 }
 
 /**

@@ -10,9 +10,10 @@ import { assertDriver, DEFAULT_DRIVER_FRESH_MS, lockRun, terminalRefusal } from 
 import { commitSettlement, settlementBlocked, type CommitOutcome } from './commit';
 import { applySettlementEffects, SETTLEMENT_EFFECTS, type EffectsDeps, type EffectsOutcome } from './effects';
 import { settlementContext } from './members';
+import type { SettlementEnds } from './supersede';
 import { defaultTrackerFactory, type TrackerFactory } from './tracker';
 
-export interface SettlementDeps {
+export interface SettlementDeps extends SettlementEnds {
   db: Kysely<Database>;
   driverFreshMs?: number;
   tracker?: TrackerFactory;
@@ -89,7 +90,7 @@ export function settlementActivities(deps: SettlementDeps) {
     runId: string;
   }): Promise<{ commit: CommitOutcome | null; blocked: ErrorBody | null }> {
     try {
-      return { commit: await commitSettlement(db, input.runId), blocked: null };
+      return { commit: await commitSettlement(db, input.runId, deps), blocked: null };
     } catch (err) {
       if (err instanceof YokeError && err.code === 'run_settlement_blocked')
         return { commit: null, blocked: err.toJSON() };
@@ -200,7 +201,7 @@ export function settlementActivities(deps: SettlementDeps) {
     effects_pending: number;
   }> {
     await beginSettling(input);
-    const commit = await commitSettlement(db, input.runId);
+    const commit = await commitSettlement(db, input.runId, deps);
     const effects = await applySettlementEffects(effectsDeps, input.runId);
     const finished = await finishSettlement(input);
     return { run_id: input.runId, status: finished.status, commit, effects, effects_pending: finished.effects_pending };

@@ -2,9 +2,16 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { freePort } from '../../scripts/net';
-import { executionState, runState, runWorkflowId, qaExecutionWorkflowId } from '../../workflows/definitions';
+import {
+  executionHostReserved,
+  executionState,
+  runState,
+  runWorkflowId,
+  qaExecutionWorkflowId,
+} from '../../workflows/definitions';
 import { claimActivities } from '../../activities/claims';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import { testMachineActivities } from '../../activities/testMachines';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
@@ -293,6 +300,61 @@ describe('start identity and served revision', () => {
   }, 300_000);
 });
 
+describe('long human waits', () => {
+  test('a long human wait continues as new when its history fills: recorded cases carry over and the verdicts land on the new run', async () => {
+    // Begun in-process so the workflow can be started with a small history bound (the server's
+    // own suggestion comes only after thousands of events, too many for a loaded test machine).
+    const begun = await qaExecutionActivities({ db: t.db }).beginExecution({
+      sessionId: 'q1',
+      runId: runA,
+      stage: 'stage-qa',
+      plan: 'manual',
+    });
+    const e = { execution_id: begun.execution_id };
+    await w.client.workflow.start('qaPlanExecution', {
+      workflowId: qaExecutionWorkflowId(begun.execution_id),
+      taskQueue: w.taskQueue,
+      args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps, maxHistoryEvents: 120 }],
+    });
+    const handle = w.client.workflow.getHandle(qaExecutionWorkflowId(begun.execution_id));
+    const id = String(e.execution_id);
+    ok(await run(['qa', 'verdict', id, '--case', 'gate', '--verdict', 'passed'], 'q1'));
+    await until(
+      () => handle.query(executionState),
+      (snap) => snap.step === 'looks-right' && snap.phase === 'waiting_for_verdict',
+      'the execution to wait for the manual verdict',
+    );
+    const firstRun = (await handle.describe()).runId;
+    // Every wake-up is a history event: 200 of them pass the bound.
+    for (let sent = 0; sent < 200; sent += 20)
+      await Promise.all(
+        Array.from({ length: 20 }, () => handle.signal(executionHostReserved, { testMachine: 'lab', claimId: 0 })),
+      );
+    const latest = await until(
+      () => handle.describe(),
+      (d) => d.runId !== firstRun,
+      'the execution to continue as new',
+    );
+    expect(latest.status.name).toBe('RUNNING');
+    expect(await handle.query(executionState)).toMatchObject({ step: 'looks-right', phase: 'waiting_for_verdict' });
+    // the gate recorded before stays recorded: the new run refuses it again by name
+    const again = await run(['qa', 'verdict', id, '--case', 'gate', '--verdict', 'failed', '--json'], 'q1');
+    expect(jsonError(again).code).toBe('qa_case_already_recorded');
+    ok(await run(['qa', 'verdict', id, '--case', 'looks-right', '--verdict', 'passed'], 'q1'));
+    await endedAs(e.execution_id, 'passed');
+    const results = await t.db
+      .selectFrom('qa_plan_execution_results')
+      .select(['case_name', 'verdict'])
+      .where('execution_id', '=', e.execution_id)
+      .orderBy('ordinal')
+      .execute();
+    expect(results).toEqual([
+      { case_name: 'gate', verdict: 'passed' },
+      { case_name: 'looks-right', verdict: 'passed' },
+    ]);
+  }, 600_000);
+});
+
 describe('R1 authority', () => {
   test('R1 waiving QA needs the live driver or a steering seat; approving needs the same and a reached stage', async () => {
     const e = await begin(runA, 'manual', 'q2');
@@ -312,7 +374,7 @@ describe('R1 authority', () => {
 });
 
 describe('host turns', () => {
-  test('W2 W9 three executions race for one machine: one holds it, the others wait in line and are woken in order; aborting the holder serves the next', async () => {
+  test('W2 W9 two items, one shared plan, one machine, three executions racing for it (two from the same session): one holds it, the others wait in line and are woken in order; aborting the holder serves the next', async () => {
     const e1 = await begin(runA, 'shared', 'q1', ['--item', 'SHOP-1']);
     await holding(e1.execution_id);
     const e2 = await begin(runA, 'shared', 'q2', ['--item', 'SHOP-2']);
@@ -321,18 +383,21 @@ describe('host turns', () => {
       (ws) => ws.length === 1,
       'the second execution to join the line',
     );
-    const e3 = await begin(runA, 'shared', 'q3');
+    // The same session begins the third: it gets its own place behind its sibling, not the sibling's.
+    const e3 = await begin(runA, 'shared', 'q2');
     const line = await until(
       () => openWaits('lab'),
       (ws) => ws.length === 2,
       'the third execution to join the line',
     );
-    expect(line.map((x) => [x.qa_plan_execution_id, x.state])).toEqual([
-      [e2.execution_id, 'waiting'],
-      [e3.execution_id, 'waiting'],
+    expect(line.map((x) => [x.qa_plan_execution_id, x.session_id, x.state])).toEqual([
+      [e2.execution_id, 'q2', 'waiting'],
+      [e3.execution_id, 'q2', 'waiting'],
     ]);
-    const snapshot = await w.client.workflow.getHandle(qaExecutionWorkflowId(e2.execution_id)).query(executionState);
-    expect(snapshot.phase).toBe('waiting_for_host');
+    for (const e of [e2, e3]) {
+      const snapshot = await w.client.workflow.getHandle(qaExecutionWorkflowId(e.execution_id)).query(executionState);
+      expect(snapshot.phase).toBe('waiting_for_host');
+    }
 
     const held = (await execution(e1.execution_id)).held_claim_id!;
     ok(await run(['qa', 'abort', String(e1.execution_id), '--reason', 'wrong build'], 'q1'));
@@ -348,6 +413,17 @@ describe('host turns', () => {
 
     await holding(e2.execution_id); // woken by the reservation signal, not by a poll
     expect((await openWaits('lab')).map((x) => x.qa_plan_execution_id)).toEqual([e3.execution_id]);
+    // e2's session also began e3, and e3 still waits: it did not re-enter its sibling's lease.
+    expect(await execution(e3.execution_id)).toMatchObject({ status: 'running', held_claim_id: null });
+    const live = await t.db
+      .selectFrom('work_claims')
+      .select(['claim_id', 'qa_plan_execution_id'])
+      .where('target_kind', '=', 'qa_admission')
+      .where('released_at', 'is', null)
+      .execute();
+    expect(live).toEqual([
+      { claim_id: (await execution(e2.execution_id)).held_claim_id, qa_plan_execution_id: e2.execution_id },
+    ]);
     letFinish(e2.execution_id);
     await endedAs(e2.execution_id, 'passed');
     await holding(e3.execution_id);

@@ -142,3 +142,24 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<Worker
     },
   };
 }
+
+/** Polls `read` until `ok` holds; a read that throws (a service down on purpose) is asked again. */
+export async function pollUntil<T>(
+  what: string,
+  read: () => Promise<T>,
+  ok: (v: T) => boolean,
+  seconds = 300,
+): Promise<T> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    let v: T | undefined;
+    try {
+      v = await read();
+    } catch {
+      v = undefined;
+    }
+    if (v !== undefined && ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((x) => setTimeout(x, 250));
+  }
+}

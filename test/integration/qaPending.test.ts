@@ -1,8 +1,9 @@
-import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs } from 'kysely';
+import { sql, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs } from 'kysely';
 import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { readQaPending } from '../../activities/qa/pending';
 import { sessionActivities } from '../../activities/sessions';
+import { YokeError } from '../../domain/errors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { writeDefinition } from '../helpers/runs';
 
@@ -88,4 +89,40 @@ test('Q5 the blocking-QA read answers its whole run in a fixed number of stateme
     expect(scoped.nothing_outstanding).toBe(false);
   }
   expect(counts[0]).toBe(counts[1]);
+});
+
+test('Q5 a control plane whose schema predates the stage report refuses scoped_qa_report_unavailable with the dispatch diagnostic and the upgrade recovery', async () => {
+  const run = await deploymentRunActivities({ db: t.db }).createRun({
+    sessionId: 's',
+    project: 'bench',
+    flow: 'flow-1',
+    target: 'env-1',
+    candidate: 'abcdef1234',
+    idempotencyKey: 'k-older-server',
+    items: ['B-1'],
+  });
+  // An older build's reader: the run only, no stage_name.
+  await sql`ALTER FUNCTION deployment_qa_stage_outstanding(text, text) RENAME TO deployment_qa_stage_outstanding_now`.execute(
+    t.db,
+  );
+  await sql`CREATE FUNCTION deployment_qa_stage_outstanding(p_run text)
+              RETURNS TABLE (subject_kind text, subject text, stage_name text, status text, blockers text[])
+              STABLE LANGUAGE sql AS $$ SELECT NULL::text, NULL::text, NULL::text, NULL::text, NULL::text[] WHERE false $$`.execute(
+    t.db,
+  );
+  try {
+    const refused = await readQaPending(t.db, { runId: run.run_id, stage: 'item-qa' }, 10_000).catch((e) => e);
+    expect(refused).toBeInstanceOf(YokeError);
+    expect(refused.code).toBe('scoped_qa_report_unavailable');
+    expect(refused.message).toMatch(/deployment_qa_stage_outstanding\(.*\) does not exist/);
+    expect(refused.recovery).toContain('yoke db migrate');
+    expect(refused.details).toMatchObject({ run_id: run.run_id, stage_name: 'item-qa' });
+  } finally {
+    await sql`DROP FUNCTION deployment_qa_stage_outstanding(text)`.execute(t.db);
+    await sql`ALTER FUNCTION deployment_qa_stage_outstanding_now(text, text) RENAME TO deployment_qa_stage_outstanding`.execute(
+      t.db,
+    );
+  }
+  // Upgraded, the same read answers.
+  expect((await readQaPending(t.db, { runId: run.run_id, stage: 'item-qa' }, 10_000)).members).toHaveLength(1);
 });

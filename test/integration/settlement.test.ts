@@ -5,6 +5,7 @@ import { claimActivities } from '../../activities/claims';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { itemActivities } from '../../activities/items';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import type { IssueTracker } from '../../activities/settlement/tracker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
@@ -203,6 +204,54 @@ test('S2 a member refused inside the commit transaction rolls back the members w
   expect(await statusOf('WEB-1')).toBe('open'); // written in its savepoint, rolled back with the set
   await t.db.schema.alterTable('backlog_items').dropConstraint('test_no_done_web2').execute();
   await expect(r.settleNow({ runId })).resolves.toMatchObject({ status: 'succeeded' });
+});
+
+test('S4 S5 settlement supersedes a resultless item-level execution of a member whose run-scoped QA is satisfied; one with a result keeps refusing until its end replays the settlement', async () => {
+  const runId = await walkedRun(['WEB-1', 'WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
+  const poked: string[] = [];
+  const ended: [number, string][] = [];
+  const qaNotifier = {
+    executionEnded: async (id: number, status: string) => void ended.push([id, status]),
+    runQaSettled: async (run: string) => void poked.push(run),
+  };
+  const qa = qaExecutionActivities({ db: t.db, qaNotifier, driverFreshMs: 60_000 });
+  const settling = deploymentRunActivities({
+    db: t.db,
+    driverFreshMs: 60_000,
+    tracker: async () => ({ markDelivered: async () => 'closed' }),
+    qaNotifier,
+  });
+  const idle = await qa.beginExecution({ sessionId: 'd1', runId, stage: 'stage-qa', plan: 'PLAN-7', item: 'WEB-1' });
+  const started = await qa.beginExecution({ sessionId: 'd1', runId, stage: 'stage-qa', plan: 'PLAN-7', item: 'WEB-2' });
+  await qa.recordHumanVerdict({ executionId: started.execution_id, case: 'look', verdict: 'passed', sessionId: 'd1' });
+
+  const refused = await refusalOf(settling.settleNow({ runId }));
+  expect(refused.code).toBe('run_settlement_blocked');
+  expect(refused.details).toMatchObject({
+    blocked: [{ item: 'WEB-2', reasons: [expect.objectContaining({ code: 'item_qa_execution_live' })] }],
+    held: ['WEB-1'],
+  });
+  expect(refused.recovery).toContain(`yoke qa abort ${started.execution_id}`);
+  const row = (id: number) =>
+    t.db.selectFrom('qa_plan_executions').selectAll().where('execution_id', '=', id).executeTakeFirstOrThrow();
+  expect(await row(idle.execution_id)).toMatchObject({
+    status: 'superseded',
+    release_reason: 'superseded-by-run-scoped-item-qa',
+  });
+  expect(ended).toContainEqual([idle.execution_id, 'superseded']); // its workflow is told to stop
+  expect(await row(started.execution_id)).toMatchObject({ status: 'running' });
+  expect(await statusOf('WEB-1')).not.toBe('done'); // the refusal rolled back every member
+
+  // S5: the blocking execution's end pokes its settling run, whose replay now closes both.
+  poked.length = 0;
+  await qa.abortExecution({ sessionId: 'd1', executionId: started.execution_id, reason: 'covered at run scope' });
+  expect(poked).toContain(runId);
+  await expect(settling.settleNow({ runId })).resolves.toMatchObject({
+    status: 'succeeded',
+    commit: { closed: ['WEB-1', 'WEB-2'] },
+  });
+  expect([await statusOf('WEB-1'), await statusOf('WEB-2')]).toEqual(['done', 'done']);
 });
 
 test('S6 success refuses while a final member still owes an unanswered post-deploy obligation, naming it', async () => {
