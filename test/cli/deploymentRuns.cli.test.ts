@@ -4,6 +4,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, setUp } from '../helpers/cli';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { untilTrue as until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -179,10 +180,12 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
     for await (const wf of w.client.workflow.list({ query })) ids.push(wf.workflowId);
     return ids;
   };
-  await until(async () =>
-    (await listed(`YokeProject = "web" AND YokeRunStatus = "executing" AND YokeItem = "WEB-1"`)).includes(
-      `deployment-run/${receipt.run_id}`,
-    ),
+  await until(
+    async () =>
+      (await listed(`YokeProject = "web" AND YokeRunStatus = "executing" AND YokeItem = "WEB-1"`)).includes(
+        `deployment-run/${receipt.run_id}`,
+      ),
+    'the executing run listed by its search attributes',
   );
   const elsewhere = await run(['deployment-runs', 'add-item', receipt.run_id, 'WEB-2', '--json'], {
     YOKE_SESSION_ID: 'd2',
@@ -222,9 +225,13 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
       async () =>
         (await run(['deployment-runs', 'qa-verdict', receipt.run_id, '--check', check, '--status', 'passed'])).code ===
         0,
+      `the ${check} verdict accepted`,
     );
   }
-  await until(async () => (await run(['deployment-runs', 'approve', receipt.run_id, '--stage', 'signoff'])).code === 0);
+  await until(
+    async () => (await run(['deployment-runs', 'approve', receipt.run_id, '--stage', 'signoff'])).code === 0,
+    'the approval accepted',
+  );
   const watched = await watching;
   expect(watched.code).toBe(0);
   const lines = watched.stdout
@@ -234,7 +241,10 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   expect(lines[lines.length - 1]).toMatchObject({ run_id: receipt.run_id, status: 'succeeded' });
   expect(lines.some((l) => l.current_stage === 'stage-qa')).toBe(true);
   expect(prod.deploys).toContain('abcdef1234');
-  await until(async () => (await listed(`YokeRunStatus = "succeeded"`)).includes(`deployment-run/${receipt.run_id}`));
+  await until(
+    async () => (await listed(`YokeRunStatus = "succeeded"`)).includes(`deployment-run/${receipt.run_id}`),
+    'the run listed as succeeded',
+  );
 
   const fields = json(await run(['deployment-runs', 'get', receipt.run_id, 'status', 'carried_work', '--json']));
   expect(fields).toEqual({
@@ -286,11 +296,3 @@ test('O2 execute without a worker still occupies and refuses the next start; the
     ).code,
   ).toBe(0);
 });
-
-async function until(ok: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 150; i++) {
-    if (await ok()) return;
-    await new Promise((x) => setTimeout(x, 200));
-  }
-  throw new Error('condition not reached');
-}

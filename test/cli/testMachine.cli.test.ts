@@ -5,6 +5,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
 import { startSshHost, type SshHost } from '../helpers/sshd';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { untilTrue as until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -117,10 +118,12 @@ test('W7 acquire --wait blocks showing its position, is woken when the holder re
     '--wait',
     '--json',
   ]);
-  await until(async () =>
-    json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
-      (x) => x.session_id === 'q2',
-    ),
+  await until(
+    async () =>
+      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
+        (x) => x.session_id === 'q2',
+      ),
+    'q2 in the line of lab',
   );
   const released = await run([
     'claims',
@@ -184,7 +187,10 @@ test('W7 without --json, --wait shows position and elapsed time while it waits',
     'q1',
     '--wait',
   ]);
-  await until(async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab', '--json'])).length > 0);
+  await until(
+    async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab', '--json'])).length > 0,
+    'a wait on lab',
+  );
   await new Promise((r) => setTimeout(r, 1_500)); // let it print a progress line
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
   const r = await waiting;
@@ -258,12 +264,4 @@ function runInBackground(args: string[]): Promise<CliResult> {
     child.stderr.on('data', (d) => (stderr += d));
     child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
   });
-}
-
-async function until(fn: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }

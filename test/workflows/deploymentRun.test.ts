@@ -15,6 +15,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost, type SshHost } from '../helpers/sshd';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -55,15 +56,6 @@ afterAll(async () => {
   await w.shutdown();
   await t.drop();
 });
-
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 300; i++) {
-    const v = await read();
-    if (ok(v)) return v;
-    await new Promise((x) => setTimeout(x, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function startRun(sha: string, key: string) {
   const run = await r.createRun({
