@@ -1,57 +1,10 @@
-import { Command, CommanderError } from 'commander';
+import { CommanderError } from 'commander';
 import { usageError } from '../domain/errors';
-import { registerActors } from './commands/actors';
-import { registerAdmin } from './commands/admin';
-import { registerApply } from './commands/apply';
-import { registerBoard } from './commands/board';
-import { registerPathClaims } from './commands/claimPrimitives';
-import { registerServe } from './commands/serve';
-import { registerDeploymentRuns } from './commands/deploymentRuns';
-import { registerClaims } from './commands/claims';
-import { registerCoordinationClaim } from './commands/coordinationClaim';
-import { registerProjects } from './commands/projects';
-import { registerQa } from './commands/qa';
-import { registerSessions } from './commands/sessions';
-import { registerTestMachine } from './commands/testMachine';
-import { registerUsage } from './commands/usage';
-import { registerUsageViews } from './commands/usageViews';
-import { registerItems } from './commands/items';
-import { registerDoctor } from './commands/doctor';
+import { buildProgram } from './program';
 import { databaseUrlInUse } from './context';
 import { asYokeError, report } from './output';
 
 const json = process.argv.includes('--json');
-
-function buildProgram(): Command {
-  const program = new Command('yoke')
-    .description('coordination claims, test-machine waiting lines and deployment runs for humans and coding agents')
-    .version(require('../../package.json').version as string)
-    .showSuggestionAfterError(true);
-  registerActors(program);
-  registerProjects(program);
-  registerSessions(program);
-  registerClaims(program);
-  registerCoordinationClaim(program);
-  registerTestMachine(program);
-  registerApply(program);
-  registerDeploymentRuns(program);
-  registerQa(program);
-  registerUsage(program);
-  registerUsageViews(program);
-  registerAdmin(program);
-  registerBoard(program);
-  registerPathClaims(program);
-  registerItems(program);
-  registerDoctor(program);
-  registerServe(program);
-  // Usage errors go through the same reporter as refusals, so --json callers get JSON.
-  const quiet = (cmd: Command): void => {
-    cmd.exitOverride().configureOutput({ outputError: () => undefined });
-    cmd.commands.forEach(quiet);
-  };
-  quiet(program);
-  return program;
-}
 
 async function main(): Promise<number> {
   const program = buildProgram();

@@ -1,0 +1,79 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { projectRoot } from '../config/paths';
+import { registerActors } from './commands/actors';
+import { registerAdmin } from './commands/admin';
+import { registerApply } from './commands/apply';
+import { registerBoard } from './commands/board';
+import { registerPathClaims } from './commands/claimPrimitives';
+import { registerServe } from './commands/serve';
+import { registerDeploymentRuns } from './commands/deploymentRuns';
+import { registerClaims } from './commands/claims';
+import { registerCoordinationClaim } from './commands/coordinationClaim';
+import { registerProjects } from './commands/projects';
+import { registerQa } from './commands/qa';
+import { registerSessions } from './commands/sessions';
+import { registerTestMachine } from './commands/testMachine';
+import { registerUsage } from './commands/usage';
+import { registerUsageViews } from './commands/usageViews';
+import { registerItems } from './commands/items';
+import { registerDoctor } from './commands/doctor';
+
+/** package.json's version, read from the checkout whether this runs built (dist/cli) or from source. */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(projectRoot(__dirname), 'package.json'), 'utf8')) as { version: string })
+    .version;
+}
+
+/** The whole `yoke` command table (commander), without running it. */
+export function buildProgram(): Command {
+  const program = new Command('yoke')
+    .description('coordination claims, test-machine waiting lines and deployment runs for humans and coding agents')
+    .version(packageVersion())
+    .showSuggestionAfterError(true);
+  registerActors(program);
+  registerProjects(program);
+  registerSessions(program);
+  registerClaims(program);
+  registerCoordinationClaim(program);
+  registerTestMachine(program);
+  registerApply(program);
+  registerDeploymentRuns(program);
+  registerQa(program);
+  registerUsage(program);
+  registerUsageViews(program);
+  registerAdmin(program);
+  registerBoard(program);
+  registerPathClaims(program);
+  registerItems(program);
+  registerDoctor(program);
+  registerServe(program);
+  acceptSessionEverywhere(program);
+  // Usage errors go through the same reporter as refusals, so --json callers get JSON.
+  const quiet = (cmd: Command): void => {
+    cmd.exitOverride().configureOutput({ outputError: () => undefined });
+    cmd.commands.forEach(quiet);
+  };
+  quiet(program);
+  return program;
+}
+
+/**
+ * Every command accepts `--session S`, so a script can pass its session to any of them: where a
+ * command does not declare its own, the value becomes YOKE_SESSION_ID for the command, which is
+ * where the readers that honour a viewing session (U13) look.
+ */
+function acceptSessionEverywhere(cmd: Command): void {
+  if (cmd.commands.length) {
+    cmd.commands.forEach(acceptSessionEverywhere);
+    return;
+  }
+  if (cmd.options.some((o) => o.long === '--session')) return;
+  if (cmd.name() === 'status-line') return; // the hook's session comes in the harness's payload
+  cmd.option('--session <id>', 'the acting or viewing session (default $YOKE_SESSION_ID)');
+  cmd.hook('preAction', (_this, action) => {
+    const session = action.opts<{ session?: string }>().session;
+    if (session !== undefined) process.env.YOKE_SESSION_ID = session;
+  });
+}
