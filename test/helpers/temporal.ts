@@ -81,11 +81,4 @@ export async function startTestWorker(
 }
 
 /** Reads until the answer is what the test waits for (a workflow's query, a row): the event, never a sleep. */
-export async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 300; i++) {
-    const v = await read();
-    if (ok(v)) return v;
-    await new Promise((x) => setTimeout(x, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+export { until } from './until';
