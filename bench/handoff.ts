@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -71,6 +72,11 @@ async function main(): Promise<void> {
         const running = worker.run();
 
         await projectActivities({ db }).createProject({ name: 'bench' });
+        // C3: a QA host hold names a registered machine
+        await sql`INSERT INTO test_machines (name, host, port, ssh_user, identity_file, host_key, host_key_fingerprint, host_key_source)
+                  VALUES (${MACHINE}, '127.0.0.1', 22, 'qa', '/dev/null', 'ssh-ed25519 AAAA', 'SHA256:bench', 'host_key_file')`.execute(
+          db,
+        );
         const sessions = sessionActivities({ db });
         const claims = claimActivities({ db, line: { notifier } });
         for (let i = 0; i <= HANDOFFS; i++)

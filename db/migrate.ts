@@ -10,6 +10,7 @@ import * as boardClaims from './migrations/0009_board_claims';
 import * as settlement from './migrations/0011_settlement';
 import * as qaExecutionTurns from './migrations/0012_qa_execution_turns';
 import * as reviewCheckHolds from './migrations/0014_review_check_holds';
+import * as reviewMachineNames from './migrations/0014_review_machine_names';
 import * as takeover from './migrations/0015_takeover';
 import * as actors from './migrations/0016_actors';
 import * as rowSecurity from './migrations/0016_row_security';
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0011_settlement': settlement,
   '0012_qa_execution_turns': qaExecutionTurns,
   '0014_review_check_holds': reviewCheckHolds,
+  '0014_review_machine_names': reviewMachineNames,
   '0015_takeover': takeover,
   '0016_actors': actors,
   '0016_row_security': rowSecurity,

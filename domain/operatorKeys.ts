@@ -1,10 +1,12 @@
 import { usageError } from './errors';
 import type { TargetKind } from './claimKinds';
+import { testMachineName } from './testMachineName';
 
 /**
  * C6: each coordination claim is addressed by one operator key.
  *   LIVE_DB_MIGRATION:<model>      migration_serialization (needs a project and an owning item)
- *   QA_HOST:<machine>              qa_admission (machine-scoped, no project)
+ *   QA_HOST:<machine>              qa_admission (machine-scoped, no project; the machine name
+ *                                  is case-insensitive, kept lower-case: C3)
  *   <grant>                        route_qualification: the bare qualification grant token
  *                                  (a key without ":"); ROUTE_QUALIFICATION:<grant> and
  *                                  ROUTE_GRANT:<grant> are aliases (and the only way to
@@ -67,16 +69,17 @@ export function parseOperatorKey(raw: string): OperatorKey {
       },
     );
   }
-  const key = `${CANONICAL_PREFIX[kind]}:${name}`;
   switch (kind) {
     case 'migration_serialization':
-      return { kind, key, model: name };
-    case 'qa_admission':
-      return { kind, key, testMachine: name };
+      return { kind, key: `${CANONICAL_PREFIX[kind]}:${name}`, model: name };
+    case 'qa_admission': {
+      const machine = testMachineName(name); // C3: one spelling per machine
+      return { kind, key: `${CANONICAL_PREFIX[kind]}:${machine}`, testMachine: machine };
+    }
     case 'route_qualification':
-      return { kind, key, grantKey: name };
+      return { kind, key: `${CANONICAL_PREFIX[kind]}:${name}`, grantKey: name };
     case 'deploy_serialization':
-      return { kind, key, target: name };
+      return { kind, key: `${CANONICAL_PREFIX[kind]}:${name}`, target: name };
   }
 }
 

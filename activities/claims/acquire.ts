@@ -2,7 +2,14 @@ import type { ClaimRow } from '../../db/database';
 import { claimView, heartbeatClaim, insertClaimView, liveHolder, type NewClaimInput } from '../../db/claims';
 import { ensureItem, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
-import { claimContended, deployLockRetired, heldRefusal, type Wanted } from '../../domain/claimRefusals';
+import { testMachineByName } from '../../db/testMachines';
+import {
+  claimContended,
+  deployLockRetired,
+  heldRefusal,
+  testMachineUnknown,
+  type Wanted,
+} from '../../domain/claimRefusals';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { parseOperatorKey } from '../../domain/operatorKeys';
@@ -68,7 +75,11 @@ export async function acquireCoordinationClaim(
     case 'qa_admission': {
       // C2/C3: a physical machine is one resource whichever project drives it; the project
       // is recorded only to find the holder's project for an operator release (C8).
-      const project = input.project ? await requireProject(db, input.project) : undefined;
+      const [project, machine] = await Promise.all([
+        input.project ? requireProject(db, input.project) : undefined,
+        testMachineByName(db, key.testMachine),
+      ]);
+      if (!machine) throw testMachineUnknown(key.testMachine);
       const claim: NewClaimInput = {
         target_kind: 'qa_admission',
         scope: { test_machine: key.testMachine },

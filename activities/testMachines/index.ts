@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
+import { testMachineName } from '../../domain/testMachineName';
 import type { SshTimeouts } from '../hosts/ssh';
 import { lineDeps, type LineOptions } from '../waitingLine';
 import { beginCheck, expireReservation, finishCheck, runCheckCommand, type CheckDeps } from './checks';
@@ -21,16 +22,21 @@ export function testMachineActivities(deps: {
   line?: Partial<LineOptions>;
 }) {
   const d: CheckDeps = { ...lineDeps(deps.db, deps.line), ssh: { ...DEFAULT_SSH_TIMEOUTS, ...deps.ssh } };
+  // C3: every machine name that enters is brought to its one spelling
+  const named = <T extends { name?: string }>(i: T): T =>
+    i.name === undefined ? i : { ...i, name: testMachineName(i.name) };
+  const machine = <T extends { testMachine?: string }>(i: T): T =>
+    i.testMachine === undefined ? i : { ...i, testMachine: testMachineName(i.testMachine) };
   return {
-    addTestMachine: (input: Parameters<typeof addTestMachine>[1]) => addTestMachine(d, input),
-    listTestMachines: (filter?: { name?: string }) => listTestMachines(d, filter),
-    removeTestMachine: (input: { name: string }) => removeTestMachine(d, input),
-    listWaits: (filter: Parameters<typeof listWaits>[1]) => listWaits(d, filter),
-    beginCheck: (input: Parameters<typeof beginCheck>[1]) => beginCheck(d, input),
+    addTestMachine: (input: Parameters<typeof addTestMachine>[1]) => addTestMachine(d, named(input)),
+    listTestMachines: (filter?: { name?: string }) => listTestMachines(d, filter && named(filter)),
+    removeTestMachine: (input: { name: string }) => removeTestMachine(d, named(input)),
+    listWaits: (filter: Parameters<typeof listWaits>[1]) => listWaits(d, machine(filter)),
+    beginCheck: (input: Parameters<typeof beginCheck>[1]) => beginCheck(d, machine(input)),
     runCheckCommand: (input: Parameters<typeof runCheckCommand>[1], control?: Parameters<typeof runCheckCommand>[2]) =>
-      runCheckCommand(d, input, control),
-    finishCheck: (input: Parameters<typeof finishCheck>[1]) => finishCheck(d, input),
-    expireReservation: (input: Parameters<typeof expireReservation>[1]) => expireReservation(d, input),
+      runCheckCommand(d, machine(input), control),
+    finishCheck: (input: Parameters<typeof finishCheck>[1]) => finishCheck(d, machine(input)),
+    expireReservation: (input: Parameters<typeof expireReservation>[1]) => expireReservation(d, machine(input)),
   };
 }
 

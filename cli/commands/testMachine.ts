@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { testMachineName } from '../../domain/testMachineName';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { CheckOutcome, CheckRecord, TestMachineView } from '../../activities/testMachines';
@@ -70,7 +71,8 @@ function waitsTable(rows: WaitView[]): string {
  * verify / golden-capture run as a Temporal workflow so the SSH command is an activity that
  * heartbeats and can be cancelled; the CLI starts it and waits for its report.
  */
-async function runCheck(ctx: CommandContext, testMachine: string, sessionId: string, kind: CheckKind, json: boolean) {
+async function runCheck(ctx: CommandContext, name: string, sessionId: string, kind: CheckKind, json: boolean) {
+  const testMachine = testMachineName(name); // C3: the workflow id and search attribute use the one spelling
   await (await machines(ctx)).listTestMachines({ name: testMachine }).then((rows) => {
     if (!rows.length) {
       throw refusal('test_machine_not_found', `no test machine is named ${testMachine}`, {

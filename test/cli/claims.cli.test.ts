@@ -1,5 +1,6 @@
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, setUp, yoke } from '../helpers/cli';
+import { addTestMachines, services } from '../helpers/fixtures';
 
 let t: TestDatabase;
 const run = (args: string[], env: Record<string, string> = {}) => yoke(t.url, args, env);
@@ -27,6 +28,7 @@ beforeAll(async () => {
     ['sessions', 'register', '--session', 'w2', '--actor', 'bob', '--project', 'web'],
     ['claims', 'steering', 'take', '--project', 'web', '--session', 'op'],
   ]);
+  await addTestMachines(services(t.db), ['cli-lab', 'busy', 'listed', 'done', 'sticky']);
 });
 afterAll(async () => {
   await t.drop();

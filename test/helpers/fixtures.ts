@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../../db/database';
@@ -32,6 +35,21 @@ export async function seedLab(s: Services) {
   await s.registerSession({ sessionId: 'w1', actorId: 'alice', project: 'web' });
   await s.registerSession({ sessionId: 'w2', actorId: 'bob', project: 'web' });
   await s.registerSession({ sessionId: 'a1', actorId: 'carol', project: 'api' });
+  await addTestMachines(s, ['lab-1', 'lab-2', 'mac-mini-lab']);
+}
+
+const PINNED_HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMGNz6n5Ojq7Pir4G+MLU4/bQglP1oXmiiK8BiLq9Fz4';
+
+/**
+ * C3: a QA host hold names a registered machine. Registers machines whose host key is pinned
+ * from a file (no SSH at add), for tests that hold machines without running checks on them.
+ */
+export async function addTestMachines(s: Pick<Services, 'addTestMachine'>, names: string[]): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'yoke-hostkey-'));
+  const hostKeyFile = join(dir, 'host_key.pub');
+  writeFileSync(hostKeyFile, `${PINNED_HOST_KEY}\n`);
+  for (const name of names)
+    await s.addTestMachine({ name, host: '127.0.0.1', port: 22, user: 'qa', identityFile: '/dev/null', hostKeyFile });
 }
 
 /** Awaits a promise expected to be refused and returns the refusal. */

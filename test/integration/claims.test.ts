@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { ageSession, refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
+import { addTestMachines, ageSession, refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
 
 let t: TestDatabase;
 let s: Services;
@@ -348,6 +348,33 @@ describe('coordination claims', () => {
     );
     expect(wrongProject.code).toBe('claim_project_mismatch');
     expect((await liveRow(mig.claim.claim_id)).released_at).toBeNull();
+  });
+
+  test('C3 machine names are case-insensitive: QA_HOST:LAB-1 and QA_HOST:lab-1 are one hold; an unregistered machine is refused test_machine_unknown naming test-machine add', async () => {
+    const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:LAB-1' });
+    expect(held.claim).toMatchObject({ key: 'QA_HOST:lab-1' });
+    const other = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1' }));
+    expect(other.code).toBe('claim_held');
+    expect(other.details).toMatchObject({ holder: expect.objectContaining({ claim_id: held.claim.claim_id }) });
+    const live = await t.db
+      .selectFrom('work_claims')
+      .select('claim_id')
+      .where('target_kind', '=', 'qa_admission')
+      .where('released_at', 'is', null)
+      .execute();
+    expect(live).toHaveLength(1);
+    const unknown = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:nonexistent' }));
+    expect(unknown.code).toBe('test_machine_unknown');
+    expect(unknown.recovery).toContain('yoke test-machine add nonexistent');
+    expect(
+      await t.db.selectFrom('work_claims').select('claim_id').where('key', '=', 'QA_HOST:nonexistent').execute(),
+    ).toEqual([]);
+    // a machine added under another case is the same machine
+    await addTestMachines(s, ['LAB3']);
+    expect((await s.listTestMachines({ name: 'lab3' })).map((m) => m.name)).toEqual(['lab3']);
+    await expect(s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:Lab3' })).resolves.toMatchObject({
+      claim: { key: 'QA_HOST:lab3' },
+    });
   });
 
   test('C9 a QA host holder releases by claim id; a stranger without authority cannot', async () => {

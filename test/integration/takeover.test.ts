@@ -6,7 +6,7 @@ import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import type { Database } from '../../db/database';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { refusalOf } from '../helpers/fixtures';
+import { addTestMachines, refusalOf, services } from '../helpers/fixtures';
 import { createTestRepository, type TestRepository } from '../helpers/git';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 
@@ -50,6 +50,7 @@ beforeEach(async () => {
   await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(definition) });
   const sessions = sessionActivities({ db: t.db });
   for (const id of ['d1', 'd2', 'w1', 'w2', 'w3']) await sessions.registerSession({ sessionId: id, actorId: id });
+  await addTestMachines(services(t.db), ['lab-1']); // C3: the suite's automatic case holds a registered machine
   r = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000, takeoverLockTimeoutMs: 5_000 });
   qa = qaExecutionActivities({ db: t.db });
 });

@@ -199,21 +199,7 @@ describe('test-machine waiting line', () => {
   });
 
   test('W8 an unhealthy host is not reserved; the release ending a successful verify serves the line', async () => {
-    await t.db
-      .insertInto('test_machines')
-      .values({
-        name: 'lab-1',
-        host: '127.0.0.1',
-        port: 22,
-        ssh_user: 'qa',
-        identity_file: '/dev/null',
-        host_key: 'ssh-ed25519 AAAA',
-        host_key_fingerprint: 'SHA256:x',
-        host_key_source: 'host_key_file',
-        verify_command: 'true',
-        capture_command: 'true',
-      })
-      .execute();
+    // lab-1 is registered by seedLab (C3)
     const held = await acquire('w1');
     await refusalOf(acquire('q1'));
     await recordCheck('verification', false, 1);
