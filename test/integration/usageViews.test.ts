@@ -1,0 +1,65 @@
+import { join } from 'node:path';
+import { sessionActivities } from '../../activities/sessions';
+import { sessionUsageActivities } from '../../activities/usage/sessionUsage';
+import { REPORT_KEYS, usageViewActivities } from '../../activities/usage/usageViews';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
+
+let t: TestDatabase;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  const s = sessionActivities({ db: t.db });
+  const u = sessionUsageActivities({ db: t.db });
+  const dir = fixtureDir();
+  for (const [id, model] of [
+    ['v1', 'claude-haiku-4-5-20251001'],
+    ['v2', 'claude-opus-4-6'],
+    ['v3', 'claude-haiku-4-5-20251001'],
+  ] as const) {
+    await s.registerSession({ sessionId: id, actorId: 'viewer', harness: 'claude', machine: `m-${id}` });
+    const path = join(dir, `${id}.jsonl`);
+    writeLines(path, [claudeAssistant(`${id}-1`, { input: 1_000, output: 100 }, { model })]);
+    await u.foldSessionUsage({ sessionId: id, harness: 'claude', artifacts: [path] });
+  }
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+/** Counts the statements a read sends, on a pool of its own. */
+async function statementsOf(read: (v: ReturnType<typeof usageViewActivities>) => Promise<unknown>): Promise<number> {
+  let statements = 0;
+  const { Kysely, PostgresDialect } = await import('kysely');
+  const { Pool } = await import('pg');
+  const counted = new Kysely<any>({
+    dialect: new PostgresDialect({ pool: new Pool({ connectionString: t.url, max: 1 }) }),
+    log: () => void statements++,
+  });
+  try {
+    await read(usageViewActivities({ db: counted }));
+  } finally {
+    await counted.destroy();
+  }
+  return statements;
+}
+
+test.each(REPORT_KEYS)('usage report --by %s is one statement, with or without a viewing session (U13)', async (by) => {
+  expect(await statementsOf((v) => v.usageReport({ by }))).toBe(1);
+  expect(await statementsOf((v) => v.usageReport({ by, viewer: { sessionId: 'v1' } }))).toBe(1);
+});
+
+test('usage report --by model sums sessions per model and prices each at its start', async () => {
+  const report = await usageViewActivities({ db: t.db }).usageReport({ by: 'model' });
+  expect(report.rows.map((r) => [r.key, r.sessions, r.total_tokens, r.cost_status])).toEqual([
+    ['claude-haiku-4-5-20251001', 2, 2_200, 'priced'],
+    ['claude-opus-4-6', 1, 1_100, 'priced'],
+  ]);
+  // Haiku 4.5 at $1 / $5 per MTok, Opus 4.6 at $5 / $25
+  expect(report.rows.map((r) => r.cost_usd)).toEqual([0.003, 0.0075]);
+  expect(report.totals).toMatchObject({ key: 'total', sessions: 3, total_tokens: 3_300, cost_usd: 0.0105 });
+});
+
+test('sessions show is one statement', async () => {
+  expect(await statementsOf((v) => v.showSession({ sessionId: 'v2' }))).toBe(1);
+});
