@@ -5,6 +5,7 @@ import { sessionActivities } from '../../activities/sessions';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { YokeError } from '../../domain/errors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { countStatements } from '../helpers/statements';
 import { refusalOf } from '../helpers/fixtures';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';
 import { startStallingProxy } from '../helpers/stallingProxy';
@@ -541,22 +542,8 @@ describe('membership and admission', () => {
     expect(await snapshot()).toBe(before);
 
     // the whole closure in a fixed number of statements, whatever the member count
-    const { Kysely, PostgresDialect } = await import('kysely');
-    const { Pool } = await import('pg');
     const { memberClosure } = await import('../../activities/runs/memberClosure');
-    const counted = async (runId: string) => {
-      let statements = 0;
-      const db = new Kysely<any>({
-        dialect: new PostgresDialect({ pool: new Pool({ connectionString: t.url, max: 1 }) }),
-        log: () => void statements++,
-      });
-      try {
-        await memberClosure(db, runId);
-      } finally {
-        await db.destroy();
-      }
-      return statements;
-    };
+    const counted = (runId: string) => countStatements(t.url, (db) => memberClosure(db, runId));
     const one = await create({ items: ['API-1'], project: 'api', idempotencyKey: 'k-one' });
     expect(await counted(run.run_id)).toBe(9);
     expect(await counted(one.run_id)).toBe(9);

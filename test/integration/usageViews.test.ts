@@ -3,6 +3,7 @@ import { sessionActivities } from '../../activities/sessions';
 import { sessionUsageActivities } from '../../activities/usage/sessionUsage';
 import { REPORT_KEYS, usageViewActivities } from '../../activities/usage/usageViews';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { countStatements } from '../helpers/statements';
 import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
 
 let t: TestDatabase;
@@ -27,22 +28,8 @@ afterAll(async () => {
   await t.drop();
 });
 
-/** Counts the statements a read sends, on a pool of its own. */
-async function statementsOf(read: (v: ReturnType<typeof usageViewActivities>) => Promise<unknown>): Promise<number> {
-  let statements = 0;
-  const { Kysely, PostgresDialect } = await import('kysely');
-  const { Pool } = await import('pg');
-  const counted = new Kysely<any>({
-    dialect: new PostgresDialect({ pool: new Pool({ connectionString: t.url, max: 1 }) }),
-    log: () => void statements++,
-  });
-  try {
-    await read(usageViewActivities({ db: counted }));
-  } finally {
-    await counted.destroy();
-  }
-  return statements;
-}
+const statementsOf = (read: (v: ReturnType<typeof usageViewActivities>) => Promise<unknown>) =>
+  countStatements(t.url, (db) => read(usageViewActivities({ db })));
 
 test.each(REPORT_KEYS)('usage report --by %s is one statement, with or without a viewing session (U13)', async (by) => {
   expect(await statementsOf((v) => v.usageReport({ by }))).toBe(1);
