@@ -142,6 +142,18 @@ test('yoke doctor names each invariant violation with its recovery and exits 1; 
   ])
     expect(plain.stderr).toContain(`[${name}]`);
 
+  // watch says the stranded run will never move and names the repair; every watch is bounded.
+  const bounded = await run(['deployment-runs', 'watch', a, '--timeout', '2', '--json']);
+  expect(bounded.code).toBe(3);
+  expect(jsonError(bounded).code).toBe('wait_timeout');
+  const stranded = await run(['deployment-runs', 'watch', a, '--json']);
+  expect(stranded.code).toBe(3);
+  expect(jsonError(stranded)).toMatchObject({
+    code: 'run_workflow_not_running',
+    recovery: expect.stringContaining(`yoke deployment-runs repair ${a}`),
+  });
+  expect(jsonError(stranded).message).toContain('does not exist');
+
   // The recoveries: repair the stranded run (its workflow starts and runs it) and the terminal holder.
   const repaired = await run(['deployment-runs', 'repair', a, '--json']);
   expect(repaired.code).toBe(0);
