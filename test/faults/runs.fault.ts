@@ -388,7 +388,13 @@ test('10,000 wake-ups of a QA wait: the workflow continues as new and stays aliv
   );
   expect(latest.status.name).toBe('RUNNING');
   expect(latest.historyLength).toBeLessThan(20_000);
-  expect((await snapshot(runId)).waitingFor).toBe('qa');
+  // the new run walks back to its wait (plan, begin the stage) before it reports it
+  await until(
+    'the new run to wait at QA',
+    async () => (await snapshot(runId)).waitingFor,
+    (w) => w === 'qa',
+    60,
+  );
   await passQa(runId);
   await until(
     'the run to reach approval',
