@@ -17,6 +17,15 @@ export async function recordEvent(db: Executor, event: NewEvent): Promise<string
   return row.event_id;
 }
 
+/** Many events in one statement (nothing when there are none). */
+export async function recordEvents(db: Executor, events: NewEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await db
+    .insertInto('events')
+    .values(events.map((e) => ({ ...e, payload: JSON.stringify(e.payload) })))
+    .execute();
+}
+
 export interface EventView {
   event_id: string;
   event_type: string;

@@ -220,6 +220,18 @@ export async function writeStatus(db: Executor, itemId: number, status: ItemStat
     .execute();
 }
 
+/** Marks a run's memberships of these items closed (their settlement committed them done). */
+export async function markMembersClosed(db: Executor, runId: string, itemIds: number[]): Promise<void> {
+  if (itemIds.length === 0) return;
+  await db
+    .updateTable('deployment_run_items')
+    .set({ closed_at: sql`clock_timestamp()` })
+    .where('run_id', '=', runId)
+    .where('item_id', 'in', itemIds)
+    .where('closed_at', 'is', null)
+    .execute();
+}
+
 /** A closed member's claims (the item's own and its item-owned migration holds) end with it. */
 export async function releaseItemClaims(
   db: Executor,

@@ -93,7 +93,15 @@ export interface StatusWriteResult {
  */
 export async function writeItemStatus(
   trx: Executor,
-  input: { item: ItemRow; to: ItemStatus; closing?: ClosingRun; facts?: DoneGateFacts; sessionId?: string | null },
+  input: {
+    item: ItemRow;
+    to: ItemStatus;
+    closing?: ClosingRun;
+    facts?: DoneGateFacts;
+    sessionId?: string | null;
+    /** The settlement marks its closed memberships and records ItemDone for the whole set at once. */
+    batchClose?: boolean;
+  },
 ): Promise<StatusWriteResult> {
   const { item } = input;
   if (input.to !== 'done') {
@@ -114,6 +122,7 @@ export async function writeItemStatus(
     recorded_at: new Date().toISOString(),
   });
   const released = changed ? await releaseItemClaims(trx, item.item_id, `delivered by run ${closing.run.run_id}`) : [];
+  if (input.batchClose) return { item: item.item, status: 'done', changed, released_claims: released };
   await trx
     .updateTable('deployment_run_items')
     .set({ closed_at: sql`clock_timestamp()` })

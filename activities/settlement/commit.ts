@@ -1,6 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/database';
-import { itemsById, stampEvidenceOfItems } from '../../db/items';
+import { itemsById, markMembersClosed, stampEvidenceOfItems, type ItemRow } from '../../db/items';
+import { recordEvents } from '../../db/events';
 import type { Executor } from '../../db/pool';
 import { doneGateReasons, type BlockReason } from '../../domain/completion';
 import { refusal, YokeError } from '../../domain/errors';
@@ -215,6 +216,7 @@ async function writeMembers(
   );
   const closed: string[] = [];
   const attributed: string[] = [];
+  const written: { item: ItemRow; released: { claim_id: number }[]; changed: boolean }[] = [];
   const blocked: BlockedMember[] = [];
   for (const [n, m] of ctx.members.entries()) {
     const now = locked.get(m.item.item_id)!;
@@ -228,6 +230,7 @@ async function writeMembers(
       const result = await writeItemStatus(trx, {
         item,
         to: 'done',
+        batchClose: true,
         closing: ctx.closing,
         facts: gate && {
           ...gate,
@@ -238,6 +241,7 @@ async function writeMembers(
       });
       await sql.raw(`RELEASE SAVEPOINT ${savepoint}`).execute(trx);
       (result.changed ? closed : attributed).push(item.item);
+      written.push({ item, released: result.released_claims, changed: result.changed });
     } catch (err) {
       await sql.raw(`ROLLBACK TO SAVEPOINT ${savepoint}`).execute(trx);
       if (!(err instanceof YokeError)) throw err;
@@ -253,6 +257,28 @@ async function writeMembers(
     const held = ctx.members.map((m) => m.item.item).filter((i) => !blocked.some((b) => b.item === i));
     throw settlementBlocked(ctx.run.run_id, blocked, held);
   }
+  // The whole set's memberships are marked closed and its ItemDone events recorded in two
+  // statements, in the same transaction as the status writes.
+  await markMembersClosed(
+    trx,
+    ctx.run.run_id,
+    written.map((w) => w.item.item_id),
+  );
+  await recordEvents(
+    trx,
+    written
+      .filter((w) => w.changed)
+      .map((w) => ({
+        event_type: 'ItemDone',
+        project_id: w.item.project_id,
+        session_id: null,
+        payload: {
+          item: w.item.item,
+          run_id: ctx.run.run_id,
+          released_claims: w.released.map((c) => c.claim_id),
+        },
+      })),
+  );
   return { closed, attributed };
 }
 
