@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import { LineCounter, parseDocument } from 'yaml';
+import { requireAdmin } from '../db/actors';
 import type { Database } from '../db/database';
 import { stableJson } from '../domain/canonicalRequest';
 import { usageError, YokeError } from '../domain/errors';
@@ -135,6 +136,8 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
     const repository = d.repository ? resolve(baseDir, d.repository) : null;
     const changes: Change[] = [];
     const run = async (trx: Transaction<Database>) => {
+      // Issue 13: declaring a project is an admin's, even when nothing would change.
+      await requireAdmin(trx, `apply the project definition of ${d.project}`);
       const note = (kind: Change['kind'], name: string, existing: unknown, same: boolean) =>
         changes.push({ kind, name, action: existing === undefined ? 'create' : same ? 'unchanged' : 'update' });
 

@@ -9,6 +9,7 @@ import { usageError } from '../domain/errors';
  */
 const Env = z.object({
   DATABASE_URL: z.string().url().optional(),
+  YOKE_WORKER_DATABASE_URL: z.string().url().optional(),
   TEMPORAL_ADDRESS: z.string().min(1).optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_API_KEY: z.string().min(1).optional(),
@@ -52,6 +53,8 @@ export interface TlsFiles {
 export interface YokeConfig {
   home: string;
   databaseUrl: string;
+  /** Issue 13: the worker's own connection (a login in yoke_worker); default databaseUrl. */
+  workerDatabaseUrl: string;
   temporal: {
     address: string;
     namespace: string;
@@ -112,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
   return {
     home,
     databaseUrl: e.DATABASE_URL ?? recorded.databaseUrl ?? DEFAULT_DATABASE_URL,
+    workerDatabaseUrl: e.YOKE_WORKER_DATABASE_URL ?? e.DATABASE_URL ?? recorded.databaseUrl ?? DEFAULT_DATABASE_URL,
     temporal: {
       address: e.TEMPORAL_ADDRESS ?? recorded.temporalAddress ?? DEFAULT_TEMPORAL_ADDRESS,
       namespace: env.TEMPORAL_NAMESPACE ? e.TEMPORAL_NAMESPACE : (recorded.temporalNamespace ?? e.TEMPORAL_NAMESPACE),

@@ -38,6 +38,15 @@ export async function listActorRoles(db: Executor): Promise<ActorRow[]> {
   return rows;
 }
 
+/**
+ * Refuses permission_denied unless an admin connects; for operations whose every write is
+ * admin-only but which may write nothing (an unchanged `apply`), so the answer never depends
+ * on whether anything changed.
+ */
+export async function requireAdmin(db: Executor, doing: string): Promise<void> {
+  await sql`SELECT yoke_require_admin(${doing})`.execute(db);
+}
+
 /** Who this connection is: the recorded actor of everything it writes. */
 export async function connectedActor(db: Executor): Promise<{ actor: string; admin: boolean }> {
   const { rows } = await sql<{
@@ -45,4 +54,16 @@ export async function connectedActor(db: Executor): Promise<{ actor: string; adm
     admin: boolean;
   }>`SELECT session_user AS actor, yoke_is_admin() AS admin`.execute(db);
   return rows[0]!;
+}
+
+/**
+ * Migrating is an admin's job: a connection with no yoke schema yet, or an admin's, migrates;
+ * the worker's own role (yoke_worker) does not, and leaves it to `yoke db migrate`.
+ */
+export async function connectionMayMigrate(db: Executor): Promise<boolean> {
+  const { rows } = await sql<{
+    present: boolean;
+  }>`SELECT to_regprocedure('yoke_is_admin()') IS NOT NULL AS present`.execute(db);
+  if (!rows[0]!.present) return true;
+  return (await connectedActor(db)).admin;
 }

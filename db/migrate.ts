@@ -15,6 +15,7 @@ import * as takeover from './migrations/0015_takeover';
 import * as actors from './migrations/0016_actors';
 import * as rowSecurity from './migrations/0016_row_security';
 import * as releaseTerminalOccupancy from './migrations/0013_release_terminal_occupancy';
+import * as approvalRule from './migrations/0016_run_approval_rule';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -34,6 +35,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0016_actors': actors,
   '0016_row_security': rowSecurity,
   '0013_release_terminal_occupancy': releaseTerminalOccupancy,
+  '0016_run_approval_rule': approvalRule,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

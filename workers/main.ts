@@ -2,6 +2,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
+import { connectionMayMigrate } from '../db/actors';
 import { createActivities, FOLDS_AT_ONCE } from './activities';
 import { loadConfig } from '../config/yokeConfig';
 import { ensureSweepSchedule } from '../temporal/schedules';
@@ -18,9 +19,11 @@ const logger = createLogger('yoke-worker');
 async function main(): Promise<void> {
   const config = loadConfig();
   installTemporalLogger(logger);
-  const db = createDb(config.databaseUrl);
-  const foldDb = createDb(config.databaseUrl, { max: FOLDS_AT_ONCE });
-  await migrateToLatest(db);
+  // Issue 13: the worker connects as its own role when YOKE_WORKER_DATABASE_URL names one.
+  const db = createDb(config.workerDatabaseUrl);
+  const foldDb = createDb(config.workerDatabaseUrl, { max: FOLDS_AT_ONCE });
+  if (await connectionMayMigrate(db)) await migrateToLatest(db);
+  else logger.info('connected as a worker role: schema migrations are left to an admin (yoke db migrate)');
   const connectOptions = temporalConnectOptions(config.temporal);
   const connection = await NativeConnection.connect(connectOptions);
   const clientConnection = await Connection.connect(connectOptions);

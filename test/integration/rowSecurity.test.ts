@@ -253,6 +253,12 @@ test('I13 R1 runs: created for projects you may deploy; driven by the driver or 
   const waive2 = (who: SqlActor) =>
     who.q("UPDATE deployment_run_qa SET status = 'waived' WHERE run_id = 'r2' AND check_name = 'smoke'");
   expect(await refusalOf(approve2(alice))).toBe('steering_seat_required');
+  // Approving is writing who approved on the waiting stage (deployment-runs approve): strict too.
+  expect(
+    await refusalOf(
+      alice.q("UPDATE deployment_run_stages SET detail = 'approved by me' WHERE run_id = 'r2' AND name = 'signoff'"),
+    ),
+  ).toBe('steering_seat_required');
   expect(await refusalOf(waive2(bob))).toBe('steering_seat_required');
   expect(await refusalOf(bob.q("UPDATE deployment_runs SET status = 'cancelled' WHERE run_id = 'r2'"))).toBe(
     'permission_denied',

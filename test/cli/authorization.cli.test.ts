@@ -1,0 +1,276 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { actorFactory, type TestActor } from '../helpers/actors';
+import { json, jsonError, setUp, type CliResult } from '../helpers/cli';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+
+/**
+ * Issue 13, through the CLI: the authorization matrix (actor kind x operation x project x
+ * seat x grant x hook context), each actor connected as its own Postgres role, and the
+ * probe's attacks as regression tests. Every cell asserts allowed or the named refusal.
+ */
+let t: TestDatabase;
+const actors = actorFactory(() => t.url);
+let alice: TestActor; // user: runs.deploy on web, drives the run
+let bob: TestActor; // agent: no grants
+let carol: TestActor; // user: claims.release on web (an operator)
+let boss: TestActor; // admin
+const dir = mkdtempSync(join(tmpdir(), 'yoke-auth-'));
+let runId: string;
+
+function outcome(r: CliResult): string {
+  if (r.code === 0) return 'allowed';
+  return jsonError(r).code;
+}
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  [alice, bob, carol, boss] = [
+    await actors.add('alice'),
+    await actors.add('bob', 'agent'),
+    await actors.add('carol'),
+    await actors.add('boss', 'admin'),
+  ];
+  writeFileSync(
+    join(dir, 'web.yaml'),
+    [
+      'project: web',
+      'item_prefix: WEB',
+      'environments:',
+      '  - { name: stage, url: "http://127.0.0.1:9", tier: stage }',
+      'flows:',
+      '  - name: release',
+      '    stages:',
+      '      - { name: stage-qa, kind: qa, target: stage, scope: run, checks: [{ name: smoke }] }',
+      '      - { name: signoff, kind: approval, target: stage }',
+      'items:',
+      '  - { id: WEB-1 }',
+    ].join('\n'),
+  );
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'other_user_key')]);
+  await setUp(
+    (args) => boss.run(args),
+    [
+      ['apply', '-f', join(dir, 'web.yaml')],
+      ['projects', 'grant', 'web', '--actor', alice.name, '--permission', 'runs.deploy'],
+      ['projects', 'grant', 'web', '--actor', carol.name, '--permission', 'claims.release'],
+    ],
+  );
+  await setUp((args) => alice.run(args), [['sessions', 'register', '--session', 'a1', '--project', 'web']]);
+  await setUp((args) => bob.run(args), [['sessions', 'register', '--session', 'b1', '--project', 'web']]);
+  await setUp((args) => carol.run(args), [['sessions', 'register', '--session', 'c1', '--project', 'web']]);
+  const created = await alice.run(
+    [
+      'deployment-runs',
+      'create',
+      '--project',
+      'web',
+      '--flow',
+      'release',
+      '--target',
+      'stage',
+      '--candidate',
+      'abc1234',
+      '--idempotency-key',
+      'k1',
+      '--json',
+    ],
+    { YOKE_SESSION_ID: 'a1' },
+  );
+  if (created.code !== 0) throw new Error(created.stderr);
+  runId = json<{ run_id: string }>(created).run_id;
+  // The run as `execute` leaves it at its approval stage, driven by alice (the worker's part).
+  await t.db
+    .updateTable('deployment_runs')
+    .set({ status: 'executing', driver_session_id: 'a1', driver_heartbeat_at: new Date(), current_stage: 'signoff' })
+    .where('run_id', '=', runId)
+    .execute();
+  await t.db
+    .insertInto('deployment_run_stages')
+    .values([
+      { run_id: runId, ordinal: 0, name: 'stage-qa', kind: 'qa', target_env: 'stage', status: 'passed' },
+      { run_id: runId, ordinal: 1, name: 'signoff', kind: 'approval', target_env: 'stage', status: 'waiting' },
+    ])
+    .execute();
+});
+afterAll(async () => {
+  await actors.removeAll();
+  await t.drop();
+});
+
+test('I13 probe: self-grant, projects, apply, test machines and back-dated pricing are refused for users, allowed for an admin', async () => {
+  const pricing = join(dir, 'old.json');
+  writeFileSync(
+    pricing,
+    JSON.stringify({ revision_id: 'r-old', effective_at: '2020-01-01T00:00:00Z', source: 'x', rates: {} }),
+  );
+  const machine = (who: TestActor, name: string) =>
+    who.run([
+      'test-machine',
+      'add',
+      name,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '22',
+      '--user',
+      'qa',
+      '--identity-file',
+      join(dir, 'other_user_key'),
+      '--host-key-file',
+      join(dir, 'other_user_key.pub'),
+      '--json',
+    ]);
+  const cells: [string, (who: TestActor) => Promise<CliResult>][] = [
+    [
+      'self-grant',
+      (who) => who.run(['projects', 'grant', 'web', '--actor', who.name, '--permission', 'claims.release', '--json']),
+    ],
+    ['projects create', (who) => who.run(['projects', 'create', `p-${who.name.slice(0, 5)}`, '--json'])],
+    ['apply', (who) => who.run(['apply', '-f', join(dir, 'web.yaml'), '--json'])],
+    ["test-machine add (another user's key)", (who) => machine(who, `lab-${who.name.slice(0, 5)}`)],
+    ['back-dated pricing', (who) => who.run(['pricing', 'import', pricing, '--backdate', '--reason', 'fix', '--json'])],
+  ];
+  for (const [name, op] of cells) {
+    for (const who of [alice, bob, carol])
+      expect([name, who.name, outcome(await op(who))]).toEqual([name, who.name, 'permission_denied']);
+    expect([name, outcome(await op(boss))]).toEqual([name, 'allowed']);
+  }
+  const grants = await t.db
+    .selectFrom('project_grants')
+    .select('actor_id')
+    .where('permission', '=', 'claims.release')
+    .execute();
+  expect(grants.map((g) => g.actor_id).sort()).toEqual([boss.name, carol.name].sort());
+});
+
+test('I13 probe: impersonating registration and ending another session are refused; your own are allowed', async () => {
+  expect(outcome(await bob.run(['sessions', 'register', '--session', 'x1', '--actor', alice.name, '--json']))).toBe(
+    'permission_denied',
+  );
+  expect(outcome(await bob.run(['sessions', 'end', '--session', 'a1', '--json']))).toBe('permission_denied');
+  expect(outcome(await bob.run(['sessions', 'heartbeat', '--session', 'a1', '--json']))).toBe('permission_denied');
+  expect(outcome(await bob.run(['sessions', 'heartbeat', '--session', 'b1', '--json']))).toBe('allowed');
+  const a1 = await t.db
+    .selectFrom('sessions')
+    .select(['ended_at'])
+    .where('session_id', '=', 'a1')
+    .executeTakeFirstOrThrow();
+  expect(a1.ended_at).toBeNull();
+  const r = json(await boss.run(['sessions', 'register', '--session', 'for-bob', '--actor', bob.name, '--json']));
+  expect(r).toMatchObject({ actor_id: bob.name, registered_by: boss.name });
+});
+
+test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims only with your own session', async () => {
+  expect(
+    outcome(await bob.run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-9', '--session', 'a1', '--json'])),
+  ).toBe('permission_denied');
+  const held = await alice.run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-9', '--json'], {
+    YOKE_SESSION_ID: 'a1',
+  });
+  expect(outcome(held)).toBe('allowed');
+  const claimId = String(json<{ claim_id: number }>(held).claim_id);
+  const release = (who: TestActor, sid: string, env: Record<string, string> = {}) =>
+    who.run(
+      [
+        'coordination-claim',
+        'release',
+        '--key',
+        'QA_HOST:lab-9',
+        '--claim-id',
+        claimId,
+        '--holder-session-id',
+        'a1',
+        '--reason',
+        'stranded',
+        '--session',
+        sid,
+        '--json',
+      ],
+      env,
+    );
+  const seat = (who: TestActor, sid: string, verb: 'take' | 'release') =>
+    who.run(['claims', 'steering', verb, '--project', 'web', '--session', sid, '--json']);
+  // No seat: refused whatever the grant.
+  expect(outcome(await release(bob, 'b1'))).toBe('steering_seat_required');
+  expect(outcome(await release(carol, 'c1'))).toBe('steering_seat_required');
+  // A seat without the grant.
+  expect(outcome(await seat(bob, 'b1', 'take'))).toBe('allowed');
+  expect(outcome(await release(bob, 'b1'))).toBe('permission_denied');
+  expect(outcome(await seat(bob, 'b1', 'release'))).toBe('allowed');
+  // Seat and grant, from a hook context: refused; from a terminal: allowed, audited as carol.
+  expect(outcome(await seat(carol, 'c1', 'take'))).toBe('allowed');
+  expect(outcome(await release(carol, 'c1', { YOKE_HOOK_CONTEXT: '1' }))).toBe('hook_context_refused');
+  expect(outcome(await release(carol, 'c1'))).toBe('allowed');
+  const events = json<{ event_type: string }[]>(
+    await boss.run(['events', 'list', '--type', 'WARNOperatorLeaseRelease', '--json']),
+  );
+  expect(events).toHaveLength(1);
+  const row = await t.db
+    .selectFrom('events')
+    .select('actor_id')
+    .where('event_type', '=', 'WARNOperatorLeaseRelease')
+    .executeTakeFirstOrThrow();
+  expect(row.actor_id).toBe(carol.name);
+  const claim = await t.db
+    .selectFrom('work_claims')
+    .select('released_by_actor_id')
+    .where('claim_id', '=', Number(claimId))
+    .executeTakeFirstOrThrow();
+  expect(claim.released_by_actor_id).toBe(carol.name);
+  expect(outcome(await seat(carol, 'c1', 'release'))).toBe('allowed');
+});
+
+test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and waive another actor's driven run are refused", async () => {
+  const create = (who: TestActor, sid: string, key: string) =>
+    who.run(
+      [
+        'deployment-runs',
+        'create',
+        '--project',
+        'web',
+        '--flow',
+        'release',
+        '--target',
+        'stage',
+        '--candidate',
+        'abc1234',
+        '--idempotency-key',
+        key,
+        '--json',
+      ],
+      { YOKE_SESSION_ID: sid },
+    );
+  expect(outcome(await create(bob, 'b1', 'kb'))).toBe('permission_denied');
+  expect(outcome(await create(carol, 'c1', 'kc'))).toBe('permission_denied');
+  const as = (who: TestActor, sid: string, args: string[]) =>
+    who.run([...args, '--json'], { YOKE_SESSION_ID: sid, TEMPORAL_ADDRESS: '127.0.0.1:9' });
+  for (const [who, sid] of [
+    [bob, 'b1'],
+    [carol, 'c1'],
+  ] as const) {
+    expect(outcome(await as(who, sid, ['deployment-runs', 'heartbeat', runId]))).toBe('run_driven_elsewhere');
+    expect(outcome(await as(who, sid, ['deployment-runs', 'approve', runId, '--stage', 'signoff']))).toBe(
+      'run_driven_elsewhere',
+    );
+    expect(
+      outcome(await as(who, sid, ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke', '--status', 'waived'])),
+    ).toBe('run_driven_elsewhere');
+  }
+  // Naming alice's session does not make bob her: the actor is the connected role.
+  expect(outcome(await as(bob, 'a1', ['deployment-runs', 'approve', runId, '--stage', 'signoff']))).toBe(
+    'run_driven_elsewhere',
+  );
+  expect(outcome(await as(bob, 'a1', ['deployment-runs', 'heartbeat', runId]))).toBe('run_driven_elsewhere');
+  expect(outcome(await as(alice, 'a1', ['deployment-runs', 'heartbeat', runId]))).toBe('allowed');
+  expect(outcome(await as(alice, 'a1', ['deployment-runs', 'approve', runId, '--stage', 'signoff']))).toBe('allowed');
+  const stage = await t.db
+    .selectFrom('deployment_run_stages')
+    .select('detail')
+    .where('run_id', '=', runId)
+    .where('name', '=', 'signoff')
+    .executeTakeFirstOrThrow();
+  expect(stage.detail).toContain(`approved by ${alice.name}`);
+});
