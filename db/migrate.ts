@@ -12,9 +12,9 @@ import * as qaExecutionTurns from './migrations/0012_qa_execution_turns';
 import * as reviewCheckHolds from './migrations/0014_review_check_holds';
 import * as reviewMachineNames from './migrations/0014_review_machine_names';
 import * as takeover from './migrations/0015_takeover';
+import * as releaseTerminalOccupancy from './migrations/0013_release_terminal_occupancy';
 import * as actors from './migrations/0016_actors';
 import * as rowSecurity from './migrations/0016_row_security';
-import * as releaseTerminalOccupancy from './migrations/0013_release_terminal_occupancy';
 import * as approvalRule from './migrations/0016_run_approval_rule';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
@@ -32,9 +32,9 @@ const MIGRATIONS: Record<string, Migration> = {
   '0014_review_check_holds': reviewCheckHolds,
   '0014_review_machine_names': reviewMachineNames,
   '0015_takeover': takeover,
+  '0013_release_terminal_occupancy': releaseTerminalOccupancy,
   '0016_actors': actors,
   '0016_row_security': rowSecurity,
-  '0013_release_terminal_occupancy': releaseTerminalOccupancy,
   '0016_run_approval_rule': approvalRule,
 };
 
