@@ -56,6 +56,22 @@ beforeAll(async () => {
       ['apply', '-f', join(dir, 'web.yaml')],
       ['projects', 'grant', 'web', '--actor', alice.name, '--permission', 'runs.deploy'],
       ['projects', 'grant', 'web', '--actor', carol.name, '--permission', 'claims.release'],
+      // C3: a QA_HOST hold names a registered machine (an admin registers it).
+      [
+        'test-machine',
+        'add',
+        'lab-9',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        '22',
+        '--user',
+        'qa',
+        '--identity-file',
+        join(dir, 'other_user_key'),
+        '--host-key-file',
+        join(dir, 'other_user_key.pub'),
+      ],
     ],
   );
   await setUp((args) => alice.run(args), [['sessions', 'register', '--session', 'a1', '--project', 'web']]);
