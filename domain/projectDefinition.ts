@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { testMachineName } from './testMachineName';
 
 /**
  * The declarative project definition `yoke apply -f project.yaml` reads: environments,
@@ -9,6 +10,8 @@ import { z } from 'zod';
 const always = () => true;
 
 const Name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'use letters, digits, . _ - (up to 64)');
+/** C3: a plan names its machine in any case; it is stored in the one spelling the machine has. */
+const MachineName = Name.transform(testMachineName);
 /**
  * A host name or address an SSH client is given: never an option (`-oProxyCommand=...`
  * would be read as one), no spaces or control characters.
@@ -106,7 +109,7 @@ export const PlanCase = z
     name: Name,
     automatic: z
       .object({
-        test_machine: Name,
+        test_machine: MachineName,
         command: z.string().min(1),
         pass_exit_status: z.number().int().min(0).max(255).default(0),
       })
@@ -131,7 +134,7 @@ export const Plan = z
     id: Name,
     title: z.string().optional(),
     host_reset: z
-      .object({ test_machine: Name, command: z.string().min(1) })
+      .object({ test_machine: MachineName, command: z.string().min(1) })
       .strict()
       .optional(),
     gate: z

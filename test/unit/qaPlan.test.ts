@@ -52,3 +52,21 @@ test('plans: an obligation or stage check naming an unknown plan, and a case tha
     ]),
   );
 });
+
+test('C3 a plan names its test machines in any case and keeps the one lower-case spelling the machine has', () => {
+  const { definition, issues } = validateProjectDefinition({
+    project: 'p',
+    environments: [{ name: 'stage', url: 'http://s.test', tier: 'stage' }],
+    flows: [],
+    plans: [
+      {
+        id: 'smoke',
+        host_reset: { test_machine: 'LAB3', command: 'reset' },
+        cases: [{ name: 'a', automatic: { test_machine: 'Lab3', command: 'run' } }],
+      },
+    ],
+  });
+  expect(issues).toEqual([]);
+  const plan = definition!.plans[0]!;
+  expect([plan.host_reset!.test_machine, plan.cases[0]!.automatic!.test_machine]).toEqual(['lab3', 'lab3']);
+});
