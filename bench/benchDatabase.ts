@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { Client } from 'pg';
 import type { Database } from '../db/database';
 import { createDb } from '../db/pool';
@@ -26,4 +26,15 @@ export async function withBenchDatabase<T>(
     await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
     await admin.end();
   }
+}
+
+/**
+ * C3: a QA host hold names a registered machine. Benches register theirs directly (they never
+ * connect over SSH), so the claim path is measured, not the machine's setup.
+ */
+export async function registerBenchMachines(db: Kysely<Database>, names: string[]): Promise<void> {
+  await sql`INSERT INTO test_machines (name, host, port, ssh_user, identity_file, host_key, host_key_fingerprint,
+                                       host_key_source, verify_command, capture_command)
+            SELECT n, '127.0.0.1', 22, 'qa', '/dev/null', 'ssh-ed25519 AAAA', 'SHA256:bench', 'host_key_file', 'true', 'true'
+              FROM unnest(${names}::text[]) AS n`.execute(db);
 }

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { claimActivities } from '../activities/claims';
 import { projectActivities } from '../activities/projects';
 import { sessionActivities } from '../activities/sessions';
-import { withBenchDatabase } from './benchDatabase';
+import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 
 /**
  * Claims throughput: acquire+release pairs per second through yoke (session check, unique
@@ -28,11 +28,7 @@ async function main(): Promise<void> {
       await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench', project: 'bench' });
       const claims = claimActivities({ db });
       // C3: QA host holds name registered machines
-      await sql`INSERT INTO test_machines (name, host, port, ssh_user, identity_file, host_key, host_key_fingerprint, host_key_source)
-                SELECT n, '127.0.0.1', 22, 'qa', '/dev/null', 'ssh-ed25519 AAAA', 'SHA256:bench', 'host_key_file'
-                  FROM (SELECT 'hot' AS n UNION ALL SELECT 'm' || i FROM generate_series(-50, ${PAIRS}) i) names`.execute(
-        db,
-      );
+      await registerBenchMachines(db, ['hot', ...Array.from({ length: PAIRS + 51 }, (_, i) => `m${i - 50}`)]);
       const pair = (key: string) => async () => {
         const { claim } = await claims.acquireCoordinationClaim({ sessionId: 'bench', key });
         await claims.releaseWorkClaim({ actingSessionId: 'bench', claimId: claim.claim_id, reason: 'bench' });

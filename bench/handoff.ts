@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -12,7 +11,7 @@ import { createActivities } from '../workers/activities';
 import { yokeHome } from '../config/yokeConfig';
 import { awaitTurn, cancelWait, hostReserved, turnConsumed, waitWorkflowId } from '../workflows/definitions';
 import { freePort } from '../scripts/net';
-import { withBenchDatabase } from './benchDatabase';
+import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 import { findTemporalCli } from '../scripts/temporalCli';
 import { startDevServer } from '../scripts/temporalServer';
 
@@ -73,10 +72,7 @@ async function main(): Promise<void> {
 
         await projectActivities({ db }).createProject({ name: 'bench' });
         // C3: a QA host hold names a registered machine
-        await sql`INSERT INTO test_machines (name, host, port, ssh_user, identity_file, host_key, host_key_fingerprint, host_key_source)
-                  VALUES (${MACHINE}, '127.0.0.1', 22, 'qa', '/dev/null', 'ssh-ed25519 AAAA', 'SHA256:bench', 'host_key_file')`.execute(
-          db,
-        );
+        await registerBenchMachines(db, [MACHINE]);
         const sessions = sessionActivities({ db });
         const claims = claimActivities({ db, line: { notifier } });
         for (let i = 0; i <= HANDOFFS; i++)
