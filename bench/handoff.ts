@@ -10,10 +10,9 @@ import { YokeError } from '../domain/errors';
 import { createActivities } from '../workers/activities';
 import { yokeHome } from '../config/yokeConfig';
 import { awaitTurn, cancelWait, hostReserved, turnConsumed, waitWorkflowId } from '../workflows/definitions';
-import { freePort } from '../scripts/net';
 import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 import { findTemporalCli } from '../scripts/temporalCli';
-import { startDevServer } from '../scripts/temporalServer';
+import { startDevServerOnFreePort } from '../scripts/temporalServer';
 
 /**
  * Hand-off latency: from the moment a holder releases a test machine to the moment the next
@@ -49,9 +48,12 @@ async function main(): Promise<void> {
       let serverPid: number | undefined;
       let address = process.env.TEMPORAL_ADDRESS;
       if (!address) {
-        const port = await freePort();
-        serverPid = await startDevServer({ cli: findTemporalCli(), port, logFile: join(home, 'bench-temporal.log') });
-        address = `127.0.0.1:${port}`;
+        const started = await startDevServerOnFreePort({
+          cli: findTemporalCli(),
+          logFile: join(home, 'bench-temporal.log'),
+        });
+        serverPid = started.pid;
+        address = `127.0.0.1:${started.port}`;
       }
       const connection = await Connection.connect({ address });
       const nativeConnection = await NativeConnection.connect({ address });

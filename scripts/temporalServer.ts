@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { SEARCH_ATTRIBUTES } from '../domain/searchAttributes';
-import { waitForPort } from './net';
+import { freePort, waitForPort } from './net';
 
 export interface DevServerOptions {
   cli: string;
@@ -47,6 +47,24 @@ export async function startDevServer(opts: DevServerOptions): Promise<number> {
   await Promise.race([waitForPort(opts.port, '127.0.0.1', 90_000, 'the Temporal dev server'), exited]);
   child.removeAllListeners('exit');
   return child.pid!;
+}
+
+/**
+ * Starts a dev server on a port that was free a moment ago. Another process may bind that port
+ * (or one the server derives from it) before the server does, so a start that fails is retried
+ * on a fresh port, twice.
+ */
+export async function startDevServerOnFreePort(
+  opts: Omit<DevServerOptions, 'port'>,
+): Promise<{ pid: number; port: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    try {
+      return { pid: await startDevServer({ ...opts, port }), port };
+    } catch (err) {
+      if (attempt >= 3) throw err;
+    }
+  }
 }
 
 /** Registers the search attributes on a server yoke did not start (idempotent). */

@@ -4,10 +4,10 @@ import { Client } from 'pg';
 import { createDb } from '../../db/pool';
 import { migrateToLatest } from '../../db/migrate';
 import { yokeHome } from '../../config/yokeConfig';
-import { freePort, processAlive } from '../../scripts/net';
+import { processAlive } from '../../scripts/net';
 import { choosePostgres, withDatabase } from '../../scripts/postgres';
 import { findTemporalCli } from '../../scripts/temporalCli';
-import { startDevServer } from '../../scripts/temporalServer';
+import { startDevServerOnFreePort } from '../../scripts/temporalServer';
 
 /**
  * Brings up what the tests need, once per run: a Postgres server with a migrated template
@@ -45,8 +45,10 @@ export default async function globalSetup(): Promise<void> {
   if (process.env.TEMPORAL_ADDRESS) {
     process.env.YOKE_TEST_TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS;
   } else {
-    const port = await freePort();
-    const pid = await startDevServer({ cli: findTemporalCli(log), port, logFile: join(home, 'test-temporal.log') });
+    const { pid, port } = await startDevServerOnFreePort({
+      cli: findTemporalCli(log),
+      logFile: join(home, 'test-temporal.log'),
+    });
     process.env.YOKE_TEST_TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
     process.env.YOKE_TEST_TEMPORAL_PID = String(pid);
   }
