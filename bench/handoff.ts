@@ -13,6 +13,7 @@ import { awaitTurn, cancelWait, hostReserved, turnConsumed, waitWorkflowId } fro
 import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 import { findTemporalCli } from '../scripts/temporalCli';
 import { startDevServerOnFreePort } from '../scripts/temporalServer';
+import { ascending, quantile } from './stats';
 
 /**
  * Hand-off latency: from the moment a holder releases a test machine to the moment the next
@@ -25,8 +26,8 @@ const MACHINE = 'bench-lab';
 const KEY = `QA_HOST:${MACHINE}`;
 
 function stats(samples: number[]) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 100) / 100;
+  const sorted = ascending(samples);
+  const at = (q: number) => quantile(sorted, q, 2);
   return {
     n: sorted.length,
     p50: at(0.5),

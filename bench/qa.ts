@@ -9,6 +9,7 @@ import { readQaPending } from '../activities/qa/pending';
 import { sessionActivities } from '../activities/sessions';
 import { withBenchDatabase } from './benchDatabase';
 import { CountingPlugin } from './countingPlugin';
+import { ascending, quantile } from './stats';
 
 /**
  * The blocking-QA reader (Q5, `deployment-runs qa-pending`): latency and the number of SQL
@@ -21,9 +22,8 @@ const READS = Number(process.env.BENCH_READS ?? 50);
 const offset = (n: number) => MEMBERS.filter((m) => m < n).reduce((a, b) => a + b, 0);
 
 function stats(samples: number[]) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) =>
-    Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  const sorted = ascending(samples);
+  const at = (q: number) => quantile(sorted, q);
   return { n: sorted.length, p50_ms: at(0.5), p95_ms: at(0.95) };
 }
 

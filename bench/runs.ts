@@ -7,6 +7,7 @@ import { deploymentRunActivities } from '../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../activities/projectDefinition';
 import { sessionActivities } from '../activities/sessions';
 import { withBenchDatabase } from './benchDatabase';
+import { ascending, quantile } from './stats';
 
 /**
  * Deployment-run throughput: creates per second, and the latency of `execute` (advisory
@@ -19,9 +20,8 @@ const EXECUTES = Number(process.env.BENCH_EXECUTES ?? 100);
 const OCCUPIED = [1, 10, 100];
 
 function stats(samples: number[]) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) =>
-    Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  const sorted = ascending(samples);
+  const at = (q: number) => quantile(sorted, q);
   return { n: sorted.length, p50_ms: at(0.5), p95_ms: at(0.95), p99_ms: at(0.99) };
 }
 

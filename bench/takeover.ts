@@ -9,6 +9,7 @@ import { projectDefinitionActivities } from '../activities/projectDefinition';
 import { sessionActivities } from '../activities/sessions';
 import { insertExecution } from '../db/qaExecutions';
 import { withBenchDatabase } from './benchDatabase';
+import { ascending, quantile } from './stats';
 
 /**
  * Takeover (T2) latency with 1, 10 and 100 moved members, each with a live QA plan execution:
@@ -22,9 +23,8 @@ const REPS = Number(process.env.BENCH_TAKEOVERS ?? 10);
 const offset = (n: number) => SIZES.filter((m) => m < n).reduce((a, b) => a + b, 0);
 
 function stats(samples: number[]) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) =>
-    Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  const sorted = ascending(samples);
+  const at = (q: number) => quantile(sorted, q);
   return { n: sorted.length, p50_ms: at(0.5), p95_ms: at(0.95), max_ms: at(1) };
 }
 

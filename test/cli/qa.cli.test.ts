@@ -19,6 +19,7 @@ import { json, jsonError, yoke, type CliResult } from '../helpers/cli';
 import { startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost, type SshHost } from '../helpers/sshd';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -125,15 +126,6 @@ afterAll(async () => {
   await w.shutdown();
   await t.drop();
 });
-
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, tries = 600): Promise<T> {
-  for (let i = 0; i < tries; i++) {
-    const v = await read();
-    if (ok(v)) return v;
-    await new Promise((x) => setTimeout(x, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 function ok(r: CliResult): CliResult {
   if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}`);

@@ -20,6 +20,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost, type SshHost } from '../helpers/sshd';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -87,15 +88,6 @@ afterAll(async () => {
   await w.shutdown();
   await t.drop();
 });
-
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, tries = 600): Promise<T> {
-  for (let i = 0; i < tries; i++) {
-    const v = await read();
-    if (ok(v)) return v;
-    await new Promise((x) => setTimeout(x, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 let keys = 0;
 /** Creates and executes a run in Postgres; its workflow starts as the CLI starts it. */
