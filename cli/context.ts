@@ -1,7 +1,5 @@
-import type { Kysely } from 'kysely';
 import { z } from 'zod';
-// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module that opens the store
-import type { Database } from '../db/database';
+import type { Store } from '../activities/store';
 import { usageError } from '../domain/errors';
 import { loadConfig, type YokeConfig } from '../config/yokeConfig';
 import type { LineNotifier } from '../activities/waitingLine';
@@ -11,7 +9,7 @@ import { LazyTemporal, yokeErrorFromFailure } from './temporal';
 /** What every command runs with: the configuration, an open database, Temporal on demand. */
 export interface CommandContext {
   config: YokeConfig;
-  db: Kysely<Database>;
+  db: Store;
   temporal: LazyTemporal;
   /** Waiting-line settings for activities the CLI runs in-process (W7 wakes go through Temporal). */
   line: { reservationLifetimeMs: number; notifier: LineNotifier };
@@ -30,9 +28,9 @@ export async function withDb<T>(
 ): Promise<T> {
   const config = loadConfig();
   lastDatabaseUrl = config.databaseUrl;
-  // eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module that opens the store
-  const { createDb } = await import('../db/pool');
-  const db = createDb(config.databaseUrl, { max: Math.max(2, options.connections ?? 2) });
+  // Loaded on first use: commands that never touch the store (help, status line) skip pg and kysely.
+  const { openStore } = await import('../activities/store');
+  const db = openStore(config.databaseUrl, options);
   const temporal = new LazyTemporal(config);
   try {
     return await fn({

@@ -1,5 +1,4 @@
-// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI view types outside db/
-import type { ClaimView } from '../db/claims';
+import type { ClaimView } from '../activities/claims';
 import { table } from './output';
 
 /** How claims read in a terminal: one row each, the operator key or target first. */

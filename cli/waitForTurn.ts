@@ -1,6 +1,5 @@
 import type { AcquireResult } from '../activities/claims';
-// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module for this
-import { waitViews, type WaitView } from '../db/waits';
+import { listWaits, type WaitView } from '../activities/testMachines';
 import { refusal } from '../domain/errors';
 import { awaitTurn, turnConsumed, waitWorkflowId } from '../workflows/definitions';
 import type { CommandContext } from './context';
@@ -66,12 +65,12 @@ export async function waitForTurn(
   }
   try {
     for (;;) {
-      const line = await waitViews(ctx.db, { testMachine: opts.testMachine, openOnly: true });
+      const line = await listWaits(ctx, { testMachine: opts.testMachine });
       const mine: WaitView | undefined = line.find((w) => w.session_id === opts.sessionId);
       if (!mine) {
-        const [last] = (await waitViews(ctx.db, { testMachine: opts.testMachine, sessionId: opts.sessionId })).slice(
-          -1,
-        );
+        const [last] = (
+          await listWaits(ctx, { testMachine: opts.testMachine, sessionId: opts.sessionId, all: true })
+        ).slice(-1);
         if (last?.state === 'granted') break;
         throw refusal(
           'wait_cancelled',

@@ -7,6 +7,7 @@ import { operatorRelease } from './operatorRelease';
 import { releaseItem, releaseSteeringSeat, releaseWorkClaim } from './release';
 
 export type { AcquireResult } from './acquireResult';
+export type { ClaimView } from '../../db/claims';
 export type { ReleaseResult } from './operatorRelease';
 
 /**

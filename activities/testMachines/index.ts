@@ -7,7 +7,8 @@ import { beginCheck, expireReservation, finishCheck, runCheckCommand, type Check
 import { addTestMachine, listTestMachines, listWaits, removeTestMachine } from './machines';
 
 export type { CheckOutcome } from './checks';
-export type { CheckRecord, TestMachineView } from './machines';
+export type { CheckRecord, TestMachineView, WaitView } from './machines';
+export { listWaits } from './machines';
 
 const DEFAULT_SSH_TIMEOUTS: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000 };
 

@@ -227,9 +227,11 @@ export async function removeTestMachine(
   return value;
 }
 
+export type { WaitView };
+
 export async function listWaits(
   { db }: { db: Kysely<Database> },
-  filter: { testMachine?: string; all?: boolean },
+  filter: { testMachine?: string; sessionId?: string; all?: boolean },
 ): Promise<WaitView[]> {
-  return waitViews(db, { testMachine: filter.testMachine, openOnly: !filter.all });
+  return waitViews(db, { testMachine: filter.testMachine, sessionId: filter.sessionId, openOnly: !filter.all });
 }

@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module for this
-import { listEvents } from '../../db/events';
-// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI an operations/ module for this
-import { migrateToLatest } from '../../db/migrate';
+import { readEvents } from '../../activities/auditLog';
+import { applyMigrations } from '../../activities/schema';
 import { claimIdSchema, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, table } from '../output';
 
@@ -22,7 +20,7 @@ export function registerAdmin(program: Command): void {
         z.object({ type: nonEmpty.optional(), claimId: claimIdSchema.optional(), json: z.boolean().optional() }),
         raw,
       );
-      const rows = await withDb(({ db }) => listEvents(db, { type: o.type, claimId: o.claimId }));
+      const rows = await withDb(({ db }) => readEvents(db, { type: o.type, claimId: o.claimId }));
       emit(!!o.json, rows, () =>
         table(
           ['EVENT', 'TYPE', 'CLAIM', 'SESSION', 'AT'],
@@ -39,7 +37,7 @@ export function registerAdmin(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
-      const applied = await withDb(({ db }) => migrateToLatest(db));
+      const applied = await withDb(({ db }) => applyMigrations(db));
       emit(!!o.json, { applied }, () => (applied.length ? `applied ${applied.join(', ')}` : 'schema is up to date'));
     });
 }

@@ -2,11 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { testMachineName } from '../../domain/testMachineName';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import type { CheckOutcome, CheckRecord, TestMachineView } from '../../activities/testMachines';
+import type { CheckOutcome, CheckRecord, TestMachineView, WaitView } from '../../activities/testMachines';
 import type { Reservation } from '../../activities/waitingLine';
 import type { CheckKind } from '../../domain/checkKinds';
-// eslint-disable-next-line yoke/layers -- until the layering step gives the CLI view types outside db/
-import type { WaitView } from '../../db/waits';
 import { YokeError, refusal } from '../../domain/errors';
 import { HostAddress } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
