@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
 import { assertRegularArtifacts } from './artifactFile';
+import { readClaudeRow, type ClaudeRowFields, type ClaudeUsageCounts } from './claudeRow';
 import { readBudget, scanLines, type ReadBudget } from './lineStream';
 import type { FoldedHarness } from '../../domain/harnesses';
 
@@ -92,21 +93,36 @@ export function unreadBytes(main: string, previous: Checkpoint | undefined): num
 
 // ---------------------------------------------------------------- Claude
 
-/** U5: Claude's message.usage in disjoint buckets (cache writes split by lifetime; thinking inside output). */
-export function claudeBuckets(usage: Record<string, unknown>): Buckets {
+/** The counts of a parsed Claude `message.usage` (absent or malformed counts are 0). */
+function claudeCounts(usage: Record<string, unknown>): ClaudeUsageCounts {
   const creation = (usage.cache_creation ?? {}) as Record<string, unknown>;
-  const fiveMinutes = n(creation.ephemeral_5m_input_tokens);
-  const oneHour = n(creation.ephemeral_1h_input_tokens);
-  const aggregate = n(usage.cache_creation_input_tokens);
   const details = (usage.output_tokens_details ?? {}) as Record<string, unknown>;
   return {
     input: n(usage.input_tokens),
-    cached_input: n(usage.cache_read_input_tokens),
-    cache_write: fiveMinutes + Math.max(0, aggregate - fiveMinutes - oneHour),
-    cache_write_long: oneHour,
+    cacheRead: n(usage.cache_read_input_tokens),
+    cacheCreation: n(usage.cache_creation_input_tokens),
+    write5m: n(creation.ephemeral_5m_input_tokens),
+    write1h: n(creation.ephemeral_1h_input_tokens),
     output: n(usage.output_tokens),
-    reasoning: n(details.thinking_tokens),
+    thinking: n(details.thinking_tokens),
   };
+}
+
+/** U5: Claude's usage counts in disjoint buckets (cache writes split by lifetime; thinking inside output). */
+function claudeCountBuckets(c: ClaudeUsageCounts): Buckets {
+  return {
+    input: c.input,
+    cached_input: c.cacheRead,
+    cache_write: c.write5m + Math.max(0, c.cacheCreation - c.write5m - c.write1h),
+    cache_write_long: c.write1h,
+    output: c.output,
+    reasoning: c.thinking,
+  };
+}
+
+/** U5: Claude's message.usage in disjoint buckets. */
+export function claudeBuckets(usage: Record<string, unknown>): Buckets {
+  return claudeCountBuckets(claudeCounts(usage));
 }
 
 /** U6: `<transcript stem>/subagents/agent-*.jsonl` beside the main transcript. */
@@ -124,7 +140,30 @@ export function claudeArtifacts(main: string): string[] {
 interface ClaudeRow {
   type?: unknown;
   requestId?: unknown;
-  message?: { id?: string; model?: string; usage?: Record<string, unknown> };
+  message?: { id?: unknown; model?: unknown; usage?: Record<string, unknown> };
+}
+
+/**
+ * The slow path for a row the byte reader (claudeRow.ts) does not cover: the whole row parsed.
+ * An unparsable assistant row is noted (U9); undefined means nothing to count.
+ */
+function parsedClaudeRow(cp: Checkpoint, path: string, bytes: Buffer, end: number): ClaudeRowFields | undefined {
+  const text = bytes.toString('utf8');
+  let parsed: ClaudeRow;
+  try {
+    parsed = JSON.parse(text) as ClaudeRow;
+  } catch {
+    if (text.includes('"assistant"')) note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${end}`);
+    return undefined;
+  }
+  const message = parsed.message;
+  const key = message?.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
+  return {
+    assistant: parsed.type === 'assistant',
+    key: key === undefined || key === null ? undefined : String(key),
+    model: message?.model === undefined || message.model === null ? undefined : String(message.model),
+    usage: message?.usage ? claudeCounts(message.usage) : undefined,
+  };
 }
 
 /** Streaming snapshots of one call are adjacent; a few open calls per file leave slack for interleaving. */
@@ -137,11 +176,19 @@ function digest(id: string): string {
   return (oneShot ? oneShot('sha1', id, 'base64') : crypto.createHash('sha1').update(id).digest('base64')).slice(0, 12);
 }
 
+/**
+ * Totals count closed calls as they close and open ones once, at the end: a call's streaming
+ * snapshots replace each other in `open` without touching the totals (the checkpoint's totals
+ * include the open calls, as before). Closed ids are digested once, when the fold ends; ids
+ * closed by earlier folds are looked up by digest only while there are any.
+ */
 export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudget): Promise<Checkpoint> {
   const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
   const state = (cp.claude ??= { totals: {}, open: {}, closed: [] });
-  const closed = new Set(state.closed);
-  const count = (model: string, usage: Buckets, sign: 1 | -1) => addCall(state.totals, model, usage, sign);
+  const closedBefore = new Set(state.closed);
+  const closedNow = new Set<string>();
+  const isClosed = (key: string) => closedNow.has(key) || (closedBefore.size > 0 && closedBefore.has(digest(key)));
+  for (const open of Object.values(state.open)) addCall(state.totals, open.model, open.usage, -1);
   const openInFile: Record<string, string[]> = {}; // insertion order: oldest first
   for (const path of claudeArtifacts(main)) {
     if (!existsSync(path)) continue;
@@ -156,32 +203,15 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
       }
       // Only rows that carry a usage block can matter; the rest are never decoded.
       if (row.bytes.indexOf(USAGE_KEY) < 0) return;
-      const text = row.bytes.toString('utf8');
-      let parsed: ClaudeRow;
-      try {
-        parsed = JSON.parse(text) as ClaudeRow;
-      } catch {
-        if (text.includes('"assistant"'))
-          note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${row.end}`);
-        return;
-      }
+      const fields = readClaudeRow(row.bytes) ?? parsedClaudeRow(cp, path, row.bytes, row.end);
       // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
-      if (parsed.type !== 'assistant') return;
-      const message = parsed.message;
-      if (!message?.usage || message.model === '<synthetic>') return;
-      const key = message.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
-      if (!key) return;
+      if (!fields?.assistant || !fields.usage || fields.model === '<synthetic>' || !fields.key) return;
+      const key = fields.key;
       const open = state.open[key];
-      if (!open && closed.has(digest(key))) return; // a replay or copy of a call already counted in full
-      const usage = claudeBuckets(message.usage);
+      if (!open && isClosed(key)) return; // a replay or copy of a call already counted in full
       // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
-      if (open) {
-        if (usage.output < open.usage.output) return;
-        count(open.model, open.usage, -1);
-      }
-      const model = message.model ?? 'unknown';
-      count(model, usage, 1);
-      state.open[key] = { file: path, model, usage };
+      if (open && fields.usage.output < open.usage.output) return;
+      state.open[key] = { file: path, model: fields.model ?? 'unknown', usage: claudeCountBuckets(fields.usage) };
       if (!open) {
         const mine = (openInFile[path] ??= Object.keys(state.open).filter(
           (k) => state.open[k]!.file === path && k !== key,
@@ -189,14 +219,18 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
         mine.push(key);
         while (mine.length > OPEN_PER_FILE) {
           const old = mine.shift()!;
-          closed.add(digest(old));
+          const call = state.open[old]!;
+          addCall(state.totals, call.model, call.usage);
+          closedNow.add(old);
           delete state.open[old];
         }
       }
     });
     cp.files[path] = { offset, size: statSync(path).size };
   }
-  state.closed = [...closed];
+  for (const open of Object.values(state.open)) addCall(state.totals, open.model, open.usage);
+  for (const key of closedNow) closedBefore.add(digest(key));
+  state.closed = [...closedBefore];
   return cp;
 }
 
