@@ -3,10 +3,7 @@ import type { Database, ProjectRow } from '../db/database';
 import { requireProject } from '../db/projects';
 import { refusal, usageError } from '../domain/errors';
 import { defaultItemPrefix } from '../domain/itemRef';
-
-/** `project.read` lets an actor read a project's sessions and usage (U13); every grant implies it. */
-export const PERMISSIONS = ['claims.release', 'project.read', 'runs.deploy'] as const;
-export type Permission = (typeof PERMISSIONS)[number];
+import { PERMISSIONS } from '../domain/permissions';
 
 export interface ProjectView {
   project_id: number;

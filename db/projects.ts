@@ -1,5 +1,6 @@
 import { refusal } from '../domain/errors';
 import { formatItemRef, type ItemRef } from '../domain/itemRef';
+import type { Permission } from '../domain/permissions';
 import type { ProjectRow } from './database';
 import type { Executor } from './pool';
 
@@ -26,7 +27,7 @@ export async function hasPermission(
   db: Executor,
   projectId: number,
   actorId: string,
-  permission: string,
+  permission: Permission,
 ): Promise<boolean> {
   const row = await db
     .selectFrom('project_grants')

@@ -4,6 +4,7 @@ import { claimView, liveClaimIdOfSession, type ClaimView } from '../../db/claims
 import { recordEvent } from '../../db/events';
 import { hasPermission, projectById, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
+import type { Permission } from '../../domain/permissions';
 import { isSticky } from '../../domain/claimKinds';
 import {
   claimAlreadyReleased,
@@ -22,7 +23,7 @@ import {
 } from '../waitingLine';
 import type { Reservation } from '../waitingLine';
 
-export const CLAIMS_RELEASE = 'claims.release';
+const CLAIMS_RELEASE: Permission = 'claims.release';
 export const OPERATOR_RELEASE_EVENT = 'WARNOperatorLeaseRelease';
 
 export interface OperatorReleaseInput {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { projectActivities } from '../../activities/projects';
+import { PERMISSIONS } from '../../domain/permissions';
 import { nonEmpty, parseOptions, withDb } from '../context';
 import { emit, table } from '../output';
 
@@ -30,7 +31,7 @@ export function registerProjects(program: Command): void {
     .description('grant an actor a permission on a project')
     .argument('<name>', 'project name')
     .requiredOption('--actor <actor>', 'actor id')
-    .requiredOption('--permission <permission>', 'permission (claims.release, project.read, runs.deploy)')
+    .requiredOption('--permission <permission>', `permission (${PERMISSIONS.join(', ')})`)
     .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(Json.extend({ actor: nonEmpty, permission: nonEmpty }), raw);
