@@ -1,3 +1,4 @@
+import { isTerminalRunStatus } from '../domain/runStatuses';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import { boardActivities } from './board';
@@ -28,7 +29,7 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
   async function runsPanel() {
     const all = await runs.listRuns({});
     const live = all.filter((r) => r.status === 'created' || r.status === 'executing');
-    const ended = all.filter((r) => r.status !== 'created' && r.status !== 'executing').slice(0, RECENT_TERMINAL_RUNS);
+    const ended = all.filter((r) => isTerminalRunStatus(r.status)).slice(0, RECENT_TERMINAL_RUNS);
     const picked = [...live, ...ended];
     const details = await Promise.all(
       picked.map((r) =>

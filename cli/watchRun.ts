@@ -1,9 +1,8 @@
+import { isTerminalRunStatus } from '../domain/runStatuses';
 import type { DeploymentRunActivities } from '../activities/deploymentRuns';
 import type { RunView } from '../activities/runs/read';
 import type { CommandContext } from './context';
 import { unreachable } from '../domain/errors';
-
-const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 function stamp(): string {
   return new Date().toISOString().slice(11, 19);
@@ -108,14 +107,14 @@ export async function watchRun(
             ? `${stamp()}  run ${view.run_id} ${status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}${blocked}\n`
             : '';
         // The run's start comes before its stages; its end after them.
-        if (!TERMINAL.has(view.status)) process.stdout.write(statusLine);
+        if (!isTerminalRunStatus(view.status)) process.stdout.write(statusLine);
         for (const c of changes) process.stdout.write(`${c}\n`);
-        if (TERMINAL.has(view.status)) process.stdout.write(statusLine);
+        if (isTerminalRunStatus(view.status)) process.stdout.write(statusLine);
       }
       lastStatus = status;
       lastLines = lines;
     }
-    if (TERMINAL.has(view.status)) return view.status;
+    if (isTerminalRunStatus(view.status)) return view.status;
     if (view.status === 'executing') {
       // Q4: a run held before its completing stage is reported with every unresolved obligation.
       const { readBlockingQa } = await import('./blockingQa');

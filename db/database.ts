@@ -4,6 +4,7 @@ import type { TargetKind } from '../domain/claimKinds';
 import type { QaPlanDefinition, StageDefinition, TrackerConfig } from '../domain/projectDefinition';
 import type { DeliveryEvidence, ItemStatus } from '../domain/completion';
 import type { FoldedHarness, Harness } from '../domain/harnesses';
+import type { RunStatus } from '../domain/runStatuses';
 
 /** Kysely table types, one interface per table of db/migrations. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -193,7 +194,6 @@ export interface ItemQaCasesTable {
   run_id: string | null;
 }
 
-export type RunStatus = 'created' | 'executing' | 'succeeded' | 'failed' | 'cancelled';
 type Json<T> = ColumnType<T, string, string>;
 type NullableJson<T> = ColumnType<T | null, string | null | undefined, string | null>;
 

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { TERMINAL_RUN_STATUSES } from '../domain/runStatuses';
 import type { Executor } from './pool';
 
 /** The event settlement records when it closes a member (activities/completion/doneGate.ts). */
@@ -39,7 +40,7 @@ export async function terminalRunsOccupying(db: Executor) {
     .selectFrom('deployment_runs as r')
     .innerJoin('deployment_run_occupancy as o', 'o.run_id', 'r.run_id')
     .select(['r.run_id', 'r.status', 'o.unit'])
-    .where('r.status', 'in', ['succeeded', 'failed', 'cancelled'])
+    .where('r.status', 'in', TERMINAL_RUN_STATUSES)
     .where('r.occupancy_released_at', 'is', null)
     .orderBy('r.run_id')
     .execute();

@@ -1,3 +1,4 @@
+import { isTerminalRunStatus } from '../../domain/runStatuses';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database, PinnedFlow, RunRow } from '../../db/database';
@@ -296,8 +297,7 @@ export function runExecutionActivities(deps: {
           retracted: [] as string[],
           aborted_executions: [] as number[],
         };
-      if (run.status === 'succeeded' || run.status === 'cancelled' || run.status === 'failed')
-        throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
+      if (isTerminalRunStatus(run.status)) throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
       assertDriver(run, session.session_id, freshMs);
       const retracted = await markTerminal(trx, run, input.disposition, input.reason, session.session_id, ends);
       return {

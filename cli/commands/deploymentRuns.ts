@@ -1,3 +1,4 @@
+import { RUN_STATUSES } from '../../domain/runStatuses';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { CreateReceipt } from '../../activities/runs/creation';
@@ -317,7 +318,7 @@ export function registerDeploymentRuns(program: Command): void {
         z.object({
           json: z.boolean().optional(),
           project: nonEmpty.optional(),
-          status: z.enum(['created', 'executing', 'succeeded', 'failed', 'cancelled']).optional(),
+          status: z.enum(RUN_STATUSES).optional(),
         }),
         raw,
       );

@@ -1,0 +1,13 @@
+/**
+ * A deployment run's stored status. `settling` and `superseded` are not statuses: a settling run is
+ * `executing` with `settling_at` set (S1), a superseded one carries `superseded_by_run_id`.
+ */
+export const RUN_STATUSES = ['created', 'executing', 'succeeded', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** The statuses a run never leaves. */
+export const TERMINAL_RUN_STATUSES = ['succeeded', 'failed', 'cancelled'] as const satisfies readonly RunStatus[];
+
+export function isTerminalRunStatus(status: string): boolean {
+  return (TERMINAL_RUN_STATUSES as readonly string[]).includes(status);
+}
