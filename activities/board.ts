@@ -1,3 +1,4 @@
+import { DEFAULT_DRIVER_FRESH_MS } from '../domain/timeouts';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import { readBoard, type BoardReadRows } from '../db/board';
@@ -74,7 +75,7 @@ export function scheduleInput(rows: BoardReadRows, driverFreshMs: number): Sched
  */
 export function boardActivities(deps: { db: Kysely<Database> } & BoardOptions) {
   const { db } = deps;
-  const driverFreshMs = deps.driverFreshMs ?? 600_000;
+  const driverFreshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
 
   async function read(project?: string) {
     const projectId = project ? (await requireProject(db, project)).project_id : undefined;

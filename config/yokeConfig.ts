@@ -1,3 +1,4 @@
+import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS, DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS } from '../domain/timeouts';
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { usageError } from '../domain/errors';
@@ -23,11 +24,20 @@ const Env = z.object({
   YOKE_SESSION_STALE_AFTER_SECONDS: z.coerce.number().positive().default(900),
   YOKE_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   YOKE_RESERVATION_LIFETIME_SECONDS: z.coerce.number().positive().default(300),
-  YOKE_SSH_CONNECT_TIMEOUT_SECONDS: z.coerce.number().positive().default(10),
-  YOKE_SSH_COMMAND_TIMEOUT_SECONDS: z.coerce.number().positive().default(600),
-  YOKE_DRIVER_FRESH_SECONDS: z.coerce.number().positive().default(600),
+  YOKE_SSH_CONNECT_TIMEOUT_SECONDS: z.coerce
+    .number()
+    .positive()
+    .default(DEFAULT_SSH_TIMEOUTS.connectTimeoutMs / 1000),
+  YOKE_SSH_COMMAND_TIMEOUT_SECONDS: z.coerce
+    .number()
+    .positive()
+    .default(DEFAULT_SSH_TIMEOUTS.commandTimeoutMs / 1000),
+  YOKE_DRIVER_FRESH_SECONDS: z.coerce
+    .number()
+    .positive()
+    .default(DEFAULT_DRIVER_FRESH_MS / 1000),
   YOKE_CREATE_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
-  YOKE_TAKEOVER_LOCK_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+  YOKE_TAKEOVER_LOCK_TIMEOUT_MS: z.coerce.number().int().positive().default(DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS),
   YOKE_APPLY_MAX_BYTES: z.coerce
     .number()
     .int()

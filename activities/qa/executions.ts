@@ -25,7 +25,7 @@ import { placeToTake } from '../../domain/placeTaking';
 import { fillCommand, isHumanStep, needsMachineAfter, planSteps, type PlanStep } from '../../domain/qaPlan';
 import { claimActivities } from '../claims';
 import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
-import { DEFAULT_DRIVER_FRESH_MS } from '../runs/execution';
+import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS } from '../../domain/timeouts';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
   inLineTransaction,
@@ -140,7 +140,7 @@ export function qaExecutionActivities(deps: {
   const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
   const notifier = deps.line?.notifier;
   const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
-  const ssh: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000, ...deps.ssh };
+  const ssh: SshTimeouts = { ...DEFAULT_SSH_TIMEOUTS, ...deps.ssh };
   const claims = claimActivities({ db, line: deps.line });
 
   /** Runs fn with waiting-line and QA effects, then sends both after commit. */

@@ -3,7 +3,7 @@ import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { flowById, runById } from '../../db/runs';
 import { refusal } from '../../domain/errors';
-import { DEFAULT_DRIVER_FRESH_MS } from '../runs/execution';
+import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { requireRunAuthority } from './authority';
 
 /**

@@ -1,3 +1,4 @@
+import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { isTerminalRunStatus } from '../../domain/runStatuses';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock } from '../../db/advisoryLock';
@@ -20,8 +21,6 @@ import {
   type LineEffects,
   type LineOptions,
 } from '../waitingLine';
-
-export const DEFAULT_DRIVER_FRESH_MS = 600_000;
 
 interface DrivenRun extends RunRow {
   driver_live: boolean;

@@ -1,3 +1,4 @@
+import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { requireProject } from '../../db/projects';
@@ -159,7 +160,7 @@ async function qaAttempts(db: Kysely<Database>, runId: string): Promise<QaAttemp
 
 export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: number }) {
   const { db } = deps;
-  const freshMs = deps.driverFreshMs ?? 600_000;
+  const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
 
   async function getRun(input: {
     runId: string;

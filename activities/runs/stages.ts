@@ -6,7 +6,8 @@ import { runById, runFlow } from '../../db/runs';
 import { refusal, usageError, YokeError } from '../../domain/errors';
 import type { DeployActionDefinition } from '../../domain/projectDefinition';
 import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
-import { DEFAULT_DRIVER_FRESH_MS, markTerminal } from './execution';
+import { markTerminal } from './execution';
+import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS } from '../../domain/timeouts';
 import { releaseOccupancyIfSettled, stageOutstanding } from './occupancy';
 import { requireRunAuthority } from '../qa/authority';
 import { noQaEffects, notifyQa, type QaNotifier } from '../qa/ending';
@@ -44,7 +45,7 @@ export function runStageActivities(deps: {
 }) {
   const { db } = deps;
   const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
-  const ssh: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000, ...deps.ssh };
+  const ssh: SshTimeouts = { ...DEFAULT_SSH_TIMEOUTS, ...deps.ssh };
 
   /**
    * Where a walk starts: the run's status, the walk that owns the cursor, and the first stage

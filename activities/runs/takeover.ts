@@ -16,10 +16,10 @@ import {
 import type { Containment, ContainmentAttestation } from '../../domain/containment';
 import { refusal, YokeError } from '../../domain/errors';
 import { assertContained, prepareContainment } from './containment';
-import { assertDriver, DEFAULT_DRIVER_FRESH_MS, lockRun } from './execution';
+import { assertDriver, lockRun } from './execution';
+import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS } from '../../domain/timeouts';
 
 /** How long the takeover waits for a row lock before it refuses (T3: bounded locks). */
-export const DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS = 5_000;
 
 /** After commit: moved executions continue under the successor; the predecessor's workflow ends superseded. */
 export interface TakeoverNotifier {

@@ -1,3 +1,4 @@
+import { DEFAULT_SSH_TIMEOUTS } from '../../domain/timeouts';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { testMachineName } from '../../domain/testMachineName';
@@ -9,8 +10,6 @@ import { addTestMachine, listTestMachines, listWaits, removeTestMachine } from '
 export type { CheckOutcome } from './checks';
 export type { CheckRecord, TestMachineView, WaitView } from './machines';
 export { listWaits } from './machines';
-
-const DEFAULT_SSH_TIMEOUTS: SshTimeouts = { connectTimeoutMs: 10_000, commandTimeoutMs: 600_000 };
 
 /**
  * Test machines (W1-W9): the catalogue in machines.ts, verification and golden capture in
