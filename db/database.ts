@@ -248,6 +248,37 @@ export interface DeploymentRunItemsTable {
   closed_at: NullableTimestamp;
 }
 
+/** C10: one record per (run, item) ever admitted, kept when the membership ends. */
+export interface DeploymentRunMembershipsTable {
+  run_id: string;
+  item_id: number;
+  /** The project stored at admission: the authority a member's reads and uploads act under. */
+  project_id: number;
+  admitted_at: Timestamp;
+  ended_at: NullableTimestamp;
+  ended_by: 'removed' | 'superseded' | null;
+  later_run_id: string | null;
+  /** As the member row had them when the membership ended (null while it lasts). */
+  delivery_intent: 'progress' | 'final' | null;
+  requirement_selection: NullableJson<string[]>;
+}
+
+/** C10: a file a run member uploaded, stored in Postgres under the stored member's project. */
+export interface DeploymentRunMemberArtifactsTable {
+  artifact_id: Generated<number>;
+  run_id: string;
+  item_id: number;
+  /** Set by the database from the membership record, whatever the insert says. */
+  project_id: ColumnType<number, never, never>;
+  name: string;
+  content: Buffer;
+  sha256: Generated<string>;
+  size_bytes: Generated<number>;
+  uploaded_by_session_id: string;
+  actor_id: ColumnType<string, never, never>;
+  uploaded_at: Timestamp;
+}
+
 export interface DeploymentRunItemRemovalsTable {
   removal_id: Generated<number>;
   run_id: string;
@@ -436,6 +467,8 @@ export interface Database {
   deployment_runs: DeploymentRunsTable;
   deployment_run_items: DeploymentRunItemsTable;
   deployment_run_item_removals: DeploymentRunItemRemovalsTable;
+  deployment_run_memberships: DeploymentRunMembershipsTable;
+  deployment_run_member_artifacts: DeploymentRunMemberArtifactsTable;
   deployment_run_qa: DeploymentRunQaTable;
   deployment_run_stages: DeploymentRunStagesTable;
   deployment_run_occupancy: DeploymentRunOccupancyTable;

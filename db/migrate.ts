@@ -16,6 +16,7 @@ import * as releaseTerminalOccupancy from './migrations/0013_release_terminal_oc
 import * as actors from './migrations/0016_actors';
 import * as rowSecurity from './migrations/0016_row_security';
 import * as approvalRule from './migrations/0016_run_approval_rule';
+import * as memberAuthority from './migrations/0018_member_authority';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -36,6 +37,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0016_actors': actors,
   '0016_row_security': rowSecurity,
   '0016_run_approval_rule': approvalRule,
+  '0018_member_authority': memberAuthority,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

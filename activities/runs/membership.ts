@@ -99,7 +99,11 @@ export async function selectionOf(
  * The obligations a member's selection names: a requirement id names one case; a plan id
  * (stored verbatim) names every case of the member in that plan.
  */
-function selectedObligations(member: MemberHandle, obligations: ObligationRow[], selection: string[]): ObligationRow[] {
+export function selectedObligations(
+  member: MemberHandle,
+  obligations: ObligationRow[],
+  selection: string[],
+): ObligationRow[] {
   const mine = obligations.filter((o) => o.item_id === member.item_id);
   const picked: ObligationRow[] = [];
   for (const id of selection) {

@@ -7,6 +7,7 @@ import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
 import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table, warn } from '../output';
+import { registerArtifacts } from './artifacts';
 import { registerRunQa } from './runQa';
 import { registerTakeover } from './takeover';
 
@@ -560,4 +561,5 @@ export function registerDeploymentRuns(program: Command): void {
 
   registerRunQa(dr);
   registerTakeover(dr, runs);
+  registerArtifacts(dr);
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ItemView } from '../../activities/items';
+import type { RequirementsView } from '../../activities/memberAuthority';
 import { actingSession, nonEmpty, parseOptions, withDb } from '../context';
 import { emit, table } from '../output';
 
@@ -18,6 +19,32 @@ function itemText(v: ItemView): string {
     lines.push(
       `depends on: ${v.dependencies.map((d) => `${d.item}${d.environment ? ` @${d.environment}` : ''} ${d.satisfied ? 'ok' : 'unsatisfied'}`).join(', ')}`,
     );
+  return lines.join('\n');
+}
+
+function requirementsText(v: RequirementsView): string {
+  const m = v.membership;
+  const lines = [`${v.item} (${v.project})${v.title ? `: ${v.title}` : ''}`];
+  if (m) {
+    lines.push(
+      `member of run ${m.run_id} (${m.run_status})${m.ended ? `, membership ended: ${m.ended_by}${m.later_run_id ? ` -> ${m.later_run_id}` : ''}` : ''}; read under project ${m.project}`,
+      `selection${v.selection_derived ? ' (derived)' : ''}: ${v.requirement_selection?.join(', ') || '(none)'}`,
+    );
+  }
+  lines.push(
+    table(
+      ['REQUIREMENT', 'PHASE', 'TARGET', 'PLAN', 'BLOCKING', 'STATE', ...(m ? ['SELECTED'] : [])],
+      v.requirements.map((r) => [
+        r.requirement_id,
+        r.qa_phase,
+        r.target_env,
+        r.plan_id,
+        r.blocking ? 'yes' : 'no',
+        r.waived ? 'waived' : r.superseded ? 'superseded' : r.bound_run_id ? `bound to ${r.bound_run_id}` : 'open',
+        ...(m ? [r.selected ? 'yes' : 'no'] : []),
+      ]),
+    ),
+  );
   return lines.join('\n');
 }
 
@@ -60,6 +87,22 @@ export function registerItems(program: Command): void {
           ]),
         ),
       );
+    });
+
+  items
+    .command('requirements')
+    .description("an item's requirements (QA obligations); with --run, read through that run's stored member (C10)")
+    .argument('<item>', 'PREFIX-N')
+    .option(
+      '--run <run>',
+      "read under the run's stored member: its project and selection, even after the membership ended",
+    )
+    .option('--json', 'print JSON')
+    .action(async (item: string, raw) => {
+      const o = parseOptions(Json.extend({ run: nonEmpty.optional() }), raw);
+      const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
+      const v = await withDb(({ db }) => memberAuthorityActivities({ db }).readRequirements({ item, runId: o.run }));
+      emit(!!o.json, v, () => requirementsText(v));
     });
 
   items

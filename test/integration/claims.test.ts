@@ -429,7 +429,7 @@ describe('coordination claims', () => {
     expect((await liveRow(qa.claim.claim_id)).released_at).not.toBeNull();
   });
 
-  test('C10 a hold keeps its stored project authority after the holder moves to another project', async () => {
+  test("C8 operator release follows the hold's stored project, not the project its holder's session moved to", async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
     // the holder's session leaves web for api; the claim stays under web's authority
     await s.registerSession({ sessionId: 'w1', actorId: 'alice', project: 'api' });
