@@ -15,6 +15,7 @@ import { requirementId } from '../domain/admission';
 import { ARTIFACT_MAX_BYTES, ArtifactName } from '../domain/artifacts';
 import { refusal, usageError } from '../domain/errors';
 import { parseItemRef } from '../domain/itemRef';
+import { isTerminalRunStatus } from '../domain/runStatuses';
 import { selectedObligations, selectionOf } from './runs/membership';
 
 /**
@@ -68,10 +69,8 @@ export interface ArtifactView extends Omit<ArtifactRow, 'uploaded_at'> {
   uploaded_at: string;
 }
 
-const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
-
 function membershipView(m: StoredMembership): MembershipView {
-  const terminal = m.ended_at === null && TERMINAL.has(m.run_status);
+  const terminal = m.ended_at === null && isTerminalRunStatus(m.run_status);
   const endedAt = m.ended_at ?? (terminal ? m.run_terminal_at : null);
   return {
     run_id: m.run_id,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
-import type { RunStatus } from './database';
+import type { RunStatus } from '../domain/runStatuses';
 import type { Executor } from './pool';
 
 /**
