@@ -19,6 +19,7 @@ async function main(): Promise<void> {
   mkdirSync(checkpointDir, { recursive: true });
   let files = 0;
   const started = process.hrtime.bigint();
+  const cpuBefore = process.cpuUsage();
   let tokens = 0;
   let bytesRead = 0;
   const projects = join(root, 'projects');
@@ -48,9 +49,10 @@ async function main(): Promise<void> {
     await boundedEach(sessions, pool.threads * 2, async ({ main, checkpointFile }) => {
       const before = checkpoints.get(main);
       checkpoints.delete(main);
-      const reading = await pool.fold('claude', before, [main]);
+      const offsetBefore = new Map(Object.entries(before?.files ?? {}).map(([path, mark]) => [path, mark.offset]));
+      const reading = await pool.fold('claude', before, [main]); // takes `before` over
       for (const [path, mark] of Object.entries(reading.checkpoint.files))
-        bytesRead += mark.offset - (before?.files[path]?.offset ?? 0);
+        bytesRead += mark.offset - (offsetBefore.get(path) ?? 0);
       tokens += totalTokens(reading.totals);
       writeFileSync(checkpointFile, JSON.stringify(reading.checkpoint));
       files++;
@@ -59,8 +61,10 @@ async function main(): Promise<void> {
     await pool.close();
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = process.cpuUsage(cpuBefore); // every thread of the process: comparable on a shared machine
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   process.stdout.write(
-    `${JSON.stringify({ seconds, tokens, bytes_read: bytesRead, files, threads: pool.threads, corpus_bytes: corpusBytes(projects) })}\n`,
+    `${JSON.stringify({ seconds, cpu_seconds: cpuSeconds, tokens, bytes_read: bytesRead, files, threads: pool.threads, corpus_bytes: corpusBytes(projects) })}\n`,
   );
 }
 

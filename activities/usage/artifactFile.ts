@@ -41,12 +41,12 @@ export function assertRegularArtifacts(paths: string[]): void {
  * once, and the descriptor's own type is checked, so a path swapped for a FIFO or device after
  * the check above is still refused before anything is read from it.
  */
-export function openRegularFile(path: string): number {
+export function openRegularFile(path: string): { fd: number; size: number } {
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   const st = fstatSync(fd);
   if (!st.isFile()) {
     closeSync(fd);
     throw notRegular(path, st);
   }
-  return fd;
+  return { fd, size: st.size };
 }

@@ -130,6 +130,13 @@ function fieldOf(b: Buffer, role: Role, start: number, stop: number): Field {
   return Field.None;
 }
 
+/** A wanted count (or object of counts) holding a value that is no count: 0, as the parsed reader's `n` makes it. */
+function zeroCounts(field: Field): void {
+  if (field === Field.CacheCreation) counts[Field.Write5m - Field.Input] = counts[Field.Write1h - Field.Input] = 0;
+  else if (field === Field.OutputDetails) counts[Field.Thinking - Field.Input] = 0;
+  else counts[field - Field.Input] = 0;
+}
+
 /** JSON's number grammar from `i`; the index after it, or -1. */
 function numberEnd(b: Buffer, i: number, end: number): number {
   if (b[i] === 0x2d) i++;
@@ -296,21 +303,13 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
           break;
         case Field.Message:
           hasMessage = false; // a message that is a string has no usage
-          idStart = -1;
-          modelStart = -1;
-          usage = false;
           break;
-        case Field.CacheCreation:
-          counts[Field.Write5m - Field.Input] = counts[Field.Write1h - Field.Input] = 0;
-          break;
-        case Field.OutputDetails:
-          counts[Field.Thinking - Field.Input] = 0;
-          break;
+        case Field.Usage:
+          return undefined; // usage as a string: the parsed path decides
         case Field.None:
           break;
         default:
-          if (field >= Field.Input) counts[field - Field.Input] = 0;
-          else return undefined; // usage as a string: the parsed path decides
+          zeroCounts(field);
       }
       field = Field.None;
       expect = Expect.CommaOrClose;
@@ -351,14 +350,6 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
             usage = true;
             counts.fill(0);
             break;
-          case Field.CacheCreation:
-            counts[Field.Write5m - Field.Input] = counts[Field.Write1h - Field.Input] = 0;
-            if (object) next = Role.CacheCreation;
-            break;
-          case Field.OutputDetails:
-            counts[Field.Thinking - Field.Input] = 0;
-            if (object) next = Role.OutputDetails;
-            break;
           case Field.Type:
             assistant = false;
             break;
@@ -371,7 +362,9 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
           case Field.None:
             break;
           default:
-            counts[field - Field.Input] = 0;
+            zeroCounts(field);
+            if (object && field === Field.CacheCreation) next = Role.CacheCreation;
+            if (object && field === Field.OutputDetails) next = Role.OutputDetails;
         }
       depth++;
       roles[depth] = c === 0x7b ? next : 0xff;
@@ -406,25 +399,18 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
         break;
       case Field.Message:
         hasMessage = false;
-        idStart = -1;
-        modelStart = -1;
-        usage = false;
         break;
       case Field.Usage:
         if (!isNull) return undefined;
         usage = false;
         break;
-      case Field.CacheCreation:
-        counts[Field.Write5m - Field.Input] = counts[Field.Write1h - Field.Input] = 0;
-        break;
-      case Field.OutputDetails:
-        counts[Field.Thinking - Field.Input] = 0;
-        break;
       case Field.None:
         break;
       default: {
-        const v = c === 0x2d || (c >= 0x30 && c <= 0x39) ? numberValue(b, i, stop) : 0;
-        counts[field - Field.Input] = Number.isFinite(v) && v > 0 ? v : 0;
+        const number = c === 0x2d || (c >= 0x30 && c <= 0x39);
+        const v = number ? numberValue(b, i, stop) : 0;
+        if (field === Field.CacheCreation || field === Field.OutputDetails) zeroCounts(field);
+        else counts[field - Field.Input] = Number.isFinite(v) && v > 0 ? v : 0;
       }
     }
     field = Field.None;

@@ -42,6 +42,7 @@ function exhausted(budget: ReadBudget | undefined, maxBytes: string): boolean {
 }
 
 const CHUNK = 1 << 20;
+const MIN_CHUNK = 16 << 10;
 const PREFIX = 4096;
 const CHUNKS_PER_TURN = 16;
 
@@ -52,10 +53,12 @@ export async function scanLines(
   onLine: (line: ScannedLine) => void,
 ): Promise<number> {
   const { maxLineBytes, budget } = typeof limits === 'number' ? { maxLineBytes: limits, budget: undefined } : limits;
-  const fd = openRegularFile(path);
+  const { fd, size } = openRegularFile(path);
   const limit = budget ? `${budget.bytesLeft} bytes` : '';
   try {
-    let buf = Buffer.allocUnsafe(Math.min(CHUNK, maxLineBytes + 1));
+    // sized to what there is to read (an incremental fold reads a little of many files), grown on demand
+    const unread = Math.max(0, size - fromOffset) + 1;
+    let buf = Buffer.allocUnsafe(Math.min(CHUNK, maxLineBytes + 1, Math.max(MIN_CHUNK, unread)));
     let filled = 0; // bytes of buf holding data; buf[0] is the file's byte `base`
     let base = fromOffset;
     let complete = fromOffset; // the end of the last whole line
