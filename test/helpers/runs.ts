@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
 
 /** A real HTTP deployment target on loopback: records every deploy, can be told to fail or to be slow. */
 export interface HttpTarget {
@@ -135,4 +136,35 @@ export function releaseDefinition(opts: {
       { id: `${opts.prefix}-3`, title: 'Docs' },
     ],
   };
+}
+
+/**
+ * Release runs of project web driven by session d1, each created under its own idempotency
+ * key: `createdRun`, and `waitingRun` executed with its stage deploy passed and now waiting at
+ * its QA stage (stage-qa), a run a takeover may move.
+ */
+export function releaseRuns(runs: () => DeploymentRunActivities) {
+  let keys = 0;
+  async function createdRun(candidate: string, items: string[] = []): Promise<string> {
+    const run = await runs().createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'release',
+      target: 'stage',
+      candidate,
+      idempotencyKey: `k${++keys}`,
+      items,
+    });
+    return run.run_id;
+  }
+  async function waitingRun(candidate: string, items: string[] = []): Promise<string> {
+    const r = runs();
+    const runId = await createdRun(candidate, items);
+    await r.executeRun({ sessionId: 'd1', runId });
+    await r.beginStage({ runId, ordinal: 0, walk: 1 });
+    await r.finishStage({ runId, ordinal: 0, walk: 1, result: { ok: true, detail: 'deployed' } });
+    await r.beginStage({ runId, ordinal: 1, walk: 1 });
+    return runId;
+  }
+  return { createdRun, waitingRun };
 }

@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
 import { createTestRepository, type TestRepository } from '../helpers/git';
 import { refusalOf as sqlRefusalOf, sqlActors } from '../helpers/roles';
-import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { releaseDefinition, releaseRuns, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 
 /**
  * C10: requirement reads and artifact uploads by a run member act under the project stored on
@@ -21,7 +21,6 @@ let r: DeploymentRunActivities;
 let m: MemberAuthorityActivities;
 let repo: TestRepository;
 let stage: HttpTarget;
-let keys = 0;
 
 beforeAll(async () => {
   repo = createTestRepository();
@@ -51,28 +50,7 @@ afterEach(async () => {
   await t.drop();
 });
 
-async function createdRun(candidate: string, items: string[]): Promise<string> {
-  const run = await r.createRun({
-    sessionId: 'd1',
-    project: 'web',
-    flow: 'release',
-    target: 'stage',
-    candidate,
-    idempotencyKey: `k${++keys}`,
-    items,
-  });
-  return run.run_id;
-}
-
-/** Executed, stage deploy passed, waiting at its QA stage: a run a takeover may move. */
-async function waitingRun(candidate: string, items: string[]): Promise<string> {
-  const runId = await createdRun(candidate, items);
-  await r.executeRun({ sessionId: 'd1', runId });
-  await r.beginStage({ runId, ordinal: 0, walk: 1 });
-  await r.finishStage({ runId, ordinal: 0, walk: 1, result: { ok: true, detail: 'deployed' } });
-  await r.beginStage({ runId, ordinal: 1, walk: 1 });
-  return runId;
-}
+const { createdRun, waitingRun } = releaseRuns(() => r);
 
 const upload = (runId: string, item: string, name = 'report.txt', text = `report for ${item}`) =>
   m.uploadArtifact({ sessionId: 'q1', runId, item, name, content: Buffer.from(text) });

@@ -8,14 +8,13 @@ import type { Database } from '../../db/database';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, refusalOf, services } from '../helpers/fixtures';
 import { createTestRepository, type TestRepository } from '../helpers/git';
-import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { releaseDefinition, releaseRuns, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 
 let t: TestDatabase;
 let r: DeploymentRunActivities;
 let qa: ReturnType<typeof qaExecutionActivities>;
 let repo: TestRepository;
 let stage: HttpTarget;
-let keys = 0;
 
 beforeAll(async () => {
   repo = createTestRepository();
@@ -58,28 +57,7 @@ afterEach(async () => {
   await t.drop();
 });
 
-async function createdRun(candidate: string, items: string[] = []): Promise<string> {
-  const run = await r.createRun({
-    sessionId: 'd1',
-    project: 'web',
-    flow: 'release',
-    target: 'stage',
-    candidate,
-    idempotencyKey: `k${++keys}`,
-    items,
-  });
-  return run.run_id;
-}
-
-/** A release run executed, its stage deploy passed, and now waiting at its QA stage (stage-qa). */
-async function waitingRun(candidate: string, items: string[] = []): Promise<string> {
-  const runId = await createdRun(candidate, items);
-  await r.executeRun({ sessionId: 'd1', runId });
-  await r.beginStage({ runId, ordinal: 0, walk: 1 });
-  await r.finishStage({ runId, ordinal: 0, walk: 1, result: { ok: true, detail: 'deployed' } });
-  await r.beginStage({ runId, ordinal: 1, walk: 1 });
-  return runId;
-}
+const { createdRun, waitingRun } = releaseRuns(() => r);
 
 /** Every row a takeover could write, to prove a refused one wrote nothing. */
 async function snapshot(db: Kysely<Database>) {
