@@ -114,5 +114,3 @@ export function boardActivities(deps: { db: Kysely<Database> } & BoardOptions) {
 
   return { board, fleet, frontier, readBoardPayload: read };
 }
-
-export type BoardActivities = ReturnType<typeof boardActivities>;

@@ -81,5 +81,3 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
 
   return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel };
 }
-
-export type DashboardActivities = ReturnType<typeof dashboardActivities>;

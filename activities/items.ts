@@ -175,5 +175,3 @@ export function itemActivities(deps: { db: Kysely<Database> }) {
 
   return { getItem, listItems, updateItem };
 }
-
-export type ItemActivities = ReturnType<typeof itemActivities>;

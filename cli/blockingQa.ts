@@ -1,4 +1,4 @@
-import type { QaPendingReport } from '../activities/qa/pending';
+import { DEFAULT_QA_READ_DEADLINE_MS, type QaPendingReport } from '../activities/qa/pending';
 import { refusal, YokeError } from '../domain/errors';
 import type { CommandContext } from './context';
 
@@ -7,7 +7,7 @@ const BACKOFF_MS = [200, 400, 800];
 
 function deadlineMs(): number {
   const v = Number(process.env.YOKE_QA_READ_DEADLINE_MS ?? '');
-  return Number.isFinite(v) && v > 0 ? v : 5_000;
+  return Number.isFinite(v) && v > 0 ? v : DEFAULT_QA_READ_DEADLINE_MS;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+import type { ColumnType, Generated, Selectable } from 'kysely';
 import type { CheckKind } from '../domain/checkKinds';
 import type { TargetKind } from '../domain/claimKinds';
 import type { QaPlanDefinition, StageDefinition, TrackerConfig } from '../domain/projectDefinition';
@@ -486,7 +486,6 @@ export interface Database {
 export type ProjectRow = Selectable<ProjectsTable>;
 export type SessionRow = Selectable<SessionsTable>;
 export type ClaimRow = Selectable<WorkClaimsTable>;
-export type NewClaim = Insertable<WorkClaimsTable>;
 export type TestMachineRow = Selectable<TestMachinesTable>;
 export type WaitRow = Selectable<QaTestMachineWaitsTable>;
 export type CheckRow = Selectable<TestMachineChecksTable>;

@@ -235,17 +235,6 @@ export async function markExecutionEnded(
   return before;
 }
 
-export async function liveExecutionIdsOfRun(db: Executor, runId: string): Promise<number[]> {
-  const rows = await db
-    .selectFrom('qa_plan_executions')
-    .select('execution_id')
-    .where('run_id', '=', runId)
-    .where('status', '=', 'running')
-    .orderBy('execution_id')
-    .execute();
-  return rows.map((r) => r.execution_id);
-}
-
 /**
  * A settled execution answers the run QA rows bound to its plan at its stage: a run-scoped
  * execution all of them, an item execution its member's.

@@ -1,7 +1,6 @@
 import { sql } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { Obligation } from '../domain/admission';
-import type { StageDefinition } from '../domain/projectDefinition';
 import type { EnvironmentRow, FlowRow, RunRow } from './database';
 import type { Executor } from './pool';
 
@@ -96,11 +95,6 @@ export async function environmentsOf(db: Executor, projectId: number): Promise<E
 /** Every environment a run targets: its own target plus each stage's (O1). */
 export function targetedEnvironmentNames(flow: FlowRow, targetName: string): string[] {
   return [...new Set([targetName, ...flow.stages.map((s) => s.target)])];
-}
-
-/** The environments the flow's QA stages target (D5, D6). */
-export function qaStageTargets(stages: StageDefinition[]): string[] {
-  return [...new Set(stages.filter((s) => s.kind === 'qa').map((s) => s.target))];
 }
 
 export type ObligationRow = Obligation & { item_id: number };

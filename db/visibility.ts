@@ -1,5 +1,4 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { Executor } from './pool';
 
 /**
  * U13 visibility: an actor reads the projects it holds any grant on (`project.read` is the
@@ -10,16 +9,4 @@ export function visibleSessionSql(alias: string, actorId: string | RawBuilder<st
   const s = sql.ref(alias);
   return sql<boolean>`(${s}.project_id IS NULL OR ${s}.actor_id = ${actorId}
     OR ${s}.project_id IN (SELECT g.project_id FROM project_grants g WHERE g.actor_id = ${actorId}))`;
-}
-
-/** actor_visible_project_ids: the projects an actor may read. */
-export async function actorVisibleProjectIds(db: Executor, actorId: string): Promise<number[]> {
-  const rows = await db
-    .selectFrom('project_grants')
-    .select('project_id')
-    .distinct()
-    .where('actor_id', '=', actorId)
-    .orderBy('project_id')
-    .execute();
-  return rows.map((r) => r.project_id);
 }

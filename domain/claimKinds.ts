@@ -9,8 +9,6 @@ export const RETIRED_KINDS = ['deploy_serialization'] as const;
 export const PATH_AND_DOC_KINDS = ['path_claim', 'strategy_doc_claim'] as const;
 export const TARGET_KINDS = [...WORK_KINDS, ...COORDINATION_KINDS, ...RETIRED_KINDS, ...PATH_AND_DOC_KINDS] as const;
 
-export type WorkKind = (typeof WORK_KINDS)[number];
-export type CoordinationKind = (typeof COORDINATION_KINDS)[number];
 export type TargetKind = (typeof TARGET_KINDS)[number];
 
 /**
@@ -26,7 +24,3 @@ export function isSticky(kind: TargetKind): boolean {
 
 /** Kinds rendered as 🔒 coordination keycaps and listed by `coordination-claim list`. */
 export const OPERATOR_KEYED_KINDS: readonly TargetKind[] = [...COORDINATION_KINDS, ...RETIRED_KINDS];
-
-export function isOperatorKeyed(kind: TargetKind): boolean {
-  return OPERATOR_KEYED_KINDS.includes(kind);
-}

@@ -59,9 +59,3 @@ export function usageError(code: string, message: string, parts: ErrorParts): Yo
 export function unreachable(code: string, message: string, parts: ErrorParts): YokeError {
   return new YokeError('unreachable', code, message, parts.recovery, parts.details);
 }
-
-/** Error kinds by code, so a YokeError that crossed Temporal (as an ApplicationFailure whose
- * type is the code) is rebuilt with the right exit status. */
-export function isYokeError(e: unknown): e is YokeError {
-  return e instanceof YokeError;
-}

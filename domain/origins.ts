@@ -33,8 +33,3 @@ export function occupancyUnit(env: EnvironmentAddress): string {
   if (env.url) return normalizeOrigin(env.url);
   return `preview:${env.project}/${env.preview_slug ?? env.name}`;
 }
-
-/** The units of a run, sorted, so every start takes its locks in one global order. */
-export function occupancyUnits(envs: EnvironmentAddress[]): string[] {
-  return [...new Set(envs.map(occupancyUnit))].sort();
-}

@@ -1,5 +1,3 @@
-import { z } from 'zod';
-
 /**
  * The project permissions an owner grants (`yoke projects grant`): `claims.release` lets a steering
  * seat holder release another session's claim (C8, C11); `runs.deploy` lets an actor create runs
@@ -8,4 +6,3 @@ import { z } from 'zod';
  */
 export const PERMISSIONS = ['claims.release', 'project.read', 'runs.deploy'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
-export const permissionSchema = z.enum(PERMISSIONS);

@@ -146,7 +146,6 @@ export const Plan = z
   .strict();
 
 export type QaPlanDefinition = z.infer<typeof Plan>;
-export type PlanCaseDefinition = z.infer<typeof PlanCase>;
 
 export const Flow = z
   .object({

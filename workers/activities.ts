@@ -144,5 +144,3 @@ export function createActivities(deps: ActivityDeps) {
     runStepCommand: heartbeating(qa.runStepCommand),
   });
 }
-
-export type YokeActivities = ReturnType<typeof createActivities>;

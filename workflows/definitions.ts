@@ -110,9 +110,6 @@ export function usageWorkflowId(sessionId: string): string {
 }
 
 // QA plan execution: qa-plan-execution/<executionId>
-export interface ExecutionInput {
-  executionId: number;
-}
 export interface ExecutionSnapshot {
   executionId: number;
   phase: 'starting' | 'step' | 'waiting_for_host' | 'waiting_for_verdict' | 'ending' | 'done';

@@ -32,5 +32,3 @@ export function claimActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
     listClaims: bound(listClaims),
   };
 }
-
-export type ClaimActivities = ReturnType<typeof claimActivities>;

@@ -445,5 +445,3 @@ export function takeoverActivities(deps: {
 
   return { prepareTakeover, prepareStartTakeover, takeOverInside, commitTakeover, takeoverRun, afterCommit, busy };
 }
-
-export type TakeoverActivities = ReturnType<typeof takeoverActivities>;

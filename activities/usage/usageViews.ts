@@ -312,5 +312,3 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
 
   return { showSession, usageReport };
 }
-
-export type UsageViewActivities = ReturnType<typeof usageViewActivities>;
