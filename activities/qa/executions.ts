@@ -20,6 +20,7 @@ import { flowById, runById } from '../../db/runs';
 import { requireLiveSession } from '../../db/sessions';
 import { waitViews, type WaitView } from '../../db/waits';
 import { refusal, YokeError } from '../../domain/errors';
+import { operatorKeyOf } from '../../domain/operatorKeys';
 import { parseItemRef } from '../../domain/itemRef';
 import { placeToTake } from '../../domain/placeTaking';
 import { fillCommand, isHumanStep, needsMachineAfter, planSteps, type PlanStep } from '../../domain/qaPlan';
@@ -335,7 +336,7 @@ export function qaExecutionActivities(deps: {
     try {
       const { claim } = await claims.acquireCoordinationClaim({
         sessionId: e.session_id,
-        key: `QA_HOST:${machine}`,
+        key: operatorKeyOf('qa_admission', { test_machine: machine })!,
         join: { resumeCommand: `yoke qa watch ${e.execution_id}`, qaPlanExecutionId: e.execution_id, queuedAt },
       });
       // The lease is written under the execution's row lock: an execution that ended meanwhile

@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { visibleSessionSql } from '../../db/visibility';
 import { refusal, usageError } from '../../domain/errors';
+import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { BILLABLE_BUCKETS, addBuckets, billableTokens, zeroBuckets, type Buckets } from '../../domain/usage/buckets';
 import { modelCost, type ModelCost } from '../../domain/usage/bucketCost';
 import { costOf, revisionAt, type PricingRevision } from '../../domain/usage/pricing';
@@ -89,10 +90,7 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
 
   function requireViewer(viewer: UsageViewer | undefined, actor: string | null) {
     if (viewer && actor === null) {
-      throw refusal('session_not_registered', `session "${viewer.sessionId}" is not registered`, {
-        recovery: `register it first: yoke sessions register --session ${viewer.sessionId} --actor YOU`,
-        details: { session_id: viewer.sessionId },
-      });
+      throw sessionNotRegistered(viewer.sessionId);
     }
   }
 
