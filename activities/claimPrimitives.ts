@@ -4,13 +4,14 @@ import {
   claimView,
   claimViews,
   heartbeatClaim,
+  heldUnseen,
   insertClaimRow,
-  insertClaimView,
+  takeClaim,
   releaseClaim,
   type ClaimView,
   type NewClaimInput,
 } from '../db/claims';
-import { liveUnitHolder, ownLiveClaims } from '../db/claimUnits';
+import { liveHolder, ownLiveClaims } from '../db/claimUnits';
 import { ensureItem, requireProject, type ItemHandle } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { heldRefusal, type Wanted } from '../domain/claimRefusals';
@@ -45,11 +46,14 @@ export function claimPrimitiveActivities(deps: { db: Kysely<Database> }) {
 
   async function take(wanted: Wanted, claim: NewClaimInput): Promise<TakeResult> {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const fresh = await insertClaimView(db, claim);
-      if (fresh) return { claim: fresh, reentered: false };
+      const seen = await takeClaim(db, claim);
+      if (seen.taken) return { claim: seen.taken, reentered: false };
+      if (seen.sessionLive && seen.holder && seen.holder.session_id !== claim.session_id)
+        throw heldRefusal(wanted, seen.holder);
+      if (heldUnseen(seen) && attempt < 2) continue;
       const outcome = await db.transaction().execute(async (trx) => {
         await requireLiveSession(trx, claim.session_id);
-        const holder = await liveUnitHolder(trx, claim);
+        const holder = await liveHolder(trx, claim);
         if (!holder) return undefined; // released since our insert: try again
         if (holder.session_id !== claim.session_id) throw heldRefusal(wanted, await claimView(trx, holder.claim_id));
         await heartbeatClaim(trx, holder.claim_id);
@@ -222,7 +226,7 @@ export function claimPrimitiveActivities(deps: { db: Kysely<Database> }) {
           ids.push(inserted.claim_id);
           continue;
         }
-        const holder = await liveUnitHolder(trx, claim);
+        const holder = await liveHolder(trx, claim);
         if (holder && holder.session_id === input.sessionId) {
           await heartbeatClaim(trx, holder.claim_id);
           ids.push(holder.claim_id);

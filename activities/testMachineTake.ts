@@ -1,14 +1,14 @@
-import {
-  claimView,
-  heartbeatClaim,
-  insertClaimRow,
-  insertClaimView,
-  liveHolder,
-  type NewClaimInput,
-} from '../db/claims';
+import { claimView, heartbeatClaim, heldUnseen, insertClaimRow, takeClaim, type NewClaimInput } from '../db/claims';
+import { liveHolder } from '../db/claimUnits';
 import { requireLiveSession } from '../db/sessions';
 import { isUnhealthy, lockLine } from '../db/waits';
-import { claimContended, heldRefusal, testMachineUnhealthy, type Wanted } from '../domain/claimRefusals';
+import {
+  claimContended,
+  heldRefusal,
+  testMachineUnhealthy,
+  testMachineUnknown,
+  type Wanted,
+} from '../domain/claimRefusals';
 import type { YokeError } from '../domain/errors';
 import type { AcquireResult, JoinRequest } from './claims/acquireResult';
 import {
@@ -22,8 +22,10 @@ import {
 } from './waitingLine';
 
 /**
- * QA_HOST acquire with the waiting line (W2, W4, W5, W7). The fast path takes a free,
- * healthy machine nobody waits for. Otherwise, under the line's lock: the caller's own
+ * QA_HOST acquire with the waiting line (W2, W4, W5, W7). The common path is one statement:
+ * it takes a free, healthy, registered (C3) machine nobody waits for, or refuses naming
+ * another session's live holder when the caller does not join the line. Otherwise, under
+ * the line's lock: the caller's own
  * reserved turn is consumed; a free machine goes to the oldest live waiter first; and a
  * refusal joins the line in the same transaction, so no release can slip between them.
  */
@@ -42,8 +44,16 @@ export async function takeTestMachine(
     holder.session_id === sessionId &&
     (execution === null || holder.qa_plan_execution_id === null || holder.qa_plan_execution_id === execution);
   const machine = String(claim.scope.test_machine);
-  const fresh = await insertClaimView(db, claim, { lineGuard: !opts.bypassLine });
-  if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const seen = await takeClaim(db, claim, { machine, lineGuard: !opts.bypassLine });
+    if (!seen.machineKnown) throw testMachineUnknown(machine);
+    if (seen.taken) return { claim: seen.taken, reentered: false, consumed_reservation: false, warnings: [] };
+    // Another session's hold that is not a lapsed reservation: the refusal the line's
+    // transaction would reach, without it (nothing to join, nothing to expire or serve).
+    const othersHold = seen.holder && seen.holder.session_id !== claim.session_id && !seen.holderExpired;
+    if (seen.sessionLive && othersHold && !opts.join) throw heldRefusal(wanted, seen.holder!);
+    if (!heldUnseen(seen) || opts.join) break;
+  }
   const { value, warnings } = await inLineTransaction<Omit<AcquireResult, 'warnings'>>(
     db,
     deps.notifier,

@@ -2,22 +2,43 @@ import { sql } from 'kysely';
 import { claimActivities } from '../activities/claims';
 import { projectActivities } from '../activities/projects';
 import { sessionActivities } from '../activities/sessions';
+import { YokeError } from '../domain/errors';
+import { CountingPlugin } from './countingPlugin';
 import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 
 /**
  * Claims throughput: acquire+release pairs per second through yoke (session check, unique
  * partial index, holder view, release transaction) next to the floor a bare single-row
  * INSERT ... ON CONFLICT DO NOTHING / UPDATE loop on a table of the same shape reaches on
- * the same server in the same run. Prints one JSON object.
+ * the same server in the same run, with one client and with four concurrent clients, on one
+ * hot key and on distinct keys. On the hot key with four clients a refused acquire (the key
+ * is held) is tried again until it takes the key, on both sides. Every case runs in blocks
+ * interleaved with the others, so a change in the machine's load falls on all of them alike.
+ * Prints one JSON object.
  */
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 2000);
+const CLIENTS = 4;
+const BLOCKS = 10;
 
-async function timed(fn: (i: number) => Promise<void>, n: number): Promise<number> {
-  for (let i = 0; i < Math.min(50, n); i++) await fn(-1 - i); // warm up the pool and plans
+type Pair = (client: number, i: number) => Promise<void>;
+
+interface Case {
+  name: string;
+  clients: number;
+  pair: Pair;
+  seconds: number;
+  done: number;
+}
+
+async function block(c: Case, from: number, n: number): Promise<void> {
   const started = process.hrtime.bigint();
-  for (let i = 0; i < n; i++) await fn(i);
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  return Math.round(n / seconds);
+  await Promise.all(
+    Array.from({ length: c.clients }, async (_, client) => {
+      for (let i = from + client; i < from + n; i += c.clients) await c.pair(client, i);
+    }),
+  );
+  c.seconds += Number(process.hrtime.bigint() - started) / 1e9;
+  c.done += n;
 }
 
 async function main(): Promise<void> {
@@ -25,16 +46,32 @@ async function main(): Promise<void> {
     'claims',
     async ({ db, postgres }) => {
       await projectActivities({ db }).createProject({ name: 'bench' });
-      await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench', project: 'bench' });
-      const claims = claimActivities({ db });
-      // C3: QA host holds name registered machines
-      await registerBenchMachines(db, ['hot', ...Array.from({ length: PAIRS + 51 }, (_, i) => `m${i - 50}`)]);
-      const pair = (key: string) => async () => {
-        const { claim } = await claims.acquireCoordinationClaim({ sessionId: 'bench', key });
-        await claims.releaseWorkClaim({ actingSessionId: 'bench', claimId: claim.claim_id, reason: 'bench' });
-      };
-      const yokeHot = await timed(() => pair('QA_HOST:hot')(), PAIRS);
-      const yokeDistinct = await timed((i) => pair(`QA_HOST:m${i}`)(), PAIRS);
+      const sessions = sessionActivities({ db });
+      for (let c = 0; c < CLIENTS; c++)
+        await sessions.registerSession({ sessionId: `bench-${c}`, actorId: `bench-${c}`, project: 'bench' });
+      const counter = new CountingPlugin();
+      const claims = claimActivities({ db: db.withPlugin(counter) });
+      // C3: QA host holds name registered machines (distinct keys: one per pair and case)
+      const distinct = (tag: string, i: number) => `${tag}${i}`;
+      await registerBenchMachines(db, [
+        'hot',
+        ...['d1-', 'd4-', 'w-'].flatMap((tag) => Array.from({ length: PAIRS + 50 }, (_, i) => distinct(tag, i))),
+      ]);
+
+      const yokePair =
+        (machine: (i: number) => string): Pair =>
+        async (client, i) => {
+          const sessionId = `bench-${client}`;
+          for (;;) {
+            try {
+              const { claim } = await claims.acquireCoordinationClaim({ sessionId, key: `QA_HOST:${machine(i)}` });
+              await claims.releaseWorkClaim({ actingSessionId: sessionId, claimId: claim.claim_id, reason: 'bench' });
+              return;
+            } catch (err) {
+              if (!(err instanceof YokeError) || err.code !== 'claim_held') throw err;
+            }
+          }
+        };
 
       await sql`CREATE TABLE plain_claims (LIKE work_claims INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY)`.execute(
         db,
@@ -42,20 +79,69 @@ async function main(): Promise<void> {
       await sql`CREATE UNIQUE INDEX plain_live ON plain_claims ((scope->>'test_machine')) WHERE released_at IS NULL`.execute(
         db,
       );
-      const plainPair = (key: string) => async () => {
-        const inserted = await sql<{ claim_id: number }>`
-        INSERT INTO plain_claims (target_kind, scope, key, session_id)
-        VALUES ('qa_admission', ${JSON.stringify({ test_machine: key })}::jsonb, ${key}, 'bench')
-        ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db);
-        const id = inserted.rows[0]?.claim_id;
-        await sql`UPDATE plain_claims SET released_at = now(), release_reason = 'bench' WHERE claim_id = ${id}`.execute(
-          db,
-        );
-      };
-      const plainHot = await timed(() => plainPair('hot')(), PAIRS);
-      const plainDistinct = await timed((i) => plainPair(`m${i}`)(), PAIRS);
+      const plainPair =
+        (machine: (i: number) => string): Pair =>
+        async (client, i) => {
+          const key = machine(i);
+          for (;;) {
+            const inserted = await sql<{ claim_id: number }>`
+              INSERT INTO plain_claims (target_kind, scope, key, session_id)
+              VALUES ('qa_admission', ${JSON.stringify({ test_machine: key })}::jsonb, ${key}, ${`bench-${client}`})
+              ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db);
+            const id = inserted.rows[0]?.claim_id;
+            if (id === undefined) continue; // held by another client: try again, as yoke's side does
+            await sql`UPDATE plain_claims SET released_at = now(), release_reason = 'bench' WHERE claim_id = ${id}`.execute(
+              db,
+            );
+            return;
+          }
+        };
 
+      // Statements per pair on the common path, counted before timing (warm-up included).
+      counter.count = 0;
+      for (let i = 0; i < 50; i++) await yokePair((j) => distinct('w-', j))(0, i);
+      const statementsPerPair = counter.count / 50;
+
+      const cases: Case[] = [
+        { name: 'yoke_hot_1', clients: 1, pair: yokePair(() => 'hot'), seconds: 0, done: 0 },
+        { name: 'yoke_distinct_1', clients: 1, pair: yokePair((i) => distinct('d1-', i)), seconds: 0, done: 0 },
+        { name: 'plain_hot_1', clients: 1, pair: plainPair(() => 'hot'), seconds: 0, done: 0 },
+        { name: 'plain_distinct_1', clients: 1, pair: plainPair((i) => distinct('d1-', i)), seconds: 0, done: 0 },
+        { name: 'yoke_hot_4', clients: CLIENTS, pair: yokePair(() => 'hot'), seconds: 0, done: 0 },
+        { name: 'yoke_distinct_4', clients: CLIENTS, pair: yokePair((i) => distinct('d4-', i)), seconds: 0, done: 0 },
+        { name: 'plain_hot_4', clients: CLIENTS, pair: plainPair(() => 'hot'), seconds: 0, done: 0 },
+        { name: 'plain_distinct_4', clients: CLIENTS, pair: plainPair((i) => distinct('d4-', i)), seconds: 0, done: 0 },
+      ];
+      for (const c of cases) for (let i = 0; i < 8; i++) await c.pair(i % c.clients, PAIRS + 42 + i); // warm up pools and plans
+      const perBlock = Math.ceil(PAIRS / BLOCKS);
+      for (let from = 0; from < PAIRS; from += perBlock)
+        for (const c of cases) await block(c, from, Math.min(perBlock, PAIRS - from));
+
+      const rate = (name: string) => {
+        const c = cases.find((x) => x.name === name)!;
+        return Math.round(c.done / c.seconds);
+      };
       const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+      const figures = (clients: number) => {
+        const yoke = {
+          hot_key_pairs_per_s: rate(`yoke_hot_${clients}`),
+          distinct_keys_pairs_per_s: rate(`yoke_distinct_${clients}`),
+        };
+        const plain = {
+          hot_key_pairs_per_s: rate(`plain_hot_${clients}`),
+          distinct_keys_pairs_per_s: rate(`plain_distinct_${clients}`),
+        };
+        return {
+          connections: clients,
+          yoke,
+          plain_insert_update: plain,
+          ratio_yoke_to_plain: {
+            hot_key: ratio(yoke.hot_key_pairs_per_s, plain.hot_key_pairs_per_s),
+            distinct_keys: ratio(yoke.distinct_keys_pairs_per_s, plain.distinct_keys_pairs_per_s),
+          },
+        };
+      };
+      const { connections: _one, ...one } = figures(1);
       console.log(
         JSON.stringify(
           {
@@ -63,19 +149,16 @@ async function main(): Promise<void> {
             pairs_per_case: PAIRS,
             postgres,
             connections: 1,
-            yoke: { hot_key_pairs_per_s: yokeHot, distinct_keys_pairs_per_s: yokeDistinct },
-            plain_insert_update: { hot_key_pairs_per_s: plainHot, distinct_keys_pairs_per_s: plainDistinct },
-            ratio_yoke_to_plain: {
-              hot_key: ratio(yokeHot, plainHot),
-              distinct_keys: ratio(yokeDistinct, plainDistinct),
-            },
+            ...one,
+            yoke_statements_per_pair: statementsPerPair,
+            four_clients: figures(CLIENTS),
           },
           null,
           2,
         ),
       );
     },
-    1,
+    CLIENTS,
   );
 }
 

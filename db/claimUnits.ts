@@ -1,38 +1,52 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { ClaimRow } from './database';
 import type { NewClaimInput } from './claims';
 import type { Executor } from './pool';
 
 /**
- * The live holder of the exclusivity unit of an epic task, process, path or strategy
- * document claim: the same unit each one's unique partial index guards (migration 0009).
+ * C3: the exclusivity unit of a claim as a predicate over `work_claims` rows aliased `alias`:
+ * the same columns its kind's unique partial index covers (migrations 0001, 0009), so a
+ * holder lookup uses that index.
  */
-export async function liveUnitHolder(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
-  let q = db
-    .selectFrom('work_claims')
-    .selectAll()
-    .where('target_kind', '=', claim.target_kind)
-    .where('released_at', 'is', null);
-  const scoped = (field: string) => q.where(sql<string>`scope->>${field}`, '=', String(claim.scope[field]));
-  switch (claim.target_kind) {
-    case 'epic_task':
-      q = q.where('item_id', '=', claim.item_id).where(sql<string>`scope->>'task'`, '=', String(claim.scope.task));
-      break;
-    case 'process':
-      q = scoped('project_id').where(sql<string>`scope->>'process_key'`, '=', String(claim.scope.process_key));
-      break;
-    case 'path_claim':
-      q = scoped('project_id').where(sql<string>`scope->>'path'`, '=', String(claim.scope.path));
-      break;
-    case 'strategy_doc_claim':
-      q = scoped('project_id').where(sql<string>`scope->>'document'`, '=', String(claim.scope.document));
-      break;
-    default:
-      throw new Error(`liveUnitHolder does not know ${claim.target_kind}`);
-  }
-  return q.executeTakeFirst();
+export function unitMatch(claim: NewClaimInput, alias = 'work_claims'): RawBuilder<boolean> {
+  const col = (name: string) => sql.ref(`${alias}.${name}`);
+  const scoped = (...fields: string[]) =>
+    sql.join(
+      fields.map((f) => sql`${col('scope')}->>${sql.lit(f)} = ${String(claim.scope[f])}`),
+      sql` AND `,
+    );
+  const unit = (() => {
+    switch (claim.target_kind) {
+      case 'item':
+        return sql`${col('item_id')} = ${claim.item_id}`;
+      case 'steering':
+        return sql`${col('project_id')} = ${claim.project_id}`;
+      case 'qa_admission':
+        return scoped('test_machine');
+      case 'migration_serialization':
+        return scoped('project_id', 'model');
+      case 'route_qualification':
+        return scoped('project_id', 'grant_key');
+      case 'epic_task':
+        return sql`${col('item_id')} = ${claim.item_id} AND ${scoped('task')}`;
+      case 'process':
+        return scoped('project_id', 'process_key');
+      case 'path_claim':
+        return scoped('project_id', 'path');
+      case 'strategy_doc_claim':
+        return scoped('project_id', 'document');
+      default:
+        return sql`${col('key')} = ${claim.key}`;
+    }
+  })();
+  return sql<boolean>`${col('target_kind')} = ${claim.target_kind} AND ${col('released_at')} IS NULL AND ${unit}`;
 }
 
+/** The live holder of the exclusivity unit a refused insert collided with. */
+export async function liveHolder(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
+  const { rows } = await sql<ClaimRow>`SELECT * FROM work_claims WHERE ${unitMatch(claim)}`.execute(db);
+  return rows[0];
+}
 /** The acting session's live claims of one kind matching a scope field, for its own release. */
 export async function ownLiveClaims(
   db: Executor,

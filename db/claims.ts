@@ -1,8 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ClaimRow, ClaimScope } from './database';
-import type { Executor } from './pool';
+import { prepared, type Executor } from './pool';
 import type { TargetKind } from '../domain/claimKinds';
 import { STICKY_KINDS } from '../domain/claimKinds';
+import { unitMatch } from './claimUnits';
 
 /** A claim as every reader shows it: the row plus the names operators type. */
 export interface ClaimView {
@@ -103,39 +104,90 @@ export interface NewClaimInput {
   qa_plan_execution_id?: number | null;
 }
 
+/** What the one-statement take saw: the claim it took, or the holder that refused it. */
+export interface TakeAttempt {
+  taken?: ClaimView;
+  /** The live holder of the unit in the statement's snapshot, when the insert was refused. */
+  holder?: ClaimView;
+  /** The holder is a reserved turn past its reserved_until (W9: it passes on when looked at). */
+  holderExpired: boolean;
+  sessionLive: boolean;
+  /** False when `machine` named a test machine that is not registered (C3). */
+  machineKnown: boolean;
+  /** The line guard let the insert try (always true without one). */
+  lineFree: boolean;
+}
+
 /**
- * The fast path of an acquire, one statement: insert the claim when the session is live and
- * the unit is free (C3: the unique partial index decides), returning its view. Undefined
- * means "not taken" (session not live, unit held, or the line guard said no); the caller
- * finds out which. A null project_id falls back to the session's project.
- *
- * `lineGuard` (qa_admission): only a healthy machine with nobody live waiting for it is taken
- * here; anything else goes through the waiting line (W2, W7).
+ * The insert met a live holder that the statement's snapshot does not show: one that
+ * committed after the statement began. Taking again (a new snapshot) sees it, or the unit free.
  */
-export async function insertClaimView(
+export function heldUnseen(seen: TakeAttempt): boolean {
+  return seen.sessionLive && seen.machineKnown && seen.lineFree && !seen.taken && !seen.holder;
+}
+
+/**
+ * The common path of an acquire, one statement (C3): the session check, the exclusivity
+ * insert (the unique partial index decides) and the view of whichever claim now holds the
+ * unit, the new one or the holder it collided with. No `taken` means "not taken" (session
+ * not live, unit held, or the line guard said no); the caller decides from the rest whether
+ * that is a plain refusal or needs its transaction. A null project_id falls back to the
+ * session's project.
+ *
+ * `machine` (qa_admission): the machine must be registered; with `lineGuard`, only a healthy
+ * machine with nobody live waiting for it is taken here; anything else goes through the
+ * waiting line (W2, W7).
+ */
+export async function takeClaim(
   db: Executor,
   claim: NewClaimInput,
-  opts: { lineGuard?: boolean } = {},
-): Promise<ClaimView | undefined> {
-  const machine = String(claim.scope.test_machine ?? '');
-  const guard = opts.lineGuard
-    ? sql`AND NOT test_machine_unhealthy(${machine})
+  opts: { machine?: string; lineGuard?: boolean } = {},
+): Promise<TakeAttempt> {
+  const machine = opts.machine ?? null;
+  const lineFree = opts.lineGuard
+    ? sql`NOT test_machine_unhealthy(${machine})
           AND NOT EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
                            WHERE w.test_machine = ${machine} AND w.state = 'waiting'
                              AND ws.ended_at IS NULL AND ws.terminated_at IS NULL)`
-    : sql``;
-  const { rows } = await sql<ViewRow>`
-    WITH c AS (
-      INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id, qa_plan_execution_id)
-      SELECT ${claim.target_kind}, ${JSON.stringify(claim.scope)}::jsonb, ${claim.key},
-             COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id,
-             ${claim.qa_plan_execution_id ?? null}::integer
-        FROM sessions s
-       WHERE s.session_id = ${claim.session_id} AND s.ended_at IS NULL AND s.terminated_at IS NULL ${guard}
-      ON CONFLICT DO NOTHING
-      RETURNING *)
-    ${viewOf(sql`c`)}`.execute(db);
-  return rows[0] ? toView(rows[0]) : undefined;
+    : sql`true`;
+  const { rows } = await prepared(sql<
+    Partial<ViewRow> & {
+      taken: boolean;
+      expired: boolean;
+      session_live: boolean;
+      machine_known: boolean;
+      line_free: boolean;
+    }
+  >`
+    WITH s AS (SELECT session_id, project_id FROM sessions
+                WHERE session_id = ${claim.session_id} AND ended_at IS NULL AND terminated_at IS NULL),
+         m AS (SELECT ${machine}::text IS NULL OR EXISTS (SELECT 1 FROM test_machines WHERE name = ${machine}) AS known,
+                      ${lineFree} AS line_free),
+         ins AS (
+           INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id, qa_plan_execution_id)
+           SELECT ${claim.target_kind}, ${JSON.stringify(claim.scope)}::jsonb, ${claim.key},
+                  COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id,
+                  ${claim.qa_plan_execution_id ?? null}::integer
+             FROM s, m
+            WHERE m.known AND m.line_free
+           ON CONFLICT DO NOTHING
+           RETURNING *),
+         held AS (SELECT * FROM work_claims WHERE ${unitMatch(claim)} AND NOT EXISTS (SELECT 1 FROM ins))
+    SELECT v.*, v.claim_id IN (SELECT claim_id FROM ins) AS taken, v.reserved_until < clock_timestamp() AS expired,
+           EXISTS (SELECT 1 FROM s) AS session_live, m.known AS machine_known, m.line_free
+      FROM m
+      LEFT JOIN (${viewOf(sql`(SELECT * FROM ins UNION ALL SELECT * FROM held)`)}) v ON true`).execute(db);
+  const r = rows[0]!;
+  const attempt: TakeAttempt = {
+    sessionLive: r.session_live,
+    machineKnown: r.machine_known,
+    holderExpired: !!r.expired,
+    lineFree: r.line_free,
+  };
+  if (r.claim_id === null || r.claim_id === undefined) return attempt;
+  const { taken, expired: _expired, session_live: _live, machine_known: _known, line_free: _free, ...row } = r;
+  const view = toView(row as ViewRow);
+  return taken ? { ...attempt, taken: view } : { ...attempt, holder: view };
 }
 
 /** A plain insert inside a transaction; undefined when the unit is held. */
@@ -146,39 +198,6 @@ export async function insertClaimRow(db: Executor, claim: NewClaimInput): Promis
     .onConflict((oc) => oc.doNothing())
     .returningAll()
     .executeTakeFirst();
-}
-
-/** The live holder of the exclusivity unit a refused insert collided with. */
-export async function liveHolder(db: Executor, claim: NewClaimInput): Promise<ClaimRow | undefined> {
-  let q = db
-    .selectFrom('work_claims')
-    .selectAll()
-    .where('target_kind', '=', claim.target_kind)
-    .where('released_at', 'is', null);
-  switch (claim.target_kind) {
-    case 'item':
-      q = q.where('item_id', '=', claim.item_id);
-      break;
-    case 'steering':
-      q = q.where('project_id', '=', claim.project_id);
-      break;
-    case 'qa_admission':
-      q = q.where(sql<string>`scope->>'test_machine'`, '=', String(claim.scope.test_machine));
-      break;
-    case 'migration_serialization':
-      q = q
-        .where(sql<string>`scope->>'project_id'`, '=', String(claim.scope.project_id))
-        .where(sql<string>`scope->>'model'`, '=', String(claim.scope.model));
-      break;
-    case 'route_qualification':
-      q = q
-        .where(sql<string>`scope->>'project_id'`, '=', String(claim.scope.project_id))
-        .where(sql<string>`scope->>'grant_key'`, '=', String(claim.scope.grant_key));
-      break;
-    default:
-      q = q.where('key', '=', claim.key);
-  }
-  return q.executeTakeFirst();
 }
 
 export async function lockClaim(db: Executor, claimId: number): Promise<ClaimRow | undefined> {
@@ -217,6 +236,23 @@ export interface ReleaseMark {
   reason: string;
   bySessionId: string | null;
   byActorId: string | null;
+}
+
+/**
+ * The common release, one statement (migration 0019): the holder's own release of a live
+ * claim that owes nothing else (not a reserved turn, no line to serve), with its view.
+ * Undefined when the full release path must decide.
+ */
+export async function releaseOwnClaimView(
+  db: Executor,
+  claimId: number,
+  actingSessionId: string,
+  reason: string,
+): Promise<ClaimView | undefined> {
+  const { rows } = await prepared(
+    viewOf(sql`yoke_release_own_claim(${claimId}::integer, ${actingSessionId}::text, ${reason}::text)`),
+  ).execute(db);
+  return rows[0] ? toView(rows[0]) : undefined;
 }
 
 export async function releaseClaim(db: Executor, claimId: number, mark: ReleaseMark): Promise<void> {

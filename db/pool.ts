@@ -1,13 +1,39 @@
-import { Kysely, PostgresDialect, type Transaction } from 'kysely';
-import { Pool, type PoolConfig } from 'pg';
+import { createHash } from 'node:crypto';
+import { Kysely, PostgresDialect, sql, type RawBuilder, type Transaction } from 'kysely';
+import { Pool, type PoolClient, type PoolConfig } from 'pg';
 import type { Database } from './database';
 
 /** A repository function takes the database or a transaction, so it serves inside and outside one. */
 export type Executor = Kysely<Database> | Transaction<Database>;
 
+const PREPARED_MARK = '/* yoke:prepared */';
+
+/**
+ * Marks a hot statement (issue 16: the one-statement acquire and release) to be sent as a
+ * named prepared statement, so each connection plans it once instead of on every call:
+ * planning the claim CTE costs more than executing it. The name is a hash of the text, so a
+ * statement whose text differs (another claim kind, the line guard) is its own statement.
+ */
+export function prepared<T>(statement: RawBuilder<T>): RawBuilder<T> {
+  return sql<T>`${sql.raw(PREPARED_MARK)}${statement}`;
+}
+
+type Query = (...args: unknown[]) => unknown;
+
+/** Sends marked statements (see `prepared`) with a name; kysely's driver has no other way to. */
+function namePreparedStatements(client: PoolClient): void {
+  const query = client.query.bind(client) as Query;
+  const named: Query = (text, ...rest) =>
+    typeof text === 'string' && text.startsWith(PREPARED_MARK) && Array.isArray(rest[0])
+      ? query({ name: `yoke_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text, values: rest[0] })
+      : query(text, ...rest);
+  (client as unknown as { query: Query }).query = named;
+}
+
 export function createDb(databaseUrl: string, options: Omit<PoolConfig, 'connectionString'> = {}): Kysely<Database> {
   const pool = new Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5_000, ...options });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
+  pool.on('connect', namePreparedStatements);
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }

@@ -1,15 +1,8 @@
-import type { ClaimRow } from '../../db/database';
-import { claimView, heartbeatClaim, insertClaimView, liveHolder, type NewClaimInput } from '../../db/claims';
+import { claimView, heartbeatClaim, heldUnseen, takeClaim, type ClaimView, type NewClaimInput } from '../../db/claims';
+import { liveHolder } from '../../db/claimUnits';
 import { ensureItem, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
-import { testMachineByName } from '../../db/testMachines';
-import {
-  claimContended,
-  deployLockRetired,
-  heldRefusal,
-  testMachineUnknown,
-  type Wanted,
-} from '../../domain/claimRefusals';
+import { claimContended, deployLockRetired, heldRefusal, type Wanted } from '../../domain/claimRefusals';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { parseOperatorKey } from '../../domain/operatorKeys';
@@ -27,21 +20,26 @@ export interface AcquireCoordinationInput {
   bypassLine?: boolean;
 }
 
+type Holding = Pick<ClaimView, 'session_id' | 'item_id'>;
+
 /**
- * Takes the claim in one statement when its unit is free; otherwise decides, in a short
- * transaction, between re-entry and a refusal naming the holder. The unique partial index
- * is the judge (C3); the holder read only explains a loss.
+ * Takes the claim in one statement when its unit is free, and refuses from that same
+ * statement's holder view when another holds it; only a re-entry (or a holder gone by the
+ * time we look) needs a short transaction. The unique partial index is the judge (C3); the
+ * holder read only explains a loss.
  */
 async function take(
   deps: LineDeps,
   wanted: Wanted,
   claim: NewClaimInput,
-  mayReenter: (h: ClaimRow) => boolean,
+  mayReenter: (h: Holding) => boolean,
 ): Promise<AcquireResult> {
   const { db } = deps;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const fresh = await insertClaimView(db, claim);
-    if (fresh) return { claim: fresh, reentered: false, consumed_reservation: false, warnings: [] };
+    const seen = await takeClaim(db, claim);
+    if (seen.taken) return { claim: seen.taken, reentered: false, consumed_reservation: false, warnings: [] };
+    if (seen.sessionLive && seen.holder && !mayReenter(seen.holder)) throw heldRefusal(wanted, seen.holder);
+    if (heldUnseen(seen) && attempt < 2) continue;
     const outcome = await db.transaction().execute(async (trx) => {
       await requireLiveSession(trx, claim.session_id);
       const holder = await liveHolder(trx, claim);
@@ -70,16 +68,12 @@ export async function acquireCoordinationClaim(
   const key = parseOperatorKey(input.key);
   if (key.kind === 'deploy_serialization') throw deployLockRetired(key.key);
   const wanted: Wanted = { kind: key.kind, label: key.key, key: key.key, project: input.project ?? null };
-  const sameSession = (h: ClaimRow) => h.session_id === input.sessionId;
+  const sameSession = (h: Holding) => h.session_id === input.sessionId;
   switch (key.kind) {
     case 'qa_admission': {
       // C2/C3: a physical machine is one resource whichever project drives it; the project
       // is recorded only to find the holder's project for an operator release (C8).
-      const [project, machine] = await Promise.all([
-        input.project ? requireProject(db, input.project) : undefined,
-        testMachineByName(db, key.testMachine),
-      ]);
-      if (!machine) throw testMachineUnknown(key.testMachine);
+      const project = input.project ? await requireProject(db, input.project) : undefined;
       const claim: NewClaimInput = {
         target_kind: 'qa_admission',
         scope: { test_machine: key.testMachine },

@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Database } from '../../db/database';
-import { claimView, liveClaimIdOfSession, type ClaimView } from '../../db/claims';
+import { claimView, liveClaimIdOfSession, releaseOwnClaimView, type ClaimView } from '../../db/claims';
 import { ensureItem, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import type { SessionRow } from '../../db/database';
@@ -94,10 +94,14 @@ async function holderActorRelease(
 
 /**
  * C9/C12: release by claim id. The holder releases its own claim (a QA host after its run,
- * a pre-retirement DEPLOY: hold); anyone else goes through the operator rules.
+ * a pre-retirement DEPLOY: hold); anyone else goes through the operator rules. The common
+ * case, a holder's release with nobody waiting, is one statement; the rest (a line to serve
+ * (W7), a reserved turn (W9), refusals, retries and operators) is one transaction.
  */
 export async function releaseWorkClaim(deps: LineDeps, input: WorkReleaseInput): Promise<ReleaseResult> {
   const reason = requireReleaseReason(input.reason);
+  const released = await releaseOwnClaimView(deps.db, input.claimId, input.actingSessionId, reason);
+  if (released) return { claim: released, operator_event_id: null, reservations: [], warnings: [] };
   const { value, effects, warnings } = await inLineTransaction(deps.db, deps.notifier, async (trx, effects) => {
     const claim = await lockClaimForRelease(trx, input.claimId);
     if (!claim) throw claimNotFound(input.claimId);

@@ -1,0 +1,116 @@
+import type { KyselyPlugin } from 'kysely';
+import { claimActivities } from '../../activities/claims';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
+
+let t: TestDatabase;
+let s: Services;
+const LAB = 'QA_HOST:lab-1';
+
+beforeEach(async () => {
+  t = await createTestDatabase();
+  s = services(t.db, { reservationLifetimeMs: 60_000 });
+  await seedLab(s);
+});
+afterEach(async () => {
+  await t.drop();
+});
+
+/** Counts the statements kysely sends (BEGIN and COMMIT of a transaction are not among them). */
+function counting(): KyselyPlugin & { count: number } {
+  return {
+    count: 0,
+    transformQuery(args) {
+      this.count++;
+      return args.node;
+    },
+    async transformResult(args) {
+      return args.result;
+    },
+  };
+}
+
+const liveOn = (machine: string) =>
+  t.db
+    .selectFrom('work_claims')
+    .select(['claim_id', 'session_id', 'reserved_until'])
+    .where('key', '=', `QA_HOST:${machine}`)
+    .where('released_at', 'is', null)
+    .execute();
+
+test('C3 W7 the common acquire and release are one statement each; a release with a waiter still reserves in its transaction', async () => {
+  const counter = counting();
+  const claims = claimActivities({ db: t.db.withPlugin(counter) });
+  const held = await claims.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  expect(counter.count).toBe(1);
+  counter.count = 0;
+  const released = await claims.releaseWorkClaim({
+    actingSessionId: 'w1',
+    claimId: held.claim.claim_id,
+    reason: 'done',
+  });
+  expect(counter.count).toBe(1);
+  expect(released.claim).toMatchObject({
+    released_at: expect.any(String),
+    release_reason: 'done',
+    released_by_session_id: 'w1',
+  });
+  expect(released.reservations).toEqual([]);
+
+  // C3: a refusal names the holder from the same one statement.
+  const again = await claims.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  counter.count = 0;
+  const refused = await refusalOf(claims.acquireCoordinationClaim({ sessionId: 'w2', key: LAB }));
+  expect(counter.count).toBe(1);
+  expect(refused.code).toBe('claim_held');
+  expect(refused.details.holder).toMatchObject({ claim_id: again.claim.claim_id, session_id: 'w1' });
+
+  // W7: with someone in line, the release serves the line in the same transaction.
+  const joined = await refusalOf(
+    claims.acquireCoordinationClaim({ sessionId: 'w2', key: LAB, join: { resumeCommand: 'resume' } }),
+  );
+  expect(joined.details.wait).toMatchObject({ position: 1 });
+  const served = await claims.releaseWorkClaim({
+    actingSessionId: 'w1',
+    claimId: again.claim.claim_id,
+    reason: 'done',
+  });
+  expect(served.reservations).toEqual([expect.objectContaining({ session_id: 'w2', test_machine: 'lab-1' })]);
+  expect(await liveOn('lab-1')).toEqual([
+    expect.objectContaining({ session_id: 'w2', reserved_until: expect.any(Date) }),
+  ]);
+});
+
+test('W7 race: a release racing a join never strands the joiner (it holds the machine or its turn is reserved)', async () => {
+  for (let round = 0; round < 8; round++) {
+    const holder = `h${round}`;
+    const joiner = `j${round}`;
+    await s.registerSession({ sessionId: holder, actorId: `holder-${round}`, project: 'web' });
+    await s.registerSession({ sessionId: joiner, actorId: `joiner-${round}`, project: 'web' });
+    const held = await s.acquireCoordinationClaim({ sessionId: holder, key: LAB });
+    const [a, b] = [t.connect(1), t.connect(1)];
+    await Promise.all([a, b].map((p) => p.selectFrom('projects').select('project_id').execute())); // connections open first
+    const [join] = await Promise.allSettled([
+      claimActivities({ db: a }).acquireCoordinationClaim({
+        sessionId: joiner,
+        key: LAB,
+        join: { resumeCommand: 'resume' },
+      }),
+      claimActivities({ db: b }).releaseWorkClaim({
+        actingSessionId: holder,
+        claimId: held.claim.claim_id,
+        reason: 'done',
+      }),
+    ]);
+    await Promise.all([a.destroy(), b.destroy()]);
+    expect(await liveOn('lab-1')).toEqual([expect.objectContaining({ session_id: joiner })]);
+    if (join.status === 'fulfilled') {
+      await s.releaseWorkClaim({ actingSessionId: joiner, claimId: join.value.claim.claim_id, reason: 'done' });
+    } else {
+      // Its turn is reserved: it consumes it, then gives the machine back.
+      const turn = await s.acquireCoordinationClaim({ sessionId: joiner, key: LAB });
+      expect(turn.consumed_reservation).toBe(true);
+      await s.releaseWorkClaim({ actingSessionId: joiner, claimId: turn.claim.claim_id, reason: 'done' });
+    }
+  }
+});
