@@ -75,6 +75,7 @@ export class LazyTemporal {
     return {
       executionEnded: async (id, status) => (await notifier()).executionEnded(id, status),
       runQaSettled: async (runId) => (await notifier()).runQaSettled(runId),
+      casesRecorded: async (id) => (await notifier()).casesRecorded!(id),
     };
   }
 

@@ -1,5 +1,11 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { executionEnded, qaExecutionWorkflowId, qaSettled, runWorkflowId } from '../workflows/definitions';
+import {
+  casesRecorded,
+  executionEnded,
+  qaExecutionWorkflowId,
+  qaSettled,
+  runWorkflowId,
+} from '../workflows/definitions';
 import type { QaNotifier } from '../activities/qa/ending';
 
 /** A workflow that already finished needs no message. */
@@ -16,6 +22,13 @@ export function temporalQaNotifier(client: Client): QaNotifier {
     async executionEnded(executionId, status) {
       try {
         await client.workflow.getHandle(qaExecutionWorkflowId(executionId)).signal(executionEnded, { status });
+      } catch (err) {
+        if (!gone(err)) throw err;
+      }
+    },
+    async casesRecorded(executionId) {
+      try {
+        await client.workflow.getHandle(qaExecutionWorkflowId(executionId)).signal(casesRecorded);
       } catch (err) {
         if (!gone(err)) throw err;
       }

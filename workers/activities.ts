@@ -138,8 +138,8 @@ export function createActivities(deps: ActivityDeps) {
     acquireHost: qa.acquireHost,
     recordStepOutcome: qa.recordStepOutcome,
     recordSshUnavailable: qa.recordSshUnavailable,
-    recordHumanVerdict: qa.recordHumanVerdict,
-    waiveExecutionCase: qa.waiveExecutionCase,
+    // Issue 13: verdicts and waivers are the CLI's to write under its caller's role; the worker only reads them.
+    recordedCases: qa.recordedCases,
     finishExecution: qa.finishExecution,
     runStepCommand: heartbeating(qa.runStepCommand),
   });

@@ -117,19 +117,6 @@ export interface ExecutionSnapshot {
   ordinal: number | null;
   outcome: string | null;
 }
-export interface VerdictRequest {
-  case: string;
-  verdict: 'passed' | 'failed';
-  note?: string;
-  sessionId: string;
-  /** When given, the execution must belong to this run (qa_execution_wrong_run otherwise). */
-  runId?: string;
-}
-export interface WaiveRequest {
-  case: string;
-  reason: string;
-  sessionId: string;
-}
 export interface RecordedCase {
   execution_id: number;
   case: string;
@@ -142,9 +129,12 @@ export interface RecordedCase {
 export const executionHostReserved = defineSignal<[{ testMachine: string; claimId: number }]>('hostReserved');
 /** The execution ended in Postgres (aborted, superseded, its run terminalized): stop walking. */
 export const executionEnded = defineSignal<[{ status: string }]>('executionEnded');
-/** A human verdict on a manual case or the gate; the validator refuses with named codes. */
-export const recordVerdict = defineUpdate<RecordedCase, [VerdictRequest]>('recordVerdict');
-export const waiveCase = defineUpdate<RecordedCase, [WaiveRequest]>('waiveCase');
+/**
+ * Issue 13: a nudge only. Verdicts and waivers are written by the CLI under its caller's role
+ * (row-level security applies R1 there); this signal carries no verdict and no authority: the
+ * workflow re-reads the execution's recorded cases from Postgres, so a forged signal records nothing.
+ */
+export const casesRecorded = defineSignal('casesRecorded');
 export const executionState = defineQuery<ExecutionSnapshot>('state');
 /** T2: a takeover moved the execution to another run; it continues under that run, same id. */
 export const executionRunMoved = defineSignal<[{ runId: string }]>('executionRunMoved');

@@ -1,7 +1,6 @@
 import {
   ActivityCancellationType,
   allHandlersFinished,
-  ApplicationFailure,
   CancellationScope,
   condition,
   ContinueAsNew,
@@ -14,12 +13,11 @@ import {
 import type { QaExecutionActivities, StepOutcome } from '../activities/qa/executions';
 import type { PlanStep } from '../domain/qaPlan';
 import {
+  casesRecorded,
   executionEnded,
   executionHostReserved,
   executionRunMoved,
   executionState,
-  recordVerdict,
-  waiveCase,
   type ExecutionSnapshot,
   type RecordedCase,
 } from './definitions';
@@ -27,7 +25,12 @@ import {
 const steps = proxyActivities<
   Omit<
     QaExecutionActivities,
-    'runStepCommand' | 'beginExecution' | 'getExecution' | 'abortExecution' | 'authorizeWaiver'
+    | 'runStepCommand'
+    | 'beginExecution'
+    | 'getExecution'
+    | 'abortExecution'
+    | 'recordHumanVerdict'
+    | 'waiveExecutionCase'
   >
 >({
   startToCloseTimeout: '1 minute',
@@ -43,6 +46,9 @@ const ssh = proxyActivities<Pick<QaExecutionActivities, 'runStepCommand'>>({
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 });
 
+/** The safety net under the casesRecorded nudge: a verdict recorded without one is read this late. */
+const REREAD_EVERY = '5 minutes';
+
 export interface QaPlanExecutionInput {
   executionId: number;
   runId: string;
@@ -53,22 +59,15 @@ export interface QaPlanExecutionInput {
   maxHistoryEvents?: number;
 }
 
-function refuse(code: string, message: string, recovery: string, details: Record<string, unknown>): never {
-  throw ApplicationFailure.create({
-    type: code,
-    message,
-    nonRetryable: true,
-    details: [{ recovery, details, kind: 'refusal' }],
-  });
-}
-
 /**
  * A QA plan execution (qa-plan-execution/<id>): walks the plan's steps in order. Automatic
  * steps lease their test machine; when it is held or unhealthy the execution is in the line
  * and sleeps until the reservation signal wakes it (W2, no polling); an SSH failure records
  * ssh_unavailable and waits in line again (W3). Manual steps and the gate wait for a human
- * verdict (an update with a validator). Every end goes through one activity that cancels
- * waits and releases the lease in one transaction (W9).
+ * verdict, which the CLI records in Postgres under its caller's role (issue 13); the
+ * casesRecorded signal only wakes the workflow to re-read the recorded cases, and a slow
+ * timer re-reads them too, so a nudge lost after the commit strands nothing. Every end goes
+ * through one activity that cancels waits and releases the lease in one transaction (W9).
  */
 export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<ExecutionSnapshot> {
   const { executionId } = input;
@@ -79,7 +78,6 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     workflowInfo().continueAsNewSuggested ||
     (input.maxHistoryEvents !== undefined && workflowInfo().historyLength > input.maxHistoryEvents);
   let ended: string | null = null;
-  let finishing = false;
   let pokes = 0;
   let running: CancellationScope | undefined;
 
@@ -97,45 +95,6 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     runId = moved.runId;
   });
 
-  const validate = (req: { case: string; runId?: string }, human: boolean) => {
-    if (ended !== null || finishing)
-      refuse(
-        'qa_execution_settled',
-        `QA plan execution ${executionId} is ${ended ?? 'settling'}; its cases are closed`,
-        `see it: yoke qa get ${executionId}`,
-        { execution_id: executionId },
-      );
-    if (req.runId !== undefined && req.runId !== runId)
-      refuse(
-        'qa_execution_wrong_run',
-        `QA plan execution ${executionId} belongs to run ${runId}, not ${req.runId}`,
-        `record it against its own run, or find the execution of ${req.runId}: yoke deployment-runs qa-pending ${req.runId}`,
-        { execution_id: executionId, run_id: runId, named_run_id: req.runId },
-      );
-    const step = input.steps.find((s) => s.name === req.case);
-    if (!step)
-      refuse(
-        'qa_case_not_found',
-        `QA plan execution ${executionId} has no case ${req.case}`,
-        `name one of: ${input.steps.map((s) => s.name).join(', ')}`,
-        { execution_id: executionId, case: req.case },
-      );
-    if (human && step.kind !== 'manual' && step.kind !== 'gate')
-      refuse(
-        'qa_case_automatic',
-        `case ${step.name} is automatic: its command's exit status is the verdict`,
-        `watch it: yoke qa watch ${executionId}, or waive it: yoke qa waive ${executionId} --case ${step.name} --reason R`,
-        { execution_id: executionId, case: step.name },
-      );
-    if (recorded.has(step.name))
-      refuse(
-        'qa_case_already_recorded',
-        `case ${step.name} is already recorded ${recorded.get(step.name)}`,
-        `see it: yoke qa get ${executionId}`,
-        { execution_id: executionId, case: step.name },
-      );
-  };
-
   const remember = (r: RecordedCase): RecordedCase => {
     recorded.set(r.case, r.verdict);
     pokes++;
@@ -143,12 +102,12 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     if (snapshot.step === r.case) running?.cancel();
     return r;
   };
-  setHandler(recordVerdict, async (req) => remember(await steps.recordHumanVerdict({ executionId, ...req })), {
-    validator: (req) => validate(req, true),
-  });
-  setHandler(waiveCase, async (req) => remember(await steps.waiveExecutionCase({ executionId, ...req })), {
-    validator: (req) => validate(req, false),
-  });
+  /** What Postgres records is the verdict; nothing a message says is. */
+  const reread = async () => {
+    for (const r of await steps.recordedCases({ executionId })) if (recorded.get(r.case) !== r.verdict) remember(r);
+  };
+  // A failed re-read in a handler is not the execution's failure: the next nudge or the timer reads again.
+  setHandler(casesRecorded, () => reread().catch(() => undefined));
 
   /** Starts afresh with what is recorded, once no verdict or waiver is still being written. */
   const continueAsNewNow = async () => {
@@ -161,6 +120,7 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
   let failedCase: string | null = null;
   let error: string | null = null;
   try {
+    await reread(); // cases recorded while no workflow was listening (before a start, across continue-as-new)
     for (const step of input.steps) {
       if (ended !== null) break;
       Object.assign(snapshot, { phase: 'step', step: step.name, ordinal: step.ordinal });
@@ -202,8 +162,9 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
       } else {
         snapshot.phase = 'waiting_for_verdict';
         while (!recorded.has(step.name) && ended === null) {
-          await condition(() => recorded.has(step.name) || ended !== null || historyFull());
-          if (!recorded.has(step.name) && ended === null) await continueAsNewNow();
+          const woken = await condition(() => recorded.has(step.name) || ended !== null || historyFull(), REREAD_EVERY);
+          if (!woken) await reread();
+          else if (!recorded.has(step.name) && ended === null) await continueAsNewNow();
         }
       }
       if (ended !== null) break;
@@ -217,7 +178,6 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     error = (err as Error).message;
   }
   if (ended === null) {
-    finishing = true;
     snapshot.phase = 'ending';
     const status = failedCase || error ? 'failed' : 'passed';
     const reason = error

@@ -18,6 +18,8 @@ export function noQaEffects(): QaEffects {
 export interface QaNotifier {
   executionEnded(executionId: number, status: string): Promise<void>;
   runQaSettled(runId: string): Promise<void>;
+  /** Issue 13: a verdict or waiver was recorded; the execution's workflow re-reads its cases (a nudge, no payload). */
+  casesRecorded?(executionId: number): Promise<void>;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database, ExecutionRow, RevisionCheck } from '../../db/database';
+import type { Database, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import {
@@ -17,7 +17,7 @@ import {
   resultsOf,
 } from '../../db/qaExecutions';
 import { flowById, runById } from '../../db/runs';
-import { requireLiveSession } from '../../db/sessions';
+import { requireLiveSession, sessionById } from '../../db/sessions';
 import { waitViews, type WaitView } from '../../db/waits';
 import { refusal, YokeError } from '../../domain/errors';
 import { operatorKeyOf } from '../../domain/operatorKeys';
@@ -116,6 +116,16 @@ function identityOf(e: ExecutionRow): DeploymentStartIdentity {
     served_revision_path: e.served_revision_path,
     delivered_commit: e.delivered_commit,
   };
+}
+
+/** A recorded case as the workflow and the CLI see it (the workflow's RecordedCase). */
+export interface RecordedCase {
+  execution_id: number;
+  case: string;
+  verdict: string;
+  observed_commit: string | null;
+  revision_check: string;
+  recorded: boolean;
 }
 
 function settledRefusal(e: ExecutionRow) {
@@ -559,7 +569,7 @@ export function qaExecutionActivities(deps: {
     input: { executionId: number; case: string; sessionId: string; runId?: string },
     verdict: 'passed' | 'failed' | 'waived',
     note: string | null,
-    authorize: (e: ExecutionRow) => Promise<void>,
+    authorize: (e: ExecutionRow, session: SessionRow) => Promise<void>,
   ) {
     const e = await executionById(db, input.executionId);
     if (input.runId && input.runId !== e.run_id) {
@@ -588,7 +598,8 @@ export function qaExecutionActivities(deps: {
         details: { execution_id: e.execution_id, case: step.name },
       });
     }
-    await authorize(e);
+    const session = await requireLiveSession(db, input.sessionId);
+    await authorize(e, session);
     const served = await probe(e);
     const { row, recorded } = await db.transaction().execute(async (trx) => {
       const locked = await executionById(trx, e.execution_id, { lock: true });
@@ -612,6 +623,8 @@ export function qaExecutionActivities(deps: {
       }
       return written;
     });
+    // Issue 13: the row is the verdict; the execution's workflow is only woken to read it.
+    await deps.qaNotifier?.casesRecorded?.(e.execution_id).catch(() => undefined);
     return {
       execution_id: e.execution_id,
       case: row.case_name,
@@ -622,7 +635,11 @@ export function qaExecutionActivities(deps: {
     };
   }
 
-  /** `yoke qa verdict` (the workflow's recordVerdict update runs this): a human's verdict on a manual case or the gate. */
+  /**
+   * `yoke qa verdict`, run by the CLI under its caller's role: a human's verdict on a manual case
+   * or the gate, by the actor who began the execution, else under R1's strict rule (the run's
+   * live driver or a steering seat), as row-level security enforces it too (0017_qa_verdict_authority).
+   */
   async function recordHumanVerdict(input: {
     executionId: number;
     case: string;
@@ -631,12 +648,20 @@ export function qaExecutionActivities(deps: {
     sessionId: string;
     runId?: string;
   }) {
-    return recordHuman(input, input.verdict, input.note ?? null, async () => {
-      await requireLiveSession(db, input.sessionId);
+    return recordHuman(input, input.verdict, input.note ?? null, async (e, session) => {
+      if (e.session_id === session.session_id) return;
+      if ((await sessionById(db, e.session_id))?.actor_id === session.actor_id) return;
+      await requireRunAuthority(
+        db,
+        await runById(db, e.run_id),
+        session.session_id,
+        freshMs,
+        `record a verdict on QA case ${input.case} of execution ${e.execution_id}`,
+      );
     });
   }
 
-  /** `yoke qa waive` (R1): the run's live driver, else a steering seat on the run's project. */
+  /** `yoke qa waive` (R1), run by the CLI under its caller's role: the run's live driver, else a steering seat on the run's project. */
   async function waiveExecutionCase(input: { executionId: number; case: string; reason: string; sessionId: string }) {
     return recordHuman(input, 'waived', input.reason, async (e) => {
       await requireRunAuthority(
@@ -649,10 +674,16 @@ export function qaExecutionActivities(deps: {
     });
   }
 
-  /** R1 before a waiver reaches the workflow: a refused waiver never becomes a failed update. */
-  async function authorizeWaiver(input: { executionId: number; case: string; sessionId: string }): Promise<void> {
-    const e = await executionById(db, input.executionId);
-    await requireRunAuthority(db, await runById(db, e.run_id), input.sessionId, freshMs, `waive QA case ${input.case}`);
+  /** The cases recorded in Postgres: the execution's workflow reads its verdicts and waivers here, never from a message. */
+  async function recordedCases(input: { executionId: number }): Promise<RecordedCase[]> {
+    return (await resultsOf(db, input.executionId)).map((r) => ({
+      execution_id: r.execution_id,
+      case: r.case_name,
+      verdict: r.verdict,
+      observed_commit: r.observed_commit,
+      revision_check: r.revision_check,
+      recorded: false,
+    }));
   }
 
   /** The workflow walked every step: the execution passes, or fails on its first failed case (W9). */
@@ -721,7 +752,7 @@ export function qaExecutionActivities(deps: {
     recordSshUnavailable,
     recordHumanVerdict,
     waiveExecutionCase,
-    authorizeWaiver,
+    recordedCases,
     finishExecution,
     abortExecution,
   };

@@ -1,4 +1,3 @@
-import type { WorkflowHandle } from '@temporalio/client';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ExecutionView } from '../../activities/qa/executions';
@@ -68,26 +67,6 @@ function revisionWarning(r: {
   return null;
 }
 
-/** Sends an update to the execution's workflow; a finished or missing workflow falls back to Postgres, which refuses. */
-async function throughWorkflow<T>(
-  ctx: CommandContext,
-  id: number,
-  update: (handle: WorkflowHandle) => Promise<T>,
-  fallback: () => Promise<T>,
-): Promise<T> {
-  const client = await ctx.temporal.get();
-  const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
-  const handle = client.workflow.getHandle(qaExecutionWorkflowId(id));
-  try {
-    const description = await handle.describe();
-    if (description.status.name !== 'RUNNING') return await fallback();
-  } catch (err) {
-    if ((err as Error).name === 'WorkflowNotFoundError') return fallback();
-    throw err;
-  }
-  return update(handle);
-}
-
 export function registerQa(program: Command): void {
   const q = program.command('qa').description('QA plan executions: begin, record verdicts, waive, abort, follow');
   const acting = (cmd: Command) =>
@@ -141,7 +120,9 @@ export function registerQa(program: Command): void {
   acting(
     q
       .command('verdict')
-      .description('record a human verdict on a manual case or the gate (a workflow update; refusals are named)')
+      .description(
+        'record a human verdict on a manual case or the gate (written under your role; its workflow is woken to read it)',
+      )
       .argument('<execution>', 'execution id')
       .requiredOption('--case <case>', 'case name')
       .requiredOption('--verdict <verdict>', 'passed | failed')
@@ -159,16 +140,9 @@ export function registerQa(program: Command): void {
       raw,
     );
     const sessionId = actingSession(o);
-    const request = { case: o.case, verdict: o.verdict, note: o.note, sessionId, runId: o.run };
-    const r = await withDb(async (ctx) =>
-      throughWorkflow(
-        ctx,
-        id,
-        async (handle) =>
-          handle.executeUpdate((await import('../../workflows/definitions')).recordVerdict, { args: [request] }),
-        async () => (await qa(ctx)).recordHumanVerdict({ executionId: id, ...request }),
-      ),
-    );
+    // Issue 13: written here under the caller's role (R1 in Postgres); the workflow is only nudged to read it.
+    const request = { executionId: id, case: o.case, verdict: o.verdict, note: o.note, sessionId, runId: o.run };
+    const r = await withDb(async (ctx) => (await qa(ctx)).recordHumanVerdict(request));
     emit(
       !!o.json,
       r,
@@ -188,18 +162,8 @@ export function registerQa(program: Command): void {
     const id = executionId(rawId);
     const o = parseOptions(Json.extend({ case: nonEmpty, reason: nonEmpty }), raw);
     const sessionId = actingSession(o);
-    const request = { case: o.case, reason: o.reason, sessionId };
-    const r = await withDb(async (ctx) => {
-      // R1 before anything reaches the workflow: a refused waiver never becomes a failed update.
-      await (await qa(ctx)).authorizeWaiver({ executionId: id, case: o.case, sessionId });
-      return throughWorkflow(
-        ctx,
-        id,
-        async (handle) =>
-          handle.executeUpdate((await import('../../workflows/definitions')).waiveCase, { args: [request] }),
-        async () => (await qa(ctx)).waiveExecutionCase({ executionId: id, ...request }),
-      );
-    });
+    const request = { executionId: id, case: o.case, reason: o.reason, sessionId };
+    const r = await withDb(async (ctx) => (await qa(ctx)).waiveExecutionCase(request));
     emit(!!o.json, r, () => `execution ${r.execution_id} case ${r.case}: waived`);
   });
 

@@ -2,9 +2,12 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
+import { Client } from 'pg';
 import { actorFactory, type TestActor } from '../helpers/actors';
 import { json, jsonError, setUp, type CliResult } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { refusalOf } from '../helpers/roles';
 
 /**
  * Issue 13, through the CLI: the authorization matrix (actor kind x operation x project x
@@ -289,4 +292,66 @@ test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and waive anot
     .where('name', '=', 'signoff')
     .executeTakeFirstOrThrow();
   expect(stage.detail).toContain(`approved by ${alice.name}`);
+});
+
+test("I13 R1 QA plan executions: verdicts and waivers on another actor's driven run are refused through the CLI and raw SQL; the runner's own verdict is written under its role", async () => {
+  const plan = {
+    id: 'manual',
+    gate: { prompt: 'ready?' },
+    cases: [
+      { name: 'look', manual: { instructions: 'look at it' } },
+      { name: 'suite', automatic: { test_machine: 'lab-9', command: 'true', pass_exit_status: 0 } },
+    ],
+  };
+  // Begun by alice (the run's driver) at the run's QA stage, as `qa begin` leaves it.
+  const { rows } = await sql<{ execution_id: number }>`
+    INSERT INTO qa_plan_executions (run_id, stage_name, plan_id, plan, session_id, target_environment, served_revision_path,
+      delivered_commit, revision_check)
+    VALUES (${runId}, 'stage-qa', 'manual', ${JSON.stringify(plan)}::jsonb, 'a1', 'stage', '/revision', 'abc1234', 'unverified')
+    RETURNING execution_id`.execute(t.db);
+  const id = String(rows[0]!.execution_id);
+  const as = (who: TestActor, sid: string, args: string[]) =>
+    who.run([...args, '--json'], { YOKE_SESSION_ID: sid, TEMPORAL_ADDRESS: '127.0.0.1:9' });
+  for (const [who, sid] of [
+    [bob, 'b1'],
+    [carol, 'c1'],
+  ] as const) {
+    expect(outcome(await as(who, sid, ['qa', 'verdict', id, '--case', 'gate', '--verdict', 'passed']))).toBe(
+      'run_driven_elsewhere',
+    );
+    expect(outcome(await as(who, sid, ['qa', 'waive', id, '--case', 'look', '--reason', 'mine now']))).toBe(
+      'run_driven_elsewhere',
+    );
+  }
+  // Raw SQL as each role meets the same rule, and cannot borrow the runner's session or pass an automatic case.
+  const insert = async (who: TestActor, sid: string, kase: string, kind: string, verdict: string) => {
+    const c = new Client({ connectionString: who.url });
+    await c.connect();
+    try {
+      return await refusalOf(
+        c.query(
+          `INSERT INTO qa_plan_execution_results (execution_id, case_name, ordinal, kind, verdict, revision_check, recorded_by_session_id)
+           VALUES ($1, $2, 0, $3, $4, 'unverified', $5)`,
+          [Number(id), kase, kind, verdict, sid],
+        ),
+      );
+    } finally {
+      await c.end();
+    }
+  };
+  expect(await insert(bob, 'b1', 'gate', 'gate', 'passed')).toBe('run_driven_elsewhere');
+  expect(await insert(bob, 'b1', 'look', 'manual', 'waived')).toBe('run_driven_elsewhere');
+  expect(await insert(bob, 'a1', 'gate', 'gate', 'passed')).toBe('permission_denied');
+  expect(await insert(alice, 'a1', 'suite', 'manual', 'passed')).toBe('permission_denied');
+  const recorded = () =>
+    t.db.selectFrom('qa_plan_execution_results').select('case_name').where('execution_id', '=', Number(id)).execute();
+  expect(await recorded()).toEqual([]);
+  // The runner (and driver) records through the CLI, under her own role.
+  expect(outcome(await as(alice, 'a1', ['qa', 'verdict', id, '--case', 'gate', '--verdict', 'passed']))).toBe(
+    'allowed',
+  );
+  expect(outcome(await as(alice, 'a1', ['qa', 'waive', id, '--case', 'look', '--reason', 'checked by phone']))).toBe(
+    'allowed',
+  );
+  expect((await recorded()).map((r) => r.case_name).sort()).toEqual(['gate', 'look']);
 });

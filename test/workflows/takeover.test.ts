@@ -1,13 +1,12 @@
-import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
+import { temporalQaNotifier } from '../../temporal/qaSignals';
 import { temporalTakeoverNotifier } from '../../temporal/takeoverSignals';
 import {
   executionState,
   qaExecutionWorkflowId,
-  recordVerdict,
   RUN_STATUS_KEY,
   runState,
   runWorkflowId,
@@ -105,15 +104,23 @@ test('T2 after commit the predecessor workflow ends superseded (YokeRunStatus) a
   expect((await run.describe()).typedSearchAttributes.get(RUN_STATUS_KEY)).toBe('superseded');
 
   // the same execution id continues: a verdict naming the predecessor is now the wrong run
-  const wrong = await execution
-    .executeUpdate(recordVerdict, {
-      args: [{ case: 'look', verdict: 'passed', sessionId: 'w1', runId: pred.run_id }],
-    })
-    .catch((err: unknown) => err);
-  expect(wrong).toBeInstanceOf(WorkflowUpdateFailedError);
-  expect(((wrong as WorkflowUpdateFailedError).cause as { type?: string }).type).toBe('qa_execution_wrong_run');
-  await execution.executeUpdate(recordVerdict, {
-    args: [{ case: 'look', verdict: 'passed', sessionId: 'w1', runId: succ.run_id }],
+  const qa = qaExecutionActivities({ db: t.db, qaNotifier: temporalQaNotifier(w.client) });
+  await expect(
+    qa.recordHumanVerdict({
+      executionId: begun.execution_id,
+      case: 'look',
+      verdict: 'passed',
+      sessionId: 'w1',
+      runId: pred.run_id,
+    }),
+  ).rejects.toMatchObject({ code: 'qa_execution_wrong_run' });
+  // recorded in Postgres (as the CLI does), the workflow only nudged to read it
+  await qa.recordHumanVerdict({
+    executionId: begun.execution_id,
+    case: 'look',
+    verdict: 'passed',
+    sessionId: 'w1',
+    runId: succ.run_id,
   });
   expect(await execution.result()).toMatchObject({ outcome: 'passed' });
   const after = await qaExecutionActivities({ db: t.db }).getExecution({ executionId: begun.execution_id });
