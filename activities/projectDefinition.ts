@@ -126,11 +126,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           },
         );
       }
-      return {
-        ...h,
-        identity_file: resolve(baseDir, h.identity_file),
-        host_key: formatHostKey(parseHostKeyText(text, keyFile)),
-      };
+      return { ...h, host_key: formatHostKey(parseHostKeyText(text, keyFile)) };
     });
     // T3: stored absolute, so containment reads the same checkout whoever runs the takeover.
     const repository = d.repository ? resolve(baseDir, d.repository) : null;
@@ -227,7 +223,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           host: h.host,
           port: h.port,
           ssh_user: h.user,
-          identity_file: h.identity_file,
+          credential: h.credential,
           host_key: h.host_key,
         };
         const existing = await trx

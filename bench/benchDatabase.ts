@@ -33,8 +33,8 @@ export async function withBenchDatabase<T>(
  * connect over SSH), so the claim path is measured, not the machine's setup.
  */
 export async function registerBenchMachines(db: Kysely<Database>, names: string[]): Promise<void> {
-  await sql`INSERT INTO test_machines (name, host, port, ssh_user, identity_file, host_key, host_key_fingerprint,
+  await sql`INSERT INTO test_machines (name, host, port, ssh_user, credential, host_key, host_key_fingerprint,
                                        host_key_source, verify_command, capture_command)
-            SELECT n, '127.0.0.1', 22, 'qa', '/dev/null', 'ssh-ed25519 AAAA', 'SHA256:bench', 'host_key_file', 'true', 'true'
+            SELECT n, '127.0.0.1', 22, 'qa', 'none', 'ssh-ed25519 AAAA', 'SHA256:bench', 'host_key_file', 'true', 'true'
               FROM unnest(${names}::text[]) AS n`.execute(db);
 }

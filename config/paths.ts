@@ -20,6 +20,11 @@ export function yokeHome(env: NodeJS.ProcessEnv = process.env): string {
   return env.YOKE_HOME ? resolve(env.YOKE_HOME) : join(projectRoot(), '.yoke');
 }
 
+/** Issue 13: the worker's own SSH keys; a test machine or deploy host names one by its file name (--credential). */
+export function sshKeyDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.YOKE_SSH_KEY_DIR ? resolve(env.YOKE_SSH_KEY_DIR) : join(yokeHome(env), 'ssh-keys');
+}
+
 export function servicesFile(home: string): string {
   return join(home, 'services.json');
 }

@@ -32,6 +32,7 @@ const Env = z.object({
     .number()
     .positive()
     .default(DEFAULT_SSH_TIMEOUTS.commandTimeoutMs / 1000),
+  YOKE_SSH_KEY_DIR: z.string().min(1).optional(),
   YOKE_DRIVER_FRESH_SECONDS: z.coerce
     .number()
     .positive()
@@ -77,7 +78,8 @@ export interface YokeConfig {
   sweepIntervalMs: number;
   /** W9: how long a reserved waiting-line turn waits to be consumed before it passes on. */
   reservationLifetimeMs: number;
-  ssh: { connectTimeoutMs: number; commandTimeoutMs: number };
+  /** keyDir (issue 13): the worker's SSH keys, named by test machines and deploy hosts (--credential NAME). */
+  ssh: { connectTimeoutMs: number; commandTimeoutMs: number; keyDir: string };
   /** R1: how long a driver's heartbeat keeps its attachment live. */
   driverFreshMs: number;
   /** I2: how long the CLI waits for a create before repeating it once under the same key. */
@@ -88,8 +90,15 @@ export interface YokeConfig {
   applyMaxBytes: number;
 }
 
-export { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, projectRoot, servicesFile, yokeHome } from './paths';
-import { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, servicesFile, yokeHome } from './paths';
+export {
+  DEFAULT_DATABASE_URL,
+  DEFAULT_TEMPORAL_ADDRESS,
+  projectRoot,
+  servicesFile,
+  sshKeyDir,
+  yokeHome,
+} from './paths';
+import { DEFAULT_DATABASE_URL, DEFAULT_TEMPORAL_ADDRESS, servicesFile, sshKeyDir, yokeHome } from './paths';
 
 function readRecorded(home: string): z.infer<typeof Recorded> {
   const file = servicesFile(home);
@@ -139,6 +148,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     ssh: {
       connectTimeoutMs: e.YOKE_SSH_CONNECT_TIMEOUT_SECONDS * 1000,
       commandTimeoutMs: e.YOKE_SSH_COMMAND_TIMEOUT_SECONDS * 1000,
+      keyDir: sshKeyDir({ YOKE_SSH_KEY_DIR: e.YOKE_SSH_KEY_DIR, YOKE_HOME: e.YOKE_HOME }),
     },
     driverFreshMs: e.YOKE_DRIVER_FRESH_SECONDS * 1000,
     createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,

@@ -97,7 +97,8 @@ interface SshAddressColumns {
   host: string;
   port: number;
   ssh_user: string;
-  identity_file: string;
+  /** Issue 13: the name of a key in the worker's YOKE_SSH_KEY_DIR, never a path. */
+  credential: string;
   host_key: string;
 }
 

@@ -17,6 +17,8 @@ import * as actors from './migrations/0016_actors';
 import * as rowSecurity from './migrations/0016_row_security';
 import * as approvalRule from './migrations/0016_run_approval_rule';
 import * as qaVerdictAuthority from './migrations/0017_qa_verdict_authority';
+import * as sshCredentials from './migrations/0017_ssh_credentials';
+import * as waitRules from './migrations/0017_wait_rules';
 import * as memberAuthority from './migrations/0018_member_authority';
 import * as cheapChecks from './migrations/0019_cheap_checks';
 import * as oneStatementRelease from './migrations/0019_one_statement_release';
@@ -41,6 +43,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0016_row_security': rowSecurity,
   '0016_run_approval_rule': approvalRule,
   '0017_qa_verdict_authority': qaVerdictAuthority,
+  '0017_ssh_credentials': sshCredentials,
+  '0017_wait_rules': waitRules,
   '0018_member_authority': memberAuthority,
   '0019_cheap_checks': cheapChecks,
   '0019_one_statement_release': oneStatementRelease,

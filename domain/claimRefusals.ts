@@ -70,7 +70,7 @@ export function claimContended(wanted: Wanted): YokeError {
 /** C3: a QA host hold names a registered machine; an unknown name is refused, never granted. */
 export function testMachineUnknown(machine: string): YokeError {
   return refusal('test_machine_unknown', `no test machine is named ${machine} (machine names are case-insensitive)`, {
-    recovery: `add it first: yoke test-machine add ${machine} --host H --port P --user U --identity-file F (see yoke test-machine list)`,
+    recovery: `add it first: yoke test-machine add ${machine} --host H --port P --user U --credential NAME (see yoke test-machine list)`,
     details: { test_machine: machine },
   });
 }

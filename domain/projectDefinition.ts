@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CREDENTIAL_RECOVERY, CredentialName } from './credentials';
 import { testMachineName } from './testMachineName';
 
 /**
@@ -49,10 +50,24 @@ export const DeployHost = z
     host: HostAddress,
     port: z.number().int().min(1).max(65535).default(22),
     user: z.string().min(1),
-    identity_file: z.string().min(1),
+    /** Issue 13: the worker's key (a file name in its YOKE_SSH_KEY_DIR); no path is read from a definition. */
+    credential: CredentialName,
+    /** Refused with the way to the credential (kept in the schema to name the fix, not to be read). */
+    identity_file: z.unknown().optional(),
     host_key_file: z.string().min(1),
   })
-  .strict();
+  .strict()
+  .superRefine(
+    (h, ctx) => {
+      if (h.identity_file !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['identity_file'],
+          message: `the worker no longer reads a key path: name a key in its YOKE_SSH_KEY_DIR instead (credential: NAME; ${CREDENTIAL_RECOVERY})`,
+        });
+    },
+    { when: always },
+  );
 
 export const DeployAction = z.union([
   z.object({ ssh: z.object({ host: Name, command: z.string().min(1) }).strict() }).strict(),

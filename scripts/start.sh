@@ -19,9 +19,9 @@ yoke is up.
   CLI:        ./bin/yoke --help      (or: npm link, then yoke --help)
   Try:        ./bin/yoke projects create demo
               ./bin/yoke sessions register --session s1 --actor me --project demo
-              ssh-keygen -q -t ed25519 -N '' -f .yoke/lab-1
+              mkdir -p .yoke/ssh-keys && ssh-keygen -q -t ed25519 -N '' -f .yoke/ssh-keys/lab-1
               ./bin/yoke test-machine add lab-1 --host 127.0.0.1 --port 22 --user qa \\
-                  --identity-file .yoke/lab-1 --host-key-file .yoke/lab-1.pub
+                  --credential lab-1 --host-key-file .yoke/ssh-keys/lab-1.pub
               ./bin/yoke coordination-claim acquire --key QA_HOST:lab-1 --session s1
               ./bin/yoke coordination-claim list --active-only --json
   Stop:       Ctrl-C here, or npm stop

@@ -120,7 +120,9 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
   let failedCase: string | null = null;
   let error: string | null = null;
   try {
-    await reread(); // cases recorded while no workflow was listening (before a start, across continue-as-new)
+    // Cases recorded before this workflow listened. A continued run needs none: a nudge its
+    // predecessor took was read before it continued (allHandlersFinished), later ones reach this run.
+    if (input.recorded === undefined) await reread();
     for (const step of input.steps) {
       if (ended !== null) break;
       Object.assign(snapshot, { phase: 'step', step: step.name, ordinal: step.ordinal });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
+import { join, sep } from 'node:path';
 import { Client, utils, type ConnectConfig } from 'ssh2';
 import {
   fingerprint,
@@ -9,6 +10,8 @@ import {
   parseStoredHostKey,
   type HostKey,
 } from '../../domain/hostKeys';
+import { sshKeyDir } from '../../config/paths';
+import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
 import { refusal, usageError } from '../../domain/errors';
 
 /** Where and as whom to run commands on a test machine, with its pinned host key. */
@@ -17,7 +20,11 @@ export interface SshTarget {
   host: string;
   port: number;
   user: string;
-  identityFile: string;
+  /**
+   * The private key, read when the connection is made: a credential in the worker's key
+   * directory (readCredential), or, for the CLI's own first-use probe only, --identity-file.
+   */
+  privateKey: () => Buffer;
   /** "type base64" as pinned at `test-machine add`; undefined only while trusting on first use. */
   hostKey?: string;
 }
@@ -25,6 +32,8 @@ export interface SshTarget {
 export interface SshTimeouts {
   connectTimeoutMs: number;
   commandTimeoutMs: number;
+  /** Issue 13: the worker's key directory (default YOKE_SSH_KEY_DIR, else .yoke/ssh-keys). */
+  keyDir?: string;
 }
 
 export interface CommandResult {
@@ -58,7 +67,42 @@ export class SshUnavailable extends Error {
 
 const KEEP_BYTES = 64 * 1024;
 
-/** The private key an SSH login uses: readable, and a key ssh2 can use (not a directory, not text). */
+/**
+ * Issue 13: the key a credential names, read from the worker's own key directory and nowhere
+ * else. The name cannot be a path (CREDENTIAL_PATTERN), and a link that leads out of the
+ * directory is refused too; a missing or unusable key is credential_unknown.
+ */
+export function readCredential(credential: string, keyDir: string = sshKeyDir()): Buffer {
+  const unknown = (why: string) =>
+    refusal('credential_unknown', `SSH credential ${credential}: ${why}`, {
+      recovery: CREDENTIAL_RECOVERY,
+      details: { credential, key_dir: keyDir },
+    });
+  if (!CREDENTIAL_PATTERN.test(credential)) throw unknown('not a credential name (a key file name, never a path)');
+  let file: string;
+  try {
+    const dir = realpathSync(keyDir);
+    file = realpathSync(join(dir, credential));
+    if (!file.startsWith(dir + sep)) throw unknown(`its key file leads out of the key directory ${keyDir}`);
+  } catch (err) {
+    if ((err as { code?: string }).code === 'credential_unknown') throw err;
+    throw unknown(`the worker has no key of that name in ${keyDir}`);
+  }
+  let key: Buffer;
+  try {
+    key = readFileSync(file);
+  } catch (err) {
+    throw unknown(`cannot read its key file: ${(err as Error).message}`);
+  }
+  const parsed = utils.parseKey(key);
+  if (parsed instanceof Error) throw unknown(`its key file is not a usable private key (${parsed.message})`);
+  return key;
+}
+
+/**
+ * The private key an SSH login uses: readable, and a key ssh2 can use (not a directory, not
+ * text). Only the CLI reads a user's path, for its own first-use probe; it is never stored.
+ */
 export function readIdentity(path: string): Buffer {
   let key: Buffer;
   try {
@@ -96,7 +140,7 @@ export interface RunOptions extends SshTimeouts {
  */
 export function runOverSsh(target: SshTarget, command: string, opts: RunOptions): Promise<CommandResult> {
   const pinned: HostKey | undefined = target.hostKey ? parseStoredHostKey(target.hostKey) : undefined;
-  const privateKey = readIdentity(target.identityFile);
+  const privateKey = target.privateKey();
   return new Promise((resolve, reject) => {
     const conn = new Client();
     let presented: HostKey | undefined;

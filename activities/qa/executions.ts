@@ -25,7 +25,7 @@ import { parseItemRef } from '../../domain/itemRef';
 import { placeToTake } from '../../domain/placeTaking';
 import { fillCommand, isHumanStep, needsMachineAfter, planSteps, type PlanStep } from '../../domain/qaPlan';
 import { claimActivities } from '../claims';
-import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
+import { readCredential, runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
 import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS } from '../../domain/timeouts';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
@@ -431,7 +431,7 @@ export function qaExecutionActivities(deps: {
           host: machine.host,
           port: machine.port,
           user: machine.ssh_user,
-          identityFile: machine.identity_file,
+          privateKey: () => readCredential(machine.credential, ssh.keyDir),
           hostKey: machine.host_key,
         },
         command,

@@ -5,7 +5,7 @@ import { requireLiveSession } from '../../db/sessions';
 import { runById, runFlow } from '../../db/runs';
 import { refusal, usageError, YokeError } from '../../domain/errors';
 import type { DeployActionDefinition } from '../../domain/projectDefinition';
-import { runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
+import { readCredential, runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
 import { markTerminal } from './execution';
 import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS } from '../../domain/timeouts';
 import { releaseOccupancyIfSettled, stageOutstanding } from './occupancy';
@@ -149,7 +149,7 @@ export function runStageActivities(deps: {
             host: host.host,
             port: host.port,
             user: host.ssh_user,
-            identityFile: host.identity_file,
+            privateKey: () => readCredential(host.credential, ssh.keyDir),
             hostKey: host.host_key,
           },
           fill(action.ssh.command, values),
@@ -163,7 +163,7 @@ export function runStageActivities(deps: {
         };
       } catch (err) {
         if (err instanceof SshUnavailable) return { ok: false, detail: `ssh_unavailable: ${err.message}` };
-        // host_key_mismatch, identity_file_unreadable: the stage failed for a named reason.
+        // host_key_mismatch, credential_unknown: the stage failed for a named reason.
         if (err instanceof YokeError) return { ok: false, detail: `${err.code}: ${err.message} (${err.recovery})` };
         throw err;
       }

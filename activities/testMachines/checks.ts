@@ -1,5 +1,5 @@
 import type { SshTimeouts } from '../hosts/ssh';
-import { runOverSsh, SshUnavailable, type CommandResult } from '../hosts/ssh';
+import { readCredential, runOverSsh, SshUnavailable, type CommandResult } from '../hosts/ssh';
 import { checkHeldBefore, recordCheckHold } from '../../db/checkHolds';
 import { checkByRequestId, insertCheck } from '../../db/testMachines';
 import { sessionById } from '../../db/sessions';
@@ -77,7 +77,7 @@ export async function runCheckCommand(
     host: row.host,
     port: row.port,
     user: row.ssh_user,
-    identityFile: row.identity_file,
+    privateKey: () => readCredential(row.credential, deps.ssh.keyDir),
     hostKey: row.host_key,
   };
   let result: CommandResult;
@@ -87,8 +87,8 @@ export async function runCheckCommand(
     const reason =
       err instanceof SshUnavailable
         ? 'ssh_unavailable'
-        : err instanceof YokeError && err.code === 'host_key_mismatch'
-          ? 'host_key_mismatch'
+        : err instanceof YokeError && (err.code === 'host_key_mismatch' || err.code === 'credential_unknown')
+          ? err.code
           : undefined;
     if (!reason) throw err;
     return {

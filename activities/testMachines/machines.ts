@@ -10,9 +10,17 @@ import {
   testMachines,
 } from '../../db/testMachines';
 import { isUnhealthy, lockLine, waitingCount, waitViews, type WaitView } from '../../db/waits';
+import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
 import { refusal, usageError } from '../../domain/errors';
 import { fingerprint, formatHostKey, parseHostKeyText, parseStoredHostKey } from '../../domain/hostKeys';
-import { runOverSsh, SshUnavailable, type SshTarget, type SshTimeouts } from '../hosts/ssh';
+import {
+  readCredential,
+  readIdentity,
+  runOverSsh,
+  SshUnavailable,
+  type SshTarget,
+  type SshTimeouts,
+} from '../hosts/ssh';
 import { closeLine, inLineTransaction, type LineDeps } from '../waitingLine';
 
 export interface AddTestMachineInput {
@@ -20,7 +28,13 @@ export interface AddTestMachineInput {
   host: string;
   port: number;
   user: string;
-  identityFile: string;
+  /** Issue 13: the worker's key (a name in YOKE_SSH_KEY_DIR) the machine is reached with. */
+  credential: string;
+  /**
+   * Only for this process's first-use probe when no --host-key-file is given: the key to pin the
+   * host key with. Never stored; the worker reads the credential only.
+   */
+  identityFile?: string;
   hostKeyFile?: string;
   verifyCommand?: string;
   captureCommand?: string;
@@ -40,7 +54,7 @@ export interface TestMachineView {
   host: string;
   port: number;
   user: string;
-  identity_file: string;
+  credential: string;
   host_key_fingerprint: string;
   host_key_source: TestMachineRow['host_key_source'];
   verify_command: string;
@@ -74,7 +88,7 @@ export async function machineRow(db: Kysely<Database>, name: string): Promise<Te
   const row = await testMachineByName(db, name);
   if (!row) {
     throw refusal('test_machine_not_found', `no test machine is named ${name}`, {
-      recovery: `add it: yoke test-machine add ${name} --host H --port P --user U --identity-file F`,
+      recovery: `add it: yoke test-machine add ${name} --host H --port P --user U --credential NAME`,
       details: { test_machine: name },
     });
   }
@@ -107,7 +121,9 @@ async function hostKeyToPin(
     host: input.host,
     port: input.port,
     user: input.user,
-    identityFile: input.identityFile,
+    // The probe runs in this process (the CLI), with its own copy of the key or the path given.
+    privateKey: () =>
+      input.identityFile ? readIdentity(input.identityFile) : readCredential(input.credential, ssh.keyDir),
   };
   try {
     const { presented_host_key } = await runOverSsh(probe, 'true', { ...ssh, commandTimeoutMs: ssh.connectTimeoutMs });
@@ -137,6 +153,16 @@ export async function addTestMachine(
       },
     );
   }
+  if (!CREDENTIAL_PATTERN.test(input.credential)) {
+    throw usageError(
+      'invalid_credential',
+      `--credential ${input.credential}: a credential is a key's name, never a path`,
+      {
+        recovery: CREDENTIAL_RECOVERY,
+        details: { option: '--credential', credential: input.credential },
+      },
+    );
+  }
   if (await testMachineByName(db, input.name)) {
     throw refusal('test_machine_exists', `test machine ${input.name} is already added`, {
       recovery: `to change it: yoke test-machine remove ${input.name}, then add it again`,
@@ -149,7 +175,7 @@ export async function addTestMachine(
     host: input.host,
     port: input.port,
     ssh_user: input.user,
-    identity_file: input.identityFile,
+    credential: input.credential,
     host_key: hostKey,
     host_key_fingerprint: fingerprint(parseStoredHostKey(hostKey)),
     host_key_source: source,
@@ -178,7 +204,7 @@ export async function listTestMachines(
       host: m.host,
       port: m.port,
       user: m.ssh_user,
-      identity_file: m.identity_file,
+      credential: m.credential,
       host_key_fingerprint: m.host_key_fingerprint,
       host_key_source: m.host_key_source,
       verify_command: m.verify_command,

@@ -5,7 +5,8 @@ import { z } from 'zod';
 import type { CheckOutcome, CheckRecord, TestMachineView, WaitView } from '../../activities/testMachines';
 import type { Reservation } from '../../activities/waitingLine';
 import type { CheckKind } from '../../domain/checkKinds';
-import { YokeError, refusal } from '../../domain/errors';
+import { CREDENTIAL_RECOVERY, CredentialName } from '../../domain/credentials';
+import { YokeError, refusal, usageError } from '../../domain/errors';
 import { HostAddress } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
 import type { testMachineCheck } from '../../workflows/testMachineCheck';
@@ -18,7 +19,8 @@ const AddOptions = Json.extend({
   host: HostAddress,
   port: z.coerce.number().int().min(1).max(65535),
   user: nonEmpty,
-  identityFile: nonEmpty,
+  credential: CredentialName.optional(),
+  identityFile: nonEmpty.optional(),
   hostKeyFile: nonEmpty.optional(),
   verifyCommand: nonEmpty.optional(),
   captureCommand: nonEmpty.optional(),
@@ -115,16 +117,35 @@ export function registerTestMachine(program: Command): void {
     .requiredOption('--host <host>', 'address')
     .requiredOption('--port <port>', 'SSH port')
     .requiredOption('--user <user>', 'SSH user')
-    .requiredOption('--identity-file <file>', 'private key to log in with')
+    .option(
+      '--credential <name>',
+      "the worker's key to log in with: a file name in YOKE_SSH_KEY_DIR (default .yoke/ssh-keys), never a path",
+    )
+    .option(
+      '--identity-file <file>',
+      'only to pin the host key on first use from this process (never stored; the worker uses --credential)',
+    )
     .option('--host-key-file <file>', "the host's public key to pin (default: trust on first use, recorded)")
     .option('--verify-command <cmd>', 'command whose success means the machine is healthy (default: true)')
     .option('--capture-command <cmd>', 'golden capture command (default: true)')
     .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(AddOptions, raw);
+      // Issue 13: the worker never opens a path a user gives; it logs in with a key of its own.
+      if (!o.credential) {
+        throw usageError(
+          'credential_required',
+          `test-machine add ${name}: name the worker's key with --credential NAME${o.identityFile ? '; --identity-file is no longer stored (the worker never opens a path a user gives)' : ''}`,
+          {
+            recovery: `${CREDENTIAL_RECOVERY}, e.g. cp KEY "$YOKE_SSH_KEY_DIR/${name}" && yoke test-machine add ${name} ... --credential ${name}`,
+            details: { option: '--credential' },
+          },
+        );
+      }
       // bad input is a usage error before anything is written or dialled
-      (await import('../../activities/hosts/ssh')).readIdentity(o.identityFile);
-      const m = await withDb(async (ctx) => (await machines(ctx)).addTestMachine({ name, ...o }));
+      if (o.identityFile) (await import('../../activities/hosts/ssh')).readIdentity(o.identityFile);
+      const credential = o.credential;
+      const m = await withDb(async (ctx) => (await machines(ctx)).addTestMachine({ name, ...o, credential }));
       emit(
         !!o.json,
         m,
@@ -180,6 +201,15 @@ export function registerTestMachine(program: Command): void {
           () =>
             `${kind.replace('_', ' ')} of ${name}: ${report.check.passed ? 'passed' : `FAILED (${report.check.reason})`}${report.outcome.output_excerpt ? `\n${report.outcome.output_excerpt.trimEnd()}` : ''}`,
         );
+        if (report.check.reason === 'credential_unknown') {
+          throw new YokeError(
+            'refusal',
+            'credential_unknown',
+            `the worker has no usable key for ${name}'s credential; recorded as a failed verification${report.outcome.output_excerpt ? ` (${report.outcome.output_excerpt.trim()})` : ''}`,
+            CREDENTIAL_RECOVERY,
+            { test_machine: name },
+          );
+        }
         if (report.check.reason === 'host_key_mismatch') {
           throw new YokeError(
             'refusal',

@@ -136,10 +136,29 @@ test('a directory as --artifact is a usage error naming --artifact', async () =>
 test('test-machine add: an identity file that is not a key, or a --host starting with "-", is named; nothing is added', async () => {
   const notAKey = join(dir, 'id_not_a_key');
   writeFileSync(notAKey, 'hello\n');
-  const base = ['test-machine', 'add', 'lab1', '--port', '22', '--user', 'u', '--json'];
+  const base = ['test-machine', 'add', 'lab1', '--port', '22', '--user', 'u', '--credential', 'lab1', '--json'];
   const badKey = await run([...base, '--host', '127.0.0.1', '--identity-file', notAKey]);
   expectUsage(badKey, '--identity-file');
   const badHost = await run([...base, '--host=-oProxyCommand=touch /tmp/pwned', '--identity-file', notAKey]);
   expectUsage(badHost, '--host');
+  expect(await count('test_machines')).toBe(0);
+});
+
+test("I13 test-machine add: a credential that is a path (traversal, absolute, another user's key) is a usage error naming --credential; --identity-file alone names --credential; nothing is added", async () => {
+  const base = ['test-machine', 'add', 'lab2', '--host', '127.0.0.1', '--port', '22', '--user', 'u', '--json'];
+  for (const credential of [
+    '../../home/other/.ssh/id_ed25519',
+    '/home/other/.ssh/id_ed25519',
+    '.hidden',
+    'a/b',
+    'a\\b',
+  ]) {
+    const r = await run([...base, '--credential', credential]);
+    expectUsage(r, '--credential');
+  }
+  const pathOnly = await run([...base, '--identity-file', '/home/other/.ssh/id_ed25519']);
+  expectUsage(pathOnly, '--credential');
+  expect(jsonError(pathOnly)).toMatchObject({ code: 'credential_required' });
+  expect(jsonError(pathOnly).recovery).toContain('YOKE_SSH_KEY_DIR');
   expect(await count('test_machines')).toBe(0);
 });

@@ -116,7 +116,7 @@ beforeAll(async () => {
       host: h.host,
       port: h.port,
       user: h.user,
-      identityFile: h.identityFile,
+      credential: h.credential,
       hostKeyFile: h.hostKeyFile,
     });
 }, 300_000);

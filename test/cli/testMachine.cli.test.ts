@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
 import { startSshHost, type SshHost } from '../helpers/sshd';
+import { testKeyDir } from '../helpers/sshKeys';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { untilTrue as until } from '../helpers/until';
 
@@ -45,8 +46,8 @@ const addArgs = (name: string, extra: string[] = []) => [
   String(host.port),
   '--user',
   host.user,
-  '--identity-file',
-  host.identityFile,
+  '--credential',
+  host.credential,
   '--verify-command',
   `test -f ${join(host.dir, 'healthy')}`,
   ...extra,
@@ -234,6 +235,22 @@ test('W2 W3 test-machine verify records the verification over SSH; failures exit
   ).toBe(false);
   await host.start();
   expect((await run(['test-machine', 'verify', 'lab', '--session', 'op'])).code).toBe(0);
+}, 60_000);
+
+test("I13 the worker logs in only with its own keys: a credential it has no key for, or one linking to another user's key outside its key directory, fails verify credential_unknown", async () => {
+  symlinkSync(host.identityFile, join(testKeyDir, 'escape'));
+  for (const [machine, credential] of [
+    ['lab-nokey', 'nokey'],
+    ['lab-link', 'escape'],
+  ] as const) {
+    const added = await run([...addArgs(machine, ['--host-key-file', host.hostKeyFile]), '--credential', credential]);
+    expect(json(added)).toMatchObject({ name: machine, credential });
+    const r = await run(['test-machine', 'verify', machine, '--session', 'op', '--json']);
+    expect(r.code).toBe(1);
+    expect(json(r).check).toMatchObject({ passed: false, reason: 'credential_unknown' });
+    expect(jsonError(r)).toMatchObject({ code: 'credential_unknown' });
+    expect(jsonError(r).recovery).toContain('YOKE_SSH_KEY_DIR');
+  }
 }, 60_000);
 
 test('verify without a worker on the task queue exits 3 naming the queue; remove refuses a held machine', async () => {

@@ -76,7 +76,7 @@ async function seed() {
     host: '127.0.0.1',
     port: 22,
     user: 'qa',
-    identityFile: join(keys, 'client_key'),
+    credential: 'lab-1',
     hostKeyFile: join(keys, 'host_key.pub'),
   });
   await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });

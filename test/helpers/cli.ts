@@ -3,6 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../../config/yokeConfig';
+import { testKeyDir } from './sshKeys';
 
 export interface CliResult {
   code: number;
@@ -20,7 +21,13 @@ export function yoke(databaseUrl: string, args: string[], env: Record<string, st
       process.execPath,
       [yokeBin, ...args],
       {
-        env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl, YOKE_HOME: HOME, ...env },
+        env: {
+          PATH: process.env.PATH,
+          DATABASE_URL: databaseUrl,
+          YOKE_HOME: HOME,
+          YOKE_SSH_KEY_DIR: testKeyDir,
+          ...env,
+        },
       },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;

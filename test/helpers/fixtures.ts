@@ -49,7 +49,7 @@ export async function addTestMachines(s: Pick<Services, 'addTestMachine'>, names
   const hostKeyFile = join(dir, 'host_key.pub');
   writeFileSync(hostKeyFile, `${PINNED_HOST_KEY}\n`);
   for (const name of names)
-    await s.addTestMachine({ name, host: '127.0.0.1', port: 22, user: 'qa', identityFile: '/dev/null', hostKeyFile });
+    await s.addTestMachine({ name, host: '127.0.0.1', port: 22, user: 'qa', credential: 'none', hostKeyFile });
 }
 
 /** Awaits a promise expected to be refused and returns the refusal. */

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from
 import { userInfo, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, portAnswers, waitForPort } from '../../scripts/net';
+import { placeCredential } from './sshKeys';
 
 /**
  * A real OpenSSH server on a loopback port with throwaway keys: a test machine for tests.
@@ -14,7 +15,10 @@ export interface SshHost {
   host: string;
   port: number;
   user: string;
+  /** The client key's file (the host trusts it); tests give it to the CLI's --identity-file probe only. */
   identityFile: string;
+  /** Issue 13: the same key placed in the worker's key directory: what test machines and deploy hosts name. */
+  credential: string;
   hostKeyFile: string;
   /** A folder on the host the test controls (verification commands read files in it). */
   dir: string;
@@ -99,6 +103,7 @@ export async function startSshHost(name: string): Promise<SshHost> {
     port,
     user: userInfo().username,
     identityFile: join(dir, 'client_key'),
+    credential: placeCredential(`${name}-${port}`, join(dir, 'client_key')),
     hostKeyFile: join(dir, 'host_key.pub'),
     dir,
     async start() {

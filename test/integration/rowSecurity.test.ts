@@ -132,11 +132,11 @@ test.each([
   ['flows', "INSERT INTO flows (project_id, name, stages) VALUES ($1, 'f' || $2, '[]')"],
   [
     'deploy_hosts',
-    "INSERT INTO deploy_hosts (project_id, name, host, port, ssh_user, identity_file, host_key) VALUES ($1, 'h' || $2, 'h', 22, 'u', '/root/.ssh/id', 'k')",
+    "INSERT INTO deploy_hosts (project_id, name, host, port, ssh_user, credential, host_key) VALUES ($1, 'h' || $2, 'h', 22, 'u', 'deploy', 'k')",
   ],
   [
-    'test_machines (an identity file of another user)',
-    "INSERT INTO test_machines (name, host, port, ssh_user, identity_file, host_key, host_key_fingerprint, host_key_source, verify_command, capture_command) VALUES ('m' || $2, 'h', 22 + $1 - $1, 'u', '/home/other/.ssh/id_ed25519', 'k', 'f', 'host_key_file', 'true', 'true')",
+    'test_machines',
+    "INSERT INTO test_machines (name, host, port, ssh_user, credential, host_key, host_key_fingerprint, host_key_source, verify_command, capture_command) VALUES ('m' || $2, 'h', 22 + $1 - $1, 'u', 'lab', 'k', 'f', 'host_key_file', 'true', 'true')",
   ],
   [
     'pricing_revisions (back-dated)',

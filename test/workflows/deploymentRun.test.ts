@@ -41,7 +41,7 @@ beforeAll(async () => {
         host: app.host,
         port: app.port,
         user: app.user,
-        identity_file: app.identityFile,
+        credential: app.credential,
         host_key_file: app.hostKeyFile,
       },
     ],

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { qaExecutionActivities } from '../../activities/qa/executions';
@@ -24,6 +25,10 @@ let repo: TestRepository;
 
 beforeAll(async () => {
   t = await createTestDatabase();
+  // Workflow ids are deterministic (deployment-run/run-N, qa-plan-execution/N) and the dev server
+  // is shared by the test files running beside this one: this file numbers its own far away.
+  await sql`ALTER SEQUENCE deployment_run_numbers RESTART WITH 730001`.execute(t.db);
+  await sql`ALTER TABLE qa_plan_executions ALTER COLUMN execution_id RESTART WITH 730001`.execute(t.db);
   w = await startTestWorker(t.db);
   stage = await startHttpTarget();
   repo = createTestRepository();

@@ -41,7 +41,7 @@ function definition(over: { stages?: (d: ReturnType<typeof releaseDefinition>) =
         host: app.host,
         port: app.port,
         user: app.user,
-        identity_file: app.identityFile,
+        credential: app.credential,
         host_key_file: app.hostKeyFile,
       },
     ],
@@ -145,14 +145,14 @@ test('an SSH deploy refused host_key_mismatch fails the stage and the run with i
   }
 });
 
-test('an SSH deploy whose identity file is unreadable fails the stage and the run naming identity_file_unreadable', async () => {
-  await sql`UPDATE deploy_hosts SET identity_file = '/nonexistent/key' WHERE name = 'app'`.execute(t.db);
+test('I13 an SSH deploy whose credential the worker has no key for fails the stage and the run naming credential_unknown', async () => {
+  await sql`UPDATE deploy_hosts SET credential = 'no-such-key' WHERE name = 'app'`.execute(t.db);
   try {
     const { run, handle } = await walking('ssh-deploy', []);
     expect(await handle.result()).toEqual({ status: 'failed' });
-    await expectFailedCleanly(run.run_id, /identity_file_unreadable/);
+    await expectFailedCleanly(run.run_id, /credential_unknown/);
   } finally {
-    await sql`UPDATE deploy_hosts SET identity_file = ${app.identityFile} WHERE name = 'app'`.execute(t.db);
+    await sql`UPDATE deploy_hosts SET credential = ${app.credential} WHERE name = 'app'`.execute(t.db);
   }
 });
 

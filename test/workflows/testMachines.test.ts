@@ -34,7 +34,7 @@ beforeAll(async () => {
     host: alpha.host,
     port: alpha.port,
     user: alpha.user,
-    identityFile: alpha.identityFile,
+    credential: alpha.credential,
     hostKeyFile: alpha.hostKeyFile,
     verifyCommand: healthy(alpha),
     captureCommand: `echo golden-${alpha.name}`,
@@ -44,7 +44,7 @@ beforeAll(async () => {
     host: beta.host,
     port: beta.port,
     user: beta.user,
-    identityFile: beta.identityFile,
+    credential: beta.credential,
     verifyCommand: healthy(beta),
   });
 }, 120_000);
@@ -182,7 +182,7 @@ test('a long SSH command heartbeats and is cancelled with its workflow; the mach
     host: beta.host,
     port: beta.port,
     user: beta.user,
-    identityFile: beta.identityFile,
+    credential: beta.credential,
     hostKeyFile: beta.hostKeyFile,
     verifyCommand: 'sleep 60',
   });
@@ -212,7 +212,7 @@ test('W3 sshd dying mid-check (its connection dropped before the command reporte
     host: beta.host,
     port: beta.port,
     user: beta.user,
-    identityFile: beta.identityFile,
+    credential: beta.credential,
     hostKeyFile: beta.hostKeyFile,
     verifyCommand: `mkdir -p ${dir} && touch ${dir}/started && sleep 60`,
   });
