@@ -26,6 +26,8 @@ const USER_WRITES: Record<string, string[]> = {
   qa_plan_executions: ['INSERT', 'UPDATE'], // Q1 begun with your own session
   qa_plan_execution_results: ['INSERT'], // R1 verdicts and waivers under your own role
   qa_plan_execution_leases: ['ALL'], // W6 your execution's leases
+  deployment_run_memberships: ['INSERT', 'UPDATE'], // C10 D1 membership records follow the run's R1 rule
+  deployment_run_member_artifacts: ['INSERT'], // C10 a member's artifacts uploaded under your own session
 };
 
 let t: TestDatabase;
