@@ -17,6 +17,7 @@ import {
   type RunSnapshot,
 } from '../../workflows/definitions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { until as pollUntil } from '../helpers/until';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost } from '../helpers/sshd';
 import {
@@ -85,21 +86,22 @@ function yoke(args: string[]): Promise<{ code: number; stdout: string; stderr: s
   });
 }
 
+/**
+ * The shared `until`, for a world where services die on purpose: a read that throws is asked
+ * again, and a worker that died fails the wait at once with its output.
+ */
 async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, seconds = 240): Promise<T> {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    let v: T | undefined;
-    try {
-      v = await read();
-    } catch {
-      v = undefined; // a service may be down on purpose; keep asking
-    }
-    if (v !== undefined && ok(v)) return v;
-    const died = worker?.died();
-    if (died) throw new Error(`while waiting for ${what}: ${died}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (worker output: ${worker?.logFile})`);
-    await new Promise((x) => setTimeout(x, 250));
-  }
+  const found = await pollUntil(
+    async () => {
+      const died = worker?.died();
+      if (died) throw new Error(`while waiting for ${what}: ${died}`);
+      return read().catch(() => undefined);
+    },
+    (v) => v !== undefined && ok(v),
+    `${what} (worker output: ${worker?.logFile})`,
+    { timeoutMs: seconds * 1000, everyMs: 250 },
+  );
+  return found as T;
 }
 
 const since = (start: number) => ((Date.now() - start) / 1000).toFixed(1);
