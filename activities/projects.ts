@@ -1,9 +1,16 @@
 import type { Kysely } from 'kysely';
 import type { Database, ProjectRow } from '../db/database';
-import { requireProject } from '../db/projects';
+import {
+  insertGrant,
+  insertProject,
+  listProjectRows,
+  projectByName,
+  projectByPrefix,
+  requireProject,
+} from '../db/projects';
 import { refusal, usageError } from '../domain/errors';
 import { defaultItemPrefix } from '../domain/itemRef';
-import { PERMISSIONS } from '../domain/permissions';
+import { isPermission, PERMISSIONS } from '../domain/permissions';
 
 export interface ProjectView {
   project_id: number;
@@ -42,14 +49,9 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
       });
     }
     return db.transaction().execute(async (trx) => {
-      const inserted = await trx
-        .insertInto('projects')
-        .values({ name: input.name, item_prefix: prefix })
-        .onConflict((oc) => oc.doNothing())
-        .returningAll()
-        .executeTakeFirst();
+      const inserted = await insertProject(trx, { name: input.name, itemPrefix: prefix });
       if (inserted) return { project: view(inserted), created: true };
-      const existing = await trx.selectFrom('projects').selectAll().where('name', '=', input.name).executeTakeFirst();
+      const existing = await projectByName(trx, input.name);
       if (existing && existing.item_prefix === prefix) return { project: view(existing), created: false };
       if (existing) {
         throw refusal(
@@ -61,31 +63,23 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
           },
         );
       }
-      const owner = await trx
-        .selectFrom('projects')
-        .select('name')
-        .where('item_prefix', '=', prefix)
-        .executeTakeFirstOrThrow();
-      throw refusal('item_prefix_taken', `item prefix ${prefix} already belongs to project ${owner.name}`, {
+      const owner = await projectByPrefix(trx, prefix);
+      throw refusal('item_prefix_taken', `item prefix ${prefix} already belongs to project ${owner?.name}`, {
         recovery: `choose another prefix: yoke projects create ${input.name} --prefix OTHER`,
-        details: { prefix, project: owner.name },
+        details: { prefix, project: owner?.name },
       });
     });
   }
 
   async function grantPermission(input: { project: string; actor: string; permission: string }) {
-    if (!(PERMISSIONS as readonly string[]).includes(input.permission)) {
+    if (!isPermission(input.permission)) {
       throw usageError('invalid_permission', `unknown permission "${input.permission}"`, {
         recovery: `use one of: ${PERMISSIONS.join(', ')}`,
         details: { permission: input.permission },
       });
     }
     const project = await requireProject(db, input.project);
-    await db
-      .insertInto('project_grants')
-      .values({ project_id: project.project_id, actor_id: input.actor, permission: input.permission })
-      .onConflict((oc) => oc.doNothing())
-      .execute();
+    await insertGrant(db, { projectId: project.project_id, actorId: input.actor, permission: input.permission });
     return {
       project: project.name,
       project_id: project.project_id,
@@ -95,8 +89,7 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
   }
 
   async function listProjects(): Promise<ProjectView[]> {
-    const rows = await db.selectFrom('projects').selectAll().orderBy('project_id').execute();
-    return rows.map(view);
+    return (await listProjectRows(db)).map(view);
   }
 
   return { createProject, grantPermission, listProjects };

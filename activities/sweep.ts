@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
 import type { Database } from '../db/database';
 import { releaseNonStickyClaimsOfEndedSessions } from '../db/claims';
+import { terminateStaleSessions } from '../db/sessions';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
   cancelWaitsOfEndedSessions,
@@ -33,19 +33,12 @@ export function sweepActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
   async function sweepStaleSessions(input: { staleAfterMs: number }): Promise<SweepResult> {
     const effects = noEffects();
     const result = await db.transaction().execute(async (trx) => {
-      const stale = await trx
-        .updateTable('sessions')
-        .set({ terminated_at: sql`now()`, end_reason: 'stale_session_sweep' })
-        .where('ended_at', 'is', null)
-        .where('terminated_at', 'is', null)
-        .where('heartbeat_at', '<', sql<Date>`now() - make_interval(secs => ${input.staleAfterMs / 1000})`)
-        .returning('session_id')
-        .execute();
+      const stale = await terminateStaleSessions(trx, input.staleAfterMs, 'stale_session_sweep');
       const released = await releaseNonStickyClaimsOfEndedSessions(trx, 'stale_session_sweep');
       await cancelWaitsOfEndedSessions(trx, lifetimeMs, effects);
       const expired = await expireReservations(trx, lifetimeMs, effects);
       return {
-        terminated_sessions: stale.map((s) => s.session_id).sort(),
+        terminated_sessions: stale.sort(),
         released_claim_ids: released,
         expired_reservation_claim_ids: expired,
       };

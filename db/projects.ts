@@ -8,6 +8,39 @@ export async function projectByName(db: Executor, name: string): Promise<Project
   return db.selectFrom('projects').selectAll().where('name', '=', name).executeTakeFirst();
 }
 
+export async function projectByPrefix(db: Executor, prefix: string): Promise<ProjectRow | undefined> {
+  return db.selectFrom('projects').selectAll().where('item_prefix', '=', prefix).executeTakeFirst();
+}
+
+/** Inserts a project unless its name or prefix is taken; `undefined` when it was. */
+export async function insertProject(
+  db: Executor,
+  project: { name: string; itemPrefix: string },
+): Promise<ProjectRow | undefined> {
+  return db
+    .insertInto('projects')
+    .values({ name: project.name, item_prefix: project.itemPrefix })
+    .onConflict((oc) => oc.doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function listProjectRows(db: Executor): Promise<ProjectRow[]> {
+  return db.selectFrom('projects').selectAll().orderBy('project_id').execute();
+}
+
+/** Idempotent: a grant that exists already stays as it is. */
+export async function insertGrant(
+  db: Executor,
+  grant: { projectId: number; actorId: string; permission: Permission },
+): Promise<void> {
+  await db
+    .insertInto('project_grants')
+    .values({ project_id: grant.projectId, actor_id: grant.actorId, permission: grant.permission })
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+}
+
 export async function projectById(db: Executor, projectId: number): Promise<ProjectRow> {
   return db.selectFrom('projects').selectAll().where('project_id', '=', projectId).executeTakeFirstOrThrow();
 }
@@ -50,7 +83,7 @@ export interface ItemHandle {
  * first time a claim names it, so teams need not mirror their backlog before claiming.
  */
 export async function ensureItem(db: Executor, ref: ItemRef): Promise<ItemHandle> {
-  const project = await db.selectFrom('projects').selectAll().where('item_prefix', '=', ref.prefix).executeTakeFirst();
+  const project = await projectByPrefix(db, ref.prefix);
   if (!project) {
     throw refusal(
       'item_prefix_unknown',

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { sessionEnded, sessionNotRegistered } from '../domain/sessionRefusals';
 import type { SessionRow } from './database';
 import type { Executor } from './pool';
@@ -17,6 +18,19 @@ export async function requireLiveSession(db: Executor, sessionId: string): Promi
 
 export async function sessionById(db: Executor, sessionId: string): Promise<SessionRow | undefined> {
   return db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+}
+
+/** C5: terminates every live session whose heartbeat is older than `staleAfterMs`; returns their ids. */
+export async function terminateStaleSessions(db: Executor, staleAfterMs: number, reason: string): Promise<string[]> {
+  const rows = await db
+    .updateTable('sessions')
+    .set({ terminated_at: sql`now()`, end_reason: reason })
+    .where('ended_at', 'is', null)
+    .where('terminated_at', 'is', null)
+    .where('heartbeat_at', '<', sql<Date>`now() - make_interval(secs => ${staleAfterMs / 1000})`)
+    .returning('session_id')
+    .execute();
+  return rows.map((r) => r.session_id);
 }
 
 export interface HistoricalSession {

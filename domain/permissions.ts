@@ -6,3 +6,7 @@
  */
 export const PERMISSIONS = ['claims.release', 'project.read', 'runs.deploy'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
+
+export function isPermission(name: string): name is Permission {
+  return (PERMISSIONS as readonly string[]).includes(name);
+}
