@@ -192,23 +192,31 @@ export async function stampEvidenceOfItems(
 }
 
 /**
- * D7: the done write. Sets done and appends the attribution in the same statement; an item
- * already done only gains the attribution (supplemental delivery), never a second done.
- * Returns whether this call moved the item to done.
+ * D7: the done write, for a set of items in one statement. Sets done and appends the
+ * attribution; an item already done only gains the attribution (supplemental delivery), never
+ * a second done, and an item that already carries this run's attribution for the environment
+ * is left as it is (no member closed twice). Returns, per item written, whether this call
+ * moved it to done.
  */
-export async function writeDone(db: Executor, itemId: number, delivery: CompletedDelivery): Promise<boolean> {
-  const { rows } = await sql<{ was: ItemStatus }>`
+export async function writeDoneMany(
+  db: Executor,
+  writes: { item_id: number; delivery: CompletedDelivery }[],
+): Promise<Map<number, boolean>> {
+  if (writes.length === 0) return new Map();
+  const { rows } = await sql<{ item_id: number; was: ItemStatus }>`
     UPDATE backlog_items i
        SET status = 'done',
            status_changed_at = CASE WHEN i.status = 'done' THEN i.status_changed_at ELSE clock_timestamp() END,
            delivery_evidence = jsonb_set(i.delivery_evidence, '{completed_deliveries}',
-             coalesce(i.delivery_evidence -> 'completed_deliveries', '[]'::jsonb) || ${JSON.stringify([delivery])}::jsonb)
-      FROM (SELECT status AS was FROM backlog_items WHERE item_id = ${itemId}) prior
-     WHERE i.item_id = ${itemId}
+             coalesce(i.delivery_evidence -> 'completed_deliveries', '[]'::jsonb) || jsonb_build_array(prior.delivery))
+      FROM (SELECT b.item_id, b.status AS was, v.delivery
+              FROM jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) AS v(item_id integer, delivery jsonb)
+              JOIN backlog_items b ON b.item_id = v.item_id) prior
+     WHERE i.item_id = prior.item_id
        AND NOT coalesce(i.delivery_evidence -> 'completed_deliveries', '[]'::jsonb)
-             @> ${JSON.stringify([{ run: delivery.run, environment: delivery.environment }])}::jsonb
-    RETURNING prior.was`.execute(db);
-  return rows.length > 0 && rows[0]!.was !== 'done';
+             @> jsonb_build_array(jsonb_build_object('run', prior.delivery -> 'run', 'environment', prior.delivery -> 'environment'))
+    RETURNING i.item_id, prior.was`.execute(db);
+  return new Map(rows.map((r) => [r.item_id, r.was !== 'done']));
 }
 
 export async function writeStatus(db: Executor, itemId: number, status: ItemStatus): Promise<void> {
@@ -232,18 +240,20 @@ export async function markMembersClosed(db: Executor, runId: string, itemIds: nu
     .execute();
 }
 
-/** A closed member's claims (the item's own and its item-owned migration holds) end with it. */
-export async function releaseItemClaims(
+/** Closed members' claims (each item's own and its item-owned migration holds) end with them, in one statement. */
+export async function releaseClaimsOfItems(
   db: Executor,
-  itemId: number,
+  itemIds: number[],
   reason: string,
-): Promise<{ claim_id: number; session_id: string }[]> {
-  return db
+): Promise<{ claim_id: number; session_id: string; item_id: number }[]> {
+  if (itemIds.length === 0) return [];
+  const rows = await db
     .updateTable('work_claims')
     .set({ released_at: sql`clock_timestamp()`, release_reason: reason })
-    .where('item_id', '=', itemId)
+    .where('item_id', 'in', itemIds)
     .where('released_at', 'is', null)
     .where('target_kind', 'in', ['item', 'migration_serialization'])
-    .returning(['claim_id', 'session_id'])
+    .returning(['claim_id', 'session_id', 'item_id'])
     .execute();
+  return rows.map((r) => ({ claim_id: r.claim_id, session_id: r.session_id, item_id: r.item_id! }));
 }

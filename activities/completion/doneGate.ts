@@ -5,9 +5,9 @@ import {
   completionWalks,
   defaultCompletionFlowId,
   memberQaRows,
-  releaseItemClaims,
+  releaseClaimsOfItems,
   unansweredObligations,
-  writeDone,
+  writeDoneMany,
   writeStatus,
   type ItemRow,
 } from '../../db/items';
@@ -34,8 +34,20 @@ export async function hasCompletionAuthority(
   item: Pick<ItemRow, 'project_id' | 'completion_flow_id'>,
 ): Promise<boolean> {
   if (run.project_id !== item.project_id) return false;
-  const flowId = item.completion_flow_id ?? (await defaultCompletionFlowId(db, item.project_id));
-  return flowId === run.flow_id;
+  return completionAuthority(
+    run,
+    item,
+    item.completion_flow_id === null ? await defaultCompletionFlowId(db, item.project_id) : undefined,
+  );
+}
+
+/** hasCompletionAuthority with the run's project default completion flow already read (one read for many items). */
+export function completionAuthority(
+  run: Pick<RunRow, 'project_id' | 'flow_id'>,
+  item: Pick<ItemRow, 'project_id' | 'completion_flow_id'>,
+  projectDefaultFlowId: number | undefined,
+): boolean {
+  return run.project_id === item.project_id && (item.completion_flow_id ?? projectDefaultFlowId) === run.flow_id;
 }
 
 /**
@@ -86,10 +98,52 @@ export interface StatusWriteResult {
 }
 
 /**
- * The ordinary item status write, run inside the caller's transaction (S2: the settlement's
- * own connection passes its transaction here and this commits nothing itself). A done write
- * passes the done gate, publishes completed_deliveries, releases the item's claims and marks
- * the closing membership closed; an item already done gains only the attribution.
+ * The done write for a set of items that passed their gates, inside the caller's transaction
+ * and committing nothing itself, in a fixed number of statements whatever the set's size (S2):
+ * done and the completed_deliveries attribution (D7) in one, the claim release of the items it
+ * moved to done in another. An item already done only gains the attribution, once.
+ */
+export async function writeItemsDone(
+  trx: Executor,
+  items: ItemRow[],
+  closing: ClosingRun,
+): Promise<StatusWriteResult[]> {
+  const recordedAt = new Date().toISOString();
+  const changed = await writeDoneMany(
+    trx,
+    items.map((item) => ({
+      item_id: item.item_id,
+      delivery: {
+        owner: closing.owner,
+        member: item.item,
+        run: closing.run.run_id,
+        environment: closing.environment,
+        candidate: closing.run.candidate_sha,
+        recorded_at: recordedAt,
+      },
+    })),
+  );
+  const released = new Map<number, { claim_id: number; session_id: string }[]>();
+  for (const c of await releaseClaimsOfItems(
+    trx,
+    items.filter((i) => changed.get(i.item_id)).map((i) => i.item_id),
+    `delivered by run ${closing.run.run_id}`,
+  )) {
+    released.set(c.item_id, [...(released.get(c.item_id) ?? []), { claim_id: c.claim_id, session_id: c.session_id }]);
+  }
+  return items.map((item) => ({
+    item: item.item,
+    status: 'done' as const,
+    changed: changed.get(item.item_id) ?? false,
+    released_claims: released.get(item.item_id) ?? [],
+  }));
+}
+
+/**
+ * The ordinary item status write, run inside the caller's transaction (it commits nothing
+ * itself). A done write passes the done gate, publishes completed_deliveries, releases the
+ * item's claims and marks the closing membership closed; an item already done gains only the
+ * attribution.
  */
 export async function writeItemStatus(
   trx: Executor,
@@ -99,8 +153,6 @@ export async function writeItemStatus(
     closing?: ClosingRun;
     facts?: DoneGateFacts;
     sessionId?: string | null;
-    /** The settlement marks its closed memberships and records ItemDone for the whole set at once. */
-    batchClose?: boolean;
   },
 ): Promise<StatusWriteResult> {
   const { item } = input;
@@ -113,16 +165,7 @@ export async function writeItemStatus(
   const facts = input.facts ?? (await readDoneGateFacts(trx, closing.run, [item])).get(item.item_id)!;
   const reasons = item.status === 'done' ? [] : doneGateReasons(facts);
   if (reasons.length) throw doneGateRefusal(item.item, reasons);
-  const changed = await writeDone(trx, item.item_id, {
-    owner: closing.owner,
-    member: item.item,
-    run: closing.run.run_id,
-    environment: closing.environment,
-    candidate: closing.run.candidate_sha,
-    recorded_at: new Date().toISOString(),
-  });
-  const released = changed ? await releaseItemClaims(trx, item.item_id, `delivered by run ${closing.run.run_id}`) : [];
-  if (input.batchClose) return { item: item.item, status: 'done', changed, released_claims: released };
+  const [result] = await writeItemsDone(trx, [item], closing);
   await trx
     .updateTable('deployment_run_items')
     .set({ closed_at: sql`clock_timestamp()` })
@@ -130,13 +173,17 @@ export async function writeItemStatus(
     .where('item_id', '=', item.item_id)
     .where('closed_at', 'is', null)
     .execute();
-  if (changed) {
+  if (result!.changed) {
     await recordEvent(trx, {
       event_type: MEMBER_CLOSED_EVENT,
       project_id: item.project_id,
       session_id: input.sessionId ?? null,
-      payload: { item: item.item, run_id: closing.run.run_id, released_claims: released.map((c) => c.claim_id) },
+      payload: {
+        item: item.item,
+        run_id: closing.run.run_id,
+        released_claims: result!.released_claims.map((c) => c.claim_id),
+      },
     });
   }
-  return { item: item.item, status: 'done', changed, released_claims: released };
+  return result!;
 }

@@ -5,7 +5,7 @@ import { recordEvents } from '../../db/events';
 import type { Executor } from '../../db/pool';
 import { doneGateReasons, type BlockReason } from '../../domain/completion';
 import { refusal, YokeError } from '../../domain/errors';
-import { readDoneGateFacts, writeItemStatus } from '../completion/doneGate';
+import { readDoneGateFacts, writeItemsDone } from '../completion/doneGate';
 import { settlementContext, type SettlementContext } from './members';
 import { supersedeItemExecutions, type SettlementEnds } from './supersede';
 
@@ -47,7 +47,8 @@ export type StatementCounter = { statements: number };
  * their own, because the done gates read them on their own connections. Then the required
  * members are compared with the cleared ones: any not cleared refuses before a status write is
  * staged. Then every member's terminal status and claim release is written through the
- * ordinary status write inside this transaction, each member in its own savepoint, and the
+ * ordinary done write inside this transaction, set-based (a fixed number of statements whatever
+ * the member count, where one savepoint per member cost about five statements each), and the
  * whole set commits once; any refusal rolls back every member.
  */
 export async function commitSettlement(
@@ -191,9 +192,13 @@ export async function stampPrerequisites(
 }
 
 /**
- * Every member's status write inside the caller's transaction, each in its own savepoint. A
- * member that refuses is rolled back to its savepoint so every refusal is named; then the
- * whole set is refused, which rolls back every member.
+ * Every member's status write inside the caller's transaction, set-based: each member's gate
+ * is judged first (the locked row against the facts read above), and any refusal refuses the
+ * whole set before anything is written, naming every blocked member. Then the ordinary done
+ * write for the whole set, memberships closed and ItemDone recorded: a fixed number of
+ * statements whatever the member count, each atomic, so a database refusal of any one member
+ * rolls back every member of the set with the transaction. An item already done (an earlier
+ * close, or another run's) only gains attribution, once: no member is closed twice.
  */
 async function writeMembers(
   trx: Transaction<Database>,
@@ -214,72 +219,46 @@ async function writeMembers(
       : []
     ).map((r) => [r.item_id, r]),
   );
-  const closed: string[] = [];
-  const attributed: string[] = [];
-  const written: { item: ItemRow; released: { claim_id: number }[]; changed: boolean }[] = [];
+  const writing: ItemRow[] = [];
   const blocked: BlockedMember[] = [];
-  for (const [n, m] of ctx.members.entries()) {
+  for (const m of ctx.members) {
     const now = locked.get(m.item.item_id)!;
     const item = { ...m.item, status: now.status, delivery_evidence: now.delivery_evidence };
     // Progress members stay open; a supplemental member (no authority) only gains attribution once done.
     if (!m.required && (m.delivery_intent !== 'final' || item.status !== 'done')) continue;
-    const savepoint = `member_${n}`;
-    await sql.raw(`SAVEPOINT ${savepoint}`).execute(trx);
-    try {
-      const gate = facts.get(item.item_id);
-      const result = await writeItemStatus(trx, {
-        item,
-        to: 'done',
-        batchClose: true,
-        closing: ctx.closing,
-        facts: gate && {
-          ...gate,
-          prepared:
-            item.delivery_evidence.rung?.run === ctx.run.run_id &&
-            item.delivery_evidence.preflight?.run === ctx.run.run_id,
-        },
-      });
-      await sql.raw(`RELEASE SAVEPOINT ${savepoint}`).execute(trx);
-      (result.changed ? closed : attributed).push(item.item);
-      written.push({ item, released: result.released_claims, changed: result.changed });
-    } catch (err) {
-      await sql.raw(`ROLLBACK TO SAVEPOINT ${savepoint}`).execute(trx);
-      if (!(err instanceof YokeError)) throw err;
-      blocked.push({
-        item: item.item,
-        reasons: (err.details.reasons as BlockReason[] | undefined) ?? [
-          { code: 'not_prepared', message: err.message, recovery: err.recovery },
-        ],
-      });
-    }
+    const gate = facts.get(item.item_id);
+    const prepared =
+      item.delivery_evidence.rung?.run === ctx.run.run_id && item.delivery_evidence.preflight?.run === ctx.run.run_id;
+    const reasons = item.status === 'done' || !gate ? [] : doneGateReasons({ ...gate, prepared });
+    if (reasons.length) blocked.push({ item: item.item, reasons });
+    else writing.push(item);
   }
   if (blocked.length) {
     const held = ctx.members.map((m) => m.item.item).filter((i) => !blocked.some((b) => b.item === i));
     throw settlementBlocked(ctx.run.run_id, blocked, held);
   }
-  // The whole set's memberships are marked closed and its ItemDone events recorded in two
-  // statements, in the same transaction as the status writes.
+  const written = await writeItemsDone(trx, writing, ctx.closing);
+  const closed = written.filter((w) => w.changed);
   await markMembersClosed(
     trx,
     ctx.run.run_id,
-    written.map((w) => w.item.item_id),
+    writing.map((i) => i.item_id),
   );
+  const projectOf = new Map(writing.map((i) => [i.item, i.project_id]));
   await recordEvents(
     trx,
-    written
-      .filter((w) => w.changed)
-      .map((w) => ({
-        event_type: 'ItemDone',
-        project_id: w.item.project_id,
-        session_id: null,
-        payload: {
-          item: w.item.item,
-          run_id: ctx.run.run_id,
-          released_claims: w.released.map((c) => c.claim_id),
-        },
-      })),
+    closed.map((w) => ({
+      event_type: 'ItemDone',
+      project_id: projectOf.get(w.item)!,
+      session_id: null,
+      payload: {
+        item: w.item,
+        run_id: ctx.run.run_id,
+        released_claims: w.released_claims.map((c) => c.claim_id),
+      },
+    })),
   );
-  return { closed, attributed };
+  return { closed: closed.map((w) => w.item), attributed: written.filter((w) => !w.changed).map((w) => w.item) };
 }
 
 /** The last refusal stays readable on the run (get, watch) until a commit clears it. */

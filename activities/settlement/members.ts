@@ -1,8 +1,8 @@
 import type { RunRow } from '../../db/database';
-import { itemsById, type ItemRow } from '../../db/items';
+import { defaultCompletionFlowId, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
 import { runById } from '../../db/runs';
-import { hasCompletionAuthority, type ClosingRun } from '../completion/doneGate';
+import { completionAuthority, type ClosingRun } from '../completion/doneGate';
 
 /** A run's members as settlement sees them: which ones it must close (S2, S6). */
 export interface SettlementMember {
@@ -22,7 +22,7 @@ export interface SettlementContext {
 /** Reads the run, what its attribution names, and its members, in a fixed number of statements. */
 export async function settlementContext(db: Executor, runId: string): Promise<SettlementContext> {
   const run = await runById(db, runId);
-  const [names, rows] = await Promise.all([
+  const [names, rows, defaultFlowId] = await Promise.all([
     db
       .selectFrom('projects as p')
       .innerJoin('environments as e', 'e.project_id', 'p.project_id')
@@ -35,6 +35,7 @@ export async function settlementContext(db: Executor, runId: string): Promise<Se
       .where('run_id', '=', runId)
       .orderBy('item_id')
       .execute(),
+    defaultCompletionFlowId(db, run.project_id),
   ]);
   const items = new Map(
     (
@@ -51,7 +52,7 @@ export async function settlementContext(db: Executor, runId: string): Promise<Se
       item,
       delivery_intent: r.delivery_intent,
       closed_at: r.closed_at,
-      required: r.delivery_intent === 'final' && (await hasCompletionAuthority(db, run, item)),
+      required: r.delivery_intent === 'final' && completionAuthority(run, item, defaultFlowId),
     });
   }
   return {

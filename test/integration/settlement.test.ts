@@ -7,9 +7,11 @@ import { itemActivities } from '../../activities/items';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
+import { commitSettlement } from '../../activities/settlement/commit';
 import type { IssueTracker } from '../../activities/settlement/tracker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
+import { countStatements } from '../helpers/statements';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';
 
 let t: TestDatabase;
@@ -151,6 +153,38 @@ test('S2 D7 the commit closes every member once, publishes completed_deliveries 
   });
   const done = await t.db.selectFrom('events').select('payload').where('event_type', '=', 'ItemDone').execute();
   expect(done.map((e) => e.payload.item).sort()).toEqual(['WEB-1', 'WEB-2']);
+});
+
+test('S2 the commit phase is set-based: as many statements for four members as for one, each closed once with its claims released', async () => {
+  await apply(
+    definition({ items: [...definition().items, { id: 'WEB-4' }, { id: 'WEB-5' }, { id: 'WEB-6' }, { id: 'WEB-7' }] }),
+  );
+  const claims = claimActivities({ db: t.db });
+  const committed = async (members: string[], key: string) => {
+    const runId = await walkedRun(members, key);
+    await pass(runId, 'smoke-test');
+    await r.beginSettling({ runId });
+    const statements = await countStatements(t.url, (db) => commitSettlement(db, runId));
+    await r.settleNow({ runId });
+    return statements;
+  };
+  const one = await committed(['WEB-3'], 'one');
+  for (const item of ['WEB-4', 'WEB-5', 'WEB-6']) await claims.takeItem({ sessionId: 'w1', item });
+  const four = await committed(['WEB-4', 'WEB-5', 'WEB-6', 'WEB-7'], 'four');
+  expect(four).toBe(one);
+  for (const item of ['WEB-3', 'WEB-4', 'WEB-5', 'WEB-6', 'WEB-7']) {
+    const v = await items.getItem({ item });
+    expect([item, v.status, v.completed_deliveries.length]).toEqual([item, 'done', 1]);
+  }
+  const released = await t.db
+    .selectFrom('work_claims')
+    .select('release_reason')
+    .where('target_kind', '=', 'item')
+    .execute();
+  expect(released.map((c) => c.release_reason)).toEqual(Array(3).fill(expect.stringMatching(/^delivered by run /)));
+  expect(
+    (await t.db.selectFrom('events').select('payload').where('event_type', '=', 'ItemDone').execute()).length,
+  ).toBe(5);
 });
 
 test('S2 a refused member rolls back every member of the set: run_settlement_blocked names it, the rest are held', async () => {
