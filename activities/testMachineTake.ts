@@ -1,4 +1,12 @@
-import { claimView, heartbeatClaim, heldUnseen, insertClaimRow, takeClaim, type NewClaimInput } from '../db/claims';
+import {
+  claimView,
+  consumeReservationView,
+  heartbeatClaim,
+  heldUnseen,
+  insertClaimRow,
+  takeClaim,
+  type NewClaimInput,
+} from '../db/claims';
 import { liveHolder } from '../db/claimUnits';
 import { requireLiveSession } from '../db/sessions';
 import { isUnhealthy, lockLine } from '../db/waits';
@@ -52,6 +60,11 @@ export async function takeTestMachine(
     // transaction would reach, without it (nothing to join, nothing to expire or serve).
     const othersHold = seen.holder && seen.holder.session_id !== claim.session_id && !seen.holderExpired;
     if (seen.sessionLive && othersHold && !opts.join) throw heldRefusal(wanted, seen.holder!);
+    // W7: the caller's own reserved turn is consumed in one statement under the line's lock.
+    if (seen.holder?.session_id === claim.session_id && seen.holder.reserved_until && !seen.holderExpired) {
+      const consumed = await consumeReservationView(db, machine, claim.session_id, execution);
+      if (consumed) return { claim: consumed, reentered: false, consumed_reservation: true, warnings: [] };
+    }
     if (!heldUnseen(seen) || opts.join) break;
   }
   const { value, warnings } = await inLineTransaction<Omit<AcquireResult, 'warnings'>>(

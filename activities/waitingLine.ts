@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { ClaimRow, Database, WaitRow } from '../db/database';
-import { lockClaim, releaseClaim, type ReleaseMark } from '../db/claims';
+import { lockClaim, releaseClaim, type ReleaseMark, type ReservedTurn } from '../db/claims';
 import type { Executor } from '../db/pool';
 import type { YokeError } from '../domain/errors';
 import {
@@ -52,6 +52,18 @@ export interface LineEffects {
   joined: JoinedWait[];
   reservations: Reservation[];
   cancelled: CancelledWait[];
+}
+
+/** The wake-up a turn reserved by the one-statement release owes its waiter (W7). */
+export function reservationOf(turn: ReservedTurn): Reservation {
+  return {
+    wait_id: turn.wait_id,
+    test_machine: String(turn.claim.scope.test_machine),
+    session_id: turn.claim.session_id,
+    claim_id: turn.claim.claim_id,
+    reserved_until: turn.claim.reserved_until!,
+    qa_plan_execution_id: turn.qa_plan_execution_id,
+  };
 }
 
 export function noEffects(): LineEffects {

@@ -49,11 +49,11 @@ type ViewRow = Omit<ClaimView, 'claimed_at' | 'heartbeat_at' | 'released_at' | '
  * wrote (which the rest of its statement cannot see in the table), so a write and its view
  * are one round trip.
  */
-function viewOf(source: RawBuilder<unknown>) {
+function viewOf(source: RawBuilder<unknown>, extra: RawBuilder<unknown> = sql``) {
   return sql<ViewRow>`
     SELECT c.claim_id, c.key, c.target_kind, c.scope, c.project_id, p.name AS project, c.item_id,
            ip.item_prefix || '-' || i.number AS item, c.session_id, s.actor_id, c.claimed_at, c.heartbeat_at,
-           c.released_at, c.release_reason, c.released_by_session_id, c.released_by_actor_id, c.reserved_until
+           c.released_at, c.release_reason, c.released_by_session_id, c.released_by_actor_id, c.reserved_until ${extra}
       FROM ${source} c
       JOIN sessions s ON s.session_id = c.session_id
       LEFT JOIN backlog_items i ON i.item_id = c.item_id
@@ -238,19 +238,59 @@ export interface ReleaseMark {
   byActorId: string | null;
 }
 
+/** W7: the turn a release reserved for the oldest live waiter. */
+export interface ReservedTurn {
+  claim: ClaimView;
+  wait_id: number;
+  qa_plan_execution_id: number | null;
+}
+
 /**
- * The common release, one statement (migration 0019): the holder's own release of a live
- * claim that owes nothing else (not a reserved turn, no line to serve), with its view.
- * Undefined when the full release path must decide.
+ * The common release, one statement (migration 0019_release_serves_line): the holder's own
+ * release of a live claim, which for a test machine with live waiters also reserves it for
+ * the oldest (W7) in the same statement. Undefined when the full release path must decide
+ * (refusals, operators, a reserved turn released, waits of ended sessions to cancel).
  */
-export async function releaseOwnClaimView(
+export async function releaseServingLineView(
   db: Executor,
   claimId: number,
   actingSessionId: string,
   reason: string,
+  lifetimeMs: number,
+): Promise<{ released: ClaimView; reserved?: ReservedTurn } | undefined> {
+  const { rows } = await prepared(
+    sql<ViewRow & { wait_id: number | null; qa_plan_execution_id: number | null }>`${viewOf(
+      sql`(SELECT (r.claim_row).*, r.wait_id
+             FROM yoke_release_serving_line(${claimId}::integer, ${actingSessionId}::text, ${reason}::text,
+                                            ${lifetimeMs}::double precision) r)`,
+      sql`, c.wait_id, c.qa_plan_execution_id`,
+    )}`,
+  ).execute(db);
+  const released = rows.find((r) => r.claim_id === claimId);
+  if (!released) return undefined;
+  const turn = rows.find((r) => r.claim_id !== claimId);
+  const view = ({ wait_id: _w, qa_plan_execution_id: _e, ...r }: (typeof rows)[number]) => toView(r);
+  return {
+    released: view(released),
+    ...(turn
+      ? { reserved: { claim: view(turn), wait_id: turn.wait_id!, qa_plan_execution_id: turn.qa_plan_execution_id } }
+      : {}),
+  };
+}
+
+/**
+ * W7: the waiter's acquire consumes its reserved turn, one statement (under the line's lock:
+ * its live, unexpired reservation becomes its hold and its wait is granted). Undefined when
+ * there is no such turn, and the full path decides.
+ */
+export async function consumeReservationView(
+  db: Executor,
+  testMachine: string,
+  sessionId: string,
+  executionId: number | null,
 ): Promise<ClaimView | undefined> {
   const { rows } = await prepared(
-    viewOf(sql`yoke_release_own_claim(${claimId}::integer, ${actingSessionId}::text, ${reason}::text)`),
+    viewOf(sql`yoke_consume_reservation(${testMachine}::text, ${sessionId}::text, ${executionId}::integer)`),
   ).execute(db);
   return rows[0] ? toView(rows[0]) : undefined;
 }

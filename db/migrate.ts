@@ -22,6 +22,7 @@ import * as waitRules from './migrations/0017_wait_rules';
 import * as memberAuthority from './migrations/0018_member_authority';
 import * as cheapChecks from './migrations/0019_cheap_checks';
 import * as oneStatementRelease from './migrations/0019_one_statement_release';
+import * as releaseServesLine from './migrations/0019_release_serves_line';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -48,6 +49,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0018_member_authority': memberAuthority,
   '0019_cheap_checks': cheapChecks,
   '0019_one_statement_release': oneStatementRelease,
+  '0019_release_serves_line': releaseServesLine,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

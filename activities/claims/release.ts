@@ -1,13 +1,21 @@
 import type { Transaction } from 'kysely';
 import type { Database } from '../../db/database';
-import { claimView, liveClaimIdOfSession, releaseOwnClaimView, type ClaimView } from '../../db/claims';
+import { claimView, liveClaimIdOfSession, releaseServingLineView, type ClaimView } from '../../db/claims';
 import { ensureItem, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import type { SessionRow } from '../../db/database';
 import { claimAlreadyReleased, claimNotFound, claimNotHeld, requireReleaseReason } from '../../domain/claimRefusals';
 import { refusal } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { inLineTransaction, lockClaimForRelease, releaseServingLine, type LineDeps } from '../waitingLine';
+import {
+  inLineTransaction,
+  lockClaimForRelease,
+  noEffects,
+  notifyLine,
+  releaseServingLine,
+  reservationOf,
+  type LineDeps,
+} from '../waitingLine';
 import { holderProjectIdOf, isOwnEarlierRelease, releaseAsOperator, type ReleaseResult } from './operatorRelease';
 
 export interface WorkReleaseInput {
@@ -95,13 +103,19 @@ async function holderActorRelease(
 /**
  * C9/C12: release by claim id. The holder releases its own claim (a QA host after its run,
  * a pre-retirement DEPLOY: hold); anyone else goes through the operator rules. The common
- * case, a holder's release with nobody waiting, is one statement; the rest (a line to serve
- * (W7), a reserved turn (W9), refusals, retries and operators) is one transaction.
+ * case, a holder's release, is one statement, which also reserves a test machine for its oldest
+ * live waiter (W7); the rest (a reserved turn released or waits of ended sessions (W9),
+ * refusals, retries and operators) is one transaction.
  */
 export async function releaseWorkClaim(deps: LineDeps, input: WorkReleaseInput): Promise<ReleaseResult> {
   const reason = requireReleaseReason(input.reason);
-  const released = await releaseOwnClaimView(deps.db, input.claimId, input.actingSessionId, reason);
-  if (released) return { claim: released, operator_event_id: null, reservations: [], warnings: [] };
+  const fast = await releaseServingLineView(deps.db, input.claimId, input.actingSessionId, reason, deps.lifetimeMs);
+  if (fast) {
+    const effects = noEffects();
+    if (fast.reserved) effects.reservations.push(reservationOf(fast.reserved));
+    const warnings = await notifyLine(deps.notifier, effects);
+    return { claim: fast.released, operator_event_id: null, reservations: effects.reservations, warnings };
+  }
   const { value, effects, warnings } = await inLineTransaction(deps.db, deps.notifier, async (trx, effects) => {
     const claim = await lockClaimForRelease(trx, input.claimId);
     if (!claim) throw claimNotFound(input.claimId);

@@ -38,7 +38,7 @@ const liveOn = (machine: string) =>
     .where('released_at', 'is', null)
     .execute();
 
-test('C3 W7 the common acquire and release are one statement each; a release with a waiter still reserves in its transaction', async () => {
+test('C3 W7 the common acquire and release are one statement each; a release with a waiter reserves in that statement', async () => {
   const counter = counting();
   const claims = claimActivities({ db: t.db.withPlugin(counter) });
   const held = await claims.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
@@ -65,20 +65,35 @@ test('C3 W7 the common acquire and release are one statement each; a release wit
   expect(refused.code).toBe('claim_held');
   expect(refused.details.holder).toMatchObject({ claim_id: again.claim.claim_id, session_id: 'w1' });
 
-  // W7: with someone in line, the release serves the line in the same transaction.
+  // W7: with someone in line, the same one statement reserves for the oldest live waiter,
+  // and the waiter's next acquire consumes its turn (one more statement).
   const joined = await refusalOf(
     claims.acquireCoordinationClaim({ sessionId: 'w2', key: LAB, join: { resumeCommand: 'resume' } }),
   );
   expect(joined.details.wait).toMatchObject({ position: 1 });
+  counter.count = 0;
   const served = await claims.releaseWorkClaim({
     actingSessionId: 'w1',
     claimId: again.claim.claim_id,
     reason: 'done',
   });
+  expect(counter.count).toBe(1);
   expect(served.reservations).toEqual([expect.objectContaining({ session_id: 'w2', test_machine: 'lab-1' })]);
   expect(await liveOn('lab-1')).toEqual([
     expect.objectContaining({ session_id: 'w2', reserved_until: expect.any(Date) }),
   ]);
+  expect((await s.listWaits({ testMachine: 'lab-1', all: true }))[0]).toMatchObject({
+    session_id: 'w2',
+    state: 'reserved',
+  });
+  counter.count = 0;
+  const turn = await claims.acquireCoordinationClaim({ sessionId: 'w2', key: LAB });
+  expect(counter.count).toBe(2);
+  expect(turn).toMatchObject({ consumed_reservation: true, claim: { session_id: 'w2', reserved_until: null } });
+  expect((await s.listWaits({ testMachine: 'lab-1', all: true }))[0]).toMatchObject({
+    session_id: 'w2',
+    state: 'granted',
+  });
 });
 
 test('W7 race: a release racing a join never strands the joiner (it holds the machine or its turn is reserved)', async () => {
