@@ -9,7 +9,7 @@ import { choosePostgres, withDatabase } from '../scripts/postgres';
 /** A migrated throwaway database for one benchmark run, dropped afterwards whatever happens. */
 export async function withBenchDatabase<T>(
   label: string,
-  fn: (bench: { db: Kysely<Database>; postgres: string }) => Promise<T>,
+  fn: (bench: { db: Kysely<Database>; postgres: string; url: string }) => Promise<T>,
   poolSize = 2,
 ): Promise<T> {
   const pg = await choosePostgres(yokeHome(), (l) => process.stderr.write(`${l}\n`));
@@ -17,10 +17,11 @@ export async function withBenchDatabase<T>(
   const admin = new Client({ connectionString: pg.serverUrl });
   await admin.connect();
   await admin.query(`CREATE DATABASE "${name}"`);
-  const db = createDb(withDatabase(pg.serverUrl, name), { max: poolSize });
+  const url = withDatabase(pg.serverUrl, name);
+  const db = createDb(url, { max: poolSize });
   try {
     await migrateToLatest(db);
-    return await fn({ db, postgres: pg.source });
+    return await fn({ db, postgres: pg.source, url });
   } finally {
     await db.destroy();
     await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);

@@ -1,15 +1,16 @@
-import { Client } from 'pg';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, fstatSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
 import { DEFAULT_DATABASE_URL, yokeHome } from '../config/paths';
 import { clearPending, readPending, recordPending, type PendingAttestation } from './pendingAttestation';
+import { wireQuery, WireUnsupported } from './wireQuery';
 
 /**
  * `yoke hooks status-line` (U3): Claude runs it on every prompt with its status-line JSON on
  * stdin. It attests the served model and `context_window.context_window_size` for the
- * session and prints one line. It is loaded without commander, kysely or Temporal (bin/yoke
- * routes here first), so it costs little more than starting node.
+ * session and prints one line. It is loaded without commander, kysely, Temporal or even `pg`
+ * (bin/yoke routes here first; the statement goes over wireQuery.ts), so it costs little more
+ * than starting node.
  */
 interface StatusInput {
   session_id?: string;
@@ -17,10 +18,19 @@ interface StatusInput {
   context_window?: { context_window_size?: number; total_input_tokens?: number; total_output_tokens?: number } | null;
 }
 
-function readStdin(): Promise<string> {
+/**
+ * The payload, read at once: a pipe, socket or file on fd 0 needs no stream machinery; a
+ * terminal gives none. A descriptor left non-blocking (EAGAIN) is read as a stream instead.
+ */
+async function readStdin(): Promise<string> {
+  try {
+    const st = fstatSync(0);
+    return st.isFIFO() || st.isFile() || st.isSocket() ? readFileSync(0, 'utf8') : '';
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return '';
+  }
   return new Promise((resolve) => {
     let text = '';
-    if (process.stdin.isTTY) return resolve('');
     process.stdin.setEncoding('utf8');
     process.stdin.on('data', (d) => (text += d));
     process.stdin.on('end', () => resolve(text));
@@ -48,9 +58,39 @@ function databaseUrl(): string {
   return DEFAULT_DATABASE_URL;
 }
 
+/** The prompt waits for yoke at most this long in all (connect, attest, read), then shows stdin's figures. */
+const WAIT_MS = 1500;
+
+// Served facts come only from the provider's own statement, never from a request (U2, U3).
+const ATTEST_AND_READ = `WITH attest AS (
+   UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
+    WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)
+   RETURNING session_id)
+ SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`;
+
+/** One round trip: the wire client, or `pg` for what it does not speak (TLS, SCRAM, options). */
+async function attestAndRead(params: (string | number | null)[]): Promise<UsageTotals | null> {
+  const url = databaseUrl();
+  try {
+    const rows = await wireQuery(url, ATTEST_AND_READ, params, WAIT_MS);
+    return rows[0]?.[0] ? (JSON.parse(rows[0][0]) as UsageTotals) : null;
+  } catch (err) {
+    if (!(err instanceof WireUnsupported)) throw err;
+  }
+  const { Client } = await import('pg');
+  const client = new Client({ connectionString: url, connectionTimeoutMillis: WAIT_MS, query_timeout: WAIT_MS });
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ totals: UsageTotals }>(ATTEST_AND_READ, params);
+    return rows[0]?.totals ?? null;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 /**
  * Attests the served facts (with any this session left pending, U4) and reads the measured
- * totals, in one statement. A failed write is recorded for the next hook, not swallowed.
+ * totals, in one statement. A failed or slow write is recorded for the next hook, not swallowed.
  */
 async function attest(
   sessionId: string,
@@ -59,28 +99,15 @@ async function attest(
   const before = readPending(sessionId);
   // the current statement is the newest: its facts win, the pending ones fill the gaps
   const facts = { model: current.model ?? before?.model ?? null, window: current.window ?? before?.window ?? null };
-  // bounded: a slow database costs the prompt at most the connect plus one statement's wait
-  const client = new Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 1500, query_timeout: 1500 });
   try {
-    await client.connect();
-    // Served facts come only from the provider's own statement, never from a request (U2, U3).
-    const { rows } = await client.query<{ totals: UsageTotals }>(
-      `WITH attest AS (
-         UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
-          WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)
-         RETURNING session_id)
-       SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`,
-      [sessionId, facts.model, facts.window],
-    );
+    const totals = await attestAndRead([sessionId, facts.model, facts.window]);
     if (before) clearPending(sessionId);
-    const tokens = rows[0] ? Object.values(rows[0].totals).reduce((sum, m) => sum + billableTokens(m.all), 0) : null;
+    const tokens = totals ? Object.values(totals).reduce((sum, m) => sum + billableTokens(m.all), 0) : null;
     return { tokens };
   } catch (err) {
     // The prompt must not wait on yoke: show what stdin said, and keep the facts for the next hook.
     if (facts.model === null && facts.window === null) return { tokens: null };
     return { tokens: null, pending: recordPending(sessionId, facts, (err as Error).message) };
-  } finally {
-    await client.end().catch(() => undefined);
   }
 }
 

@@ -382,3 +382,25 @@ test('prices: the shipped revision comes from @pydantic/genai-prices, so Claude 
   const badKey = await run(['usage', 'report', '--by', 'week']);
   expect(badKey.code).toBe(2);
 });
+
+test('U4 a database that accepts and never answers costs the prompt one bounded wait: the line is printed, the facts recorded', async () => {
+  const { createServer } = await import('node:net');
+  const silent = createServer(() => undefined); // accepts, reads the startup packet, says nothing
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const port = (silent.address() as { port: number }).port;
+  const home = fixtureDir();
+  try {
+    const r = await withStdin(
+      ['hooks', 'status-line'],
+      JSON.stringify({ session_id: 'u4-silent', model: { id: 'claude-opus-4-6', display_name: 'Opus 4.6' } }),
+      { YOKE_HOME: home, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/yoke` },
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe('Opus 4.6 · served facts pending');
+    const pending = JSON.parse(readFileSync(join(home, 'pending-attestations', 'u4-silent.json'), 'utf8'));
+    expect(pending).toMatchObject({ model: 'claude-opus-4-6', attempts: 1 });
+    expect(pending.error).toMatch(/did not answer within \d+ ms/);
+  } finally {
+    silent.close();
+  }
+});
