@@ -117,14 +117,7 @@ export interface ExecutionSnapshot {
   ordinal: number | null;
   outcome: string | null;
 }
-export interface RecordedCase {
-  execution_id: number;
-  case: string;
-  verdict: string;
-  observed_commit: string | null;
-  revision_check: string;
-  recorded: boolean;
-}
+export type { RecordedCase } from '../activities/qa/executions';
 /** W2: the line reserved the machine for this execution; its next acquire consumes the turn. */
 export const executionHostReserved = defineSignal<[{ testMachine: string; claimId: number }]>('hostReserved');
 /** The execution ended in Postgres (aborted, superseded, its run terminalized): stop walking. */

@@ -23,6 +23,10 @@ let boss: TestActor; // admin
 const dir = mkdtempSync(join(tmpdir(), 'yoke-auth-'));
 let runId: string;
 
+/** A command as this actor with this session, Temporal out of reach (Postgres decides). */
+const as = (who: TestActor, sid: string, args: string[]) =>
+  who.run([...args, '--json'], { YOKE_SESSION_ID: sid, TEMPORAL_ADDRESS: '127.0.0.1:9' });
+
 function outcome(r: CliResult): string {
   if (r.code === 0) return 'allowed';
   return jsonError(r).code;
@@ -163,7 +167,7 @@ test('I13 probe: self-grant, projects, apply, test machines and back-dated prici
     .where('permission', '=', 'claims.release')
     .execute();
   expect(grants.map((g) => g.actor_id).sort()).toEqual([boss.name, carol.name].sort());
-});
+}, 180_000); // 20 CLI processes, each a node start on a loaded shared machine
 
 test('I13 probe: impersonating registration and ending another session are refused; your own are allowed', async () => {
   expect(outcome(await bob.run(['sessions', 'register', '--session', 'x1', '--actor', alice.name, '--json']))).toBe(
@@ -264,8 +268,6 @@ test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and waive anot
     );
   expect(outcome(await create(bob, 'b1', 'kb'))).toBe('permission_denied');
   expect(outcome(await create(carol, 'c1', 'kc'))).toBe('permission_denied');
-  const as = (who: TestActor, sid: string, args: string[]) =>
-    who.run([...args, '--json'], { YOKE_SESSION_ID: sid, TEMPORAL_ADDRESS: '127.0.0.1:9' });
   for (const [who, sid] of [
     [bob, 'b1'],
     [carol, 'c1'],
@@ -310,8 +312,6 @@ test("I13 R1 QA plan executions: verdicts and waivers on another actor's driven 
     VALUES (${runId}, 'stage-qa', 'manual', ${JSON.stringify(plan)}::jsonb, 'a1', 'stage', '/revision', 'abc1234', 'unverified')
     RETURNING execution_id`.execute(t.db);
   const id = String(rows[0]!.execution_id);
-  const as = (who: TestActor, sid: string, args: string[]) =>
-    who.run([...args, '--json'], { YOKE_SESSION_ID: sid, TEMPORAL_ADDRESS: '127.0.0.1:9' });
   for (const [who, sid] of [
     [bob, 'b1'],
     [carol, 'c1'],
