@@ -3,6 +3,7 @@ import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../config/yokeConfig';
+import { withBenchDatabase } from './benchDatabase';
 
 /**
  * Usage readers against ccusage on one synthetic Claude corpus (default 512 MB across many
@@ -141,7 +142,7 @@ function ccusageBinary(): string {
   return bin;
 }
 
-function main(): void {
+async function main(): Promise<void> {
   const config = mkdtempSync(join(tmpdir(), 'yoke-bench-usage-'));
   try {
     const projects = join(config, 'projects');
@@ -161,6 +162,18 @@ function main(): void {
     const yokeFullResult = JSON.parse(yokeFull.stdout.trim());
     const ccFull = timed(ccusage, ['session', '--offline', '--json'], env);
     const ccFullTokens = (JSON.parse(ccFull.stdout) as { totals: { totalTokens: number } }).totals.totalTokens;
+    // the user's path end to end: `yoke usage backfill` registers every transcript and folds it into Postgres
+    const backfill = await withBenchDatabase('usage_backfill', async ({ url }) =>
+      timed(node, [join(root, 'bin', 'yoke'), 'usage', 'backfill', '--harness', 'claude', '--dir', config, '--json'], {
+        ...process.env,
+        DATABASE_URL: url,
+      }),
+    );
+    const backfillDone = JSON.parse(backfill.stdout.trim().split('\n').pop()!) as {
+      registered: number;
+      usage_tokens: number;
+      threads: number;
+    };
 
     // append 1% of the corpus as new calls at the end of the main transcripts
     const appendBytes = Math.floor((yokeFullResult.corpus_bytes * 0.01) / SESSIONS);
@@ -190,6 +203,14 @@ function main(): void {
               fold_cpu_seconds: round3(yokeFullResult.cpu_seconds),
               threads: yokeFullResult.threads,
             },
+            backfill: {
+              seconds: backfill.seconds,
+              mb_per_s: Math.round(mb / backfill.seconds),
+              peak_rss_mb: backfill.peak_rss_mb,
+              tokens: backfillDone.usage_tokens,
+              registered: backfillDone.registered,
+              threads: backfillDone.threads,
+            },
             incremental_after_1pct: {
               seconds: yokeIncremental.seconds,
               bytes_read: yokeIncrementalResult.bytes_read,
@@ -209,6 +230,7 @@ function main(): void {
           },
           speedup: {
             full: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
+            backfill: Math.round((ccFull.seconds / backfill.seconds) * 100) / 100,
             incremental_vs_ccusage_rescan: Math.round((ccAgain.seconds / yokeIncremental.seconds) * 100) / 100,
           },
           // issue 16's targets, each computed from the figures above
@@ -218,7 +240,7 @@ function main(): void {
               at_least: 1,
             },
             full_fold_peak_rss_mb: { value: yokeFull.peak_rss_mb, at_most: 100 },
-            totals_identical: yokeFullResult.tokens === ccFullTokens,
+            totals_identical: yokeFullResult.tokens === ccFullTokens && backfillDone.usage_tokens === ccFullTokens,
             // the fold's own time (both in-process, so node's start is not counted twice)
             incremental_share_of_full: {
               ratio: round3(yokeIncrementalResult.seconds / yokeFullResult.seconds),
@@ -240,4 +262,7 @@ function main(): void {
   }
 }
 
-main();
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
