@@ -288,6 +288,52 @@ test('S4 S5 settlement supersedes a resultless item-level execution of a member 
   expect([await statusOf('WEB-1'), await statusOf('WEB-2')]).toEqual(['done', 'done']);
 });
 
+test("S5 an execution's end on another run retries the close-out of every settling run with the item as a member", async () => {
+  const withCanary = definition({
+    flows: [
+      {
+        name: 'canary-check',
+        stages: [{ name: 'canary-qa', kind: 'qa', target: 'canary', scope: 'run', checks: [{ name: 'canary-smoke' }] }],
+      },
+    ],
+  });
+  await apply({
+    ...withCanary,
+    environments: [...withCanary.environments, { name: 'canary', url: 'http://canary.example.test', tier: 'stage' }],
+  });
+  const settlingRun = await walkedRun(['WEB-2']);
+  await pass(settlingRun, 'smoke-test'); // WEB-2/gift-smoke stays pending: the run settles blocked
+  await r.beginSettling({ runId: settlingRun });
+  expect((await refusalOf(r.settleNow({ runId: settlingRun }))).code).toBe('run_settlement_blocked');
+  const poked: string[] = [];
+  const qaNotifier = {
+    executionEnded: async () => undefined,
+    runQaSettled: async (run: string) => void poked.push(run),
+  };
+  const qa = qaExecutionActivities({ db: t.db, qaNotifier, driverFreshMs: 60_000 });
+  // another run carrying WEB-2 (on a canary host), at its QA stage with an item execution of WEB-2
+  const other = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'canary-check',
+    target: 'canary',
+    candidate: 'b2c3d4e5f6a1',
+    idempotencyKey: 'other',
+    items: ['WEB-2'],
+  });
+  await r.executeRun({ sessionId: 'd1', runId: other.run_id });
+  await r.beginStage({ runId: other.run_id, ordinal: 0, walk: 1 });
+  const execution = await qa.beginExecution({
+    sessionId: 'd1',
+    runId: other.run_id,
+    stage: 'canary-qa',
+    plan: 'PLAN-7',
+    item: 'WEB-2',
+  });
+  await qa.abortExecution({ sessionId: 'd1', executionId: execution.execution_id, reason: 'answered elsewhere' });
+  expect(poked).toEqual(expect.arrayContaining([other.run_id, settlingRun]));
+});
+
 test('S6 success refuses while a final member still owes an unanswered post-deploy obligation, naming it', async () => {
   await apply(
     definition({
