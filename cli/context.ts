@@ -3,7 +3,7 @@ import type { Store } from '../activities/store';
 import { usageError } from '../domain/errors';
 import { loadConfig, type YokeConfig } from '../config/yokeConfig';
 import type { LineNotifier } from '../activities/waitingLine';
-import { asYokeError } from './output';
+import { asYokeError, emit } from './output';
 import { LazyTemporal, yokeErrorFromFailure } from './temporal';
 
 /** What every command runs with: the configuration, an open database, Temporal on demand. */
@@ -91,3 +91,24 @@ export const claimIdSchema = z
   .transform(Number)
   .pipe(z.number().int().positive().max(2_147_483_647));
 export const nonEmpty = z.string().trim().min(1);
+
+/**
+ * The one shape of a command's action: commander hands over the positional arguments, then the
+ * options; the options are parsed with `schema` (a bad value is `invalid_argument` naming the
+ * flag), `run` acts on an open store, and the result is printed as JSON with --json, else as
+ * `render` writes it for a person. `json` shapes the JSON when it is not the result itself.
+ */
+export function commandAction<S extends z.ZodType<{ json?: boolean }>, R>(
+  schema: S,
+  run: (ctx: CommandContext, o: z.infer<S>, args: string[]) => Promise<R>,
+  render: (r: R, o: z.infer<S>) => string,
+  json: (r: R) => unknown = (r) => r,
+): (...commanderArgs: unknown[]) => Promise<void> {
+  return async (...commanderArgs) => {
+    // commander calls an action with the positional arguments, the options, then the Command.
+    const args = commanderArgs.slice(0, -2) as string[];
+    const o = parseOptions(schema, commanderArgs[commanderArgs.length - 2]);
+    const r = await withDb((ctx) => run(ctx, o, args));
+    emit(!!o.json, json(r), () => render(r, o));
+  };
+}

@@ -2,8 +2,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { readEvents } from '../../activities/auditLog';
 import { applyMigrations } from '../../activities/schema';
-import { claimIdSchema, nonEmpty, parseOptions, withDb } from '../context';
-import { emit, table } from '../output';
+import { claimIdSchema, commandAction, nonEmpty } from '../context';
+import { table } from '../output';
 
 /** `yoke events` (the audit log) and `yoke db migrate`. */
 export function registerAdmin(program: Command): void {
@@ -15,19 +15,17 @@ export function registerAdmin(program: Command): void {
     .option('--type <type>', 'only this event type, e.g. WARNOperatorLeaseRelease')
     .option('--claim-id <n>', 'only events about this claim')
     .option('--json', 'print JSON')
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         z.object({ type: nonEmpty.optional(), claimId: claimIdSchema.optional(), json: z.boolean().optional() }),
-        raw,
-      );
-      const rows = await withDb(({ db }) => readEvents(db, { type: o.type, claimId: o.claimId }));
-      emit(!!o.json, rows, () =>
-        table(
-          ['EVENT', 'TYPE', 'CLAIM', 'SESSION', 'AT'],
-          rows.map((e) => [e.event_id, e.event_type, e.claim_id, e.session_id, e.created_at]),
-        ),
-      );
-    });
+        ({ db }, o) => readEvents(db, { type: o.type, claimId: o.claimId }),
+        (rows) =>
+          table(
+            ['EVENT', 'TYPE', 'CLAIM', 'SESSION', 'AT'],
+            rows.map((e) => [e.event_id, e.event_type, e.claim_id, e.session_id, e.created_at]),
+          ),
+      ),
+    );
 
   program
     .command('db')
@@ -35,9 +33,11 @@ export function registerAdmin(program: Command): void {
     .command('migrate')
     .description('bring the schema to the latest migration')
     .option('--json', 'print JSON')
-    .action(async (raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
-      const applied = await withDb(({ db }) => applyMigrations(db));
-      emit(!!o.json, { applied }, () => (applied.length ? `applied ${applied.join(', ')}` : 'schema is up to date'));
-    });
+    .action(
+      commandAction(
+        z.object({ json: z.boolean().optional() }),
+        async ({ db }) => ({ applied: await applyMigrations(db) }),
+        ({ applied }) => (applied.length ? `applied ${applied.join(', ')}` : 'schema is up to date'),
+      ),
+    );
 }
