@@ -7,6 +7,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   upsertMemo,
@@ -225,6 +226,9 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
       }
     }
     snapshot.phase = 'settling';
+    // S1: operators filtering on YokeRunStatus see a run that is settling, not one still walking.
+    // patched: a workflow already past this point when the label arrived replays without it.
+    if (patched('settling-label')) upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: 'settling' }]);
     return end((await settle()).status);
   }
 

@@ -4,6 +4,7 @@ import { deploymentRunActivities, type DeploymentRunActivities } from '../../act
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { sessionActivities } from '../../activities/sessions';
 import {
+  RUN_STATUS_KEY,
   qaSettled,
   runState,
   runTerminalized,
@@ -11,6 +12,7 @@ import {
   stageApproved,
   type RunSnapshot,
 } from '../../workflows/definitions';
+import { json, yoke } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost, type SshHost } from '../helpers/sshd';
@@ -166,3 +168,52 @@ test('O4 a failed deploy fails the run and retracts its unsettled requirements; 
   ]);
   void handle;
 }, 60_000);
+
+test('S1 a run whose settlement is blocked reads settling in get, watch and YokeRunStatus; watch exits 0 only once it succeeded', async () => {
+  // every stage walked in-process; the workflow only settles, and WEB-2's item QA is unanswered
+  const created = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: 'c0ffee0000000051',
+    idempotencyKey: 'settling',
+    items: ['WEB-2'],
+  });
+  const runId = created.run_id;
+  await r.executeRun({ sessionId: 'd1', runId });
+  const plan = await r.loadRunPlan({ runId });
+  for (const s of plan.stages) {
+    await r.beginStage({ runId, ordinal: s.ordinal, walk: plan.walk });
+    await r.finishStage({ runId, ordinal: s.ordinal, walk: plan.walk, result: { ok: true, detail: 'walked' } });
+  }
+  await r.recordQaVerdict({ sessionId: 'd1', runId, checkName: 'smoke-test', status: 'passed' });
+  const handle = await w.client.workflow.start('deploymentRun', {
+    workflowId: runWorkflowId(runId),
+    taskQueue: w.taskQueue,
+    args: [{ runId }],
+  });
+  await until(
+    async () => (await handle.describe()).typedSearchAttributes.get(RUN_STATUS_KEY),
+    (label) => label === 'settling',
+    'YokeRunStatus to read settling',
+  );
+  expect(await r.getRun({ runId })).toMatchObject({ status: 'executing', settling: true });
+
+  const env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue };
+  const watching = yoke(t.url, ['deployment-runs', 'watch', runId, '--json', '--session', 'd1'], env);
+  // watch is still following the settling run: answer the blocker, and it ends with the run
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  await r.recordQaVerdict({ sessionId: 'd1', runId, checkName: 'WEB-2/gift-smoke', status: 'passed' });
+  await handle.signal(qaSettled);
+  expect(await handle.result()).toEqual({ status: 'succeeded' });
+  const watched = await watching;
+  expect(watched.code).toBe(0);
+  const lines = watched.stdout
+    .trim()
+    .split('\n')
+    .map((l) => json({ code: 0, stdout: l, stderr: '' }) as { status: string; settling: boolean });
+  expect(lines[0]).toMatchObject({ status: 'executing', settling: true });
+  expect(lines[lines.length - 1]).toMatchObject({ status: 'succeeded' });
+  expect((await handle.describe()).typedSearchAttributes.get(RUN_STATUS_KEY)).toBe('succeeded');
+}, 120_000);
