@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { HARNESSES } from '../../domain/harnesses';
 import { sessionActivities } from '../../activities/sessions';
-import { nonEmpty, parseOptions, withDb } from '../context';
+import { commandAction, nonEmpty, parseOptions, withDb } from '../context';
 import { usageError } from '../../domain/errors';
 import { emit, table } from '../output';
 import { claimTarget } from '../render';
@@ -40,39 +40,39 @@ export function registerSessions(program: Command): void {
     .option('--window <tokens>', 'requested context window')
     .option('--probe', 'a probe session: left out of machine usage windows')
     .option('--json', 'print JSON')
-    .action(async (raw) => {
-      const o = parseOptions(RegisterOptions, raw);
-      const r = await withDb(({ db }) =>
-        sessionActivities({ db }).registerSession({
-          sessionId: o.session,
-          actorId: o.actor,
-          project: o.project,
-          machine: o.machine,
-          harness: o.harness,
-          probe: o.probe,
-          requestedModel: o.model,
-          requestedEffort: o.effort,
-          requestedWindow: o.window,
-        }),
-      );
-      emit(
-        !!o.json,
-        { ...r.session, registered: r.registered },
-        () =>
+    .action(
+      commandAction(
+        RegisterOptions,
+        ({ db }, o) =>
+          sessionActivities({ db }).registerSession({
+            sessionId: o.session,
+            actorId: o.actor,
+            project: o.project,
+            machine: o.machine,
+            harness: o.harness,
+            probe: o.probe,
+            requestedModel: o.model,
+            requestedEffort: o.effort,
+            requestedWindow: o.window,
+          }),
+        (r) =>
           `${r.registered ? 'registered' : 're-registered'} session ${r.session.session_id} for ${r.session.actor_id}`,
-      );
-    });
+        (r) => ({ ...r.session, registered: r.registered }),
+      ),
+    );
 
   sessions
     .command('heartbeat')
     .description('keep a session and its claims alive')
     .requiredOption('--session <id>', 'session id')
     .option('--json', 'print JSON')
-    .action(async (raw) => {
-      const o = parseOptions(SessionOpt, raw);
-      const s = await withDb(({ db }) => sessionActivities({ db }).heartbeatSession({ sessionId: o.session }));
-      emit(!!o.json, s, () => `session ${s.session_id} alive at ${s.heartbeat_at}`);
-    });
+    .action(
+      commandAction(
+        SessionOpt,
+        ({ db }, o) => sessionActivities({ db }).heartbeatSession({ sessionId: o.session }),
+        (s) => `session ${s.session_id} alive at ${s.heartbeat_at}`,
+      ),
+    );
 
   sessions
     .command('end')
