@@ -198,7 +198,13 @@ test('S1 a run whose settlement is blocked reads settling in get, watch and Yoke
     (label) => label === 'settling',
     'YokeRunStatus to read settling',
   );
-  expect(await r.getRun({ runId })).toMatchObject({ status: 'executing', settling: true });
+  // the label goes up as the walk reaches settlement; settling_at is recorded by its first step
+  const settling = await until(
+    () => r.getRun({ runId }),
+    (v) => v.settling === true,
+    'the run to read settling',
+  );
+  expect(settling).toMatchObject({ status: 'executing', settling: true });
 
   const env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue };
   const watching = yoke(t.url, ['deployment-runs', 'watch', runId, '--json', '--session', 'd1'], env);
