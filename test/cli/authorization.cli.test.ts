@@ -84,24 +84,7 @@ beforeAll(async () => {
   await setUp((args) => alice.run(args), [['sessions', 'register', '--session', 'a1', '--project', 'web']]);
   await setUp((args) => bob.run(args), [['sessions', 'register', '--session', 'b1', '--project', 'web']]);
   await setUp((args) => carol.run(args), [['sessions', 'register', '--session', 'c1', '--project', 'web']]);
-  const created = await alice.run(
-    [
-      'deployment-runs',
-      'create',
-      '--project',
-      'web',
-      '--flow',
-      'release',
-      '--target',
-      'stage',
-      '--candidate',
-      'abc1234',
-      '--idempotency-key',
-      'k1',
-      '--json',
-    ],
-    { YOKE_SESSION_ID: 'a1' },
-  );
+  const created = await createRun(alice, 'a1', 'k1');
   if (created.code !== 0) throw new Error(created.stderr);
   runId = json<{ run_id: string }>(created).run_id;
   // The run as `execute` leaves it at its approval stage, driven by alice (the worker's part).
@@ -122,6 +105,27 @@ afterAll(async () => {
   await actors.removeAll();
   await t.drop();
 });
+
+/** `deployment-runs create` of the release flow to stage, as `who` acting from session `sid`. */
+const createRun = (who: TestActor, sid: string, key: string) =>
+  who.run(
+    [
+      'deployment-runs',
+      'create',
+      '--project',
+      'web',
+      '--flow',
+      'release',
+      '--target',
+      'stage',
+      '--candidate',
+      'abc1234',
+      '--idempotency-key',
+      key,
+      '--json',
+    ],
+    { YOKE_SESSION_ID: sid },
+  );
 
 test('I13 probe: self-grant, projects, apply, test machines and back-dated pricing are refused for users, allowed for an admin', async () => {
   const pricing = join(dir, 'old.json');
@@ -247,27 +251,8 @@ test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims
 });
 
 test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and waive another actor's driven run are refused", async () => {
-  const create = (who: TestActor, sid: string, key: string) =>
-    who.run(
-      [
-        'deployment-runs',
-        'create',
-        '--project',
-        'web',
-        '--flow',
-        'release',
-        '--target',
-        'stage',
-        '--candidate',
-        'abc1234',
-        '--idempotency-key',
-        key,
-        '--json',
-      ],
-      { YOKE_SESSION_ID: sid },
-    );
-  expect(outcome(await create(bob, 'b1', 'kb'))).toBe('permission_denied');
-  expect(outcome(await create(carol, 'c1', 'kc'))).toBe('permission_denied');
+  expect(outcome(await createRun(bob, 'b1', 'kb'))).toBe('permission_denied');
+  expect(outcome(await createRun(carol, 'c1', 'kc'))).toBe('permission_denied');
   for (const [who, sid] of [
     [bob, 'b1'],
     [carol, 'c1'],
