@@ -493,5 +493,6 @@ export type CheckRow = Selectable<TestMachineChecksTable>;
 export type RunRow = Selectable<DeploymentRunsTable>;
 export type FlowRow = Selectable<FlowsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
+export type DeployHostRow = Selectable<DeployHostsTable>;
 export type ExecutionRow = Selectable<QaPlanExecutionsTable>;
 export type ExecutionResultRow = Selectable<QaPlanExecutionResultsTable>;

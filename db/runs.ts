@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { Obligation } from '../domain/admission';
-import type { EnvironmentRow, FlowRow, RunRow } from './database';
+import type { DeployHostRow, EnvironmentRow, FlowRow, RunRow } from './database';
 import type { Executor } from './pool';
 
 /** Repository reads shared by run creation, membership, execution and the workflow's steps. */
@@ -67,18 +67,17 @@ export async function runFlow(db: Executor, run: RunRow): Promise<FlowRow> {
   return run.pinned_flow ? { ...flow, stages: run.pinned_flow.stages } : flow;
 }
 
+function environmentNamed(db: Executor, projectId: number, name: string) {
+  return db.selectFrom('environments').selectAll().where('project_id', '=', projectId).where('name', '=', name);
+}
+
 export async function environmentByName(
   db: Executor,
   projectId: number,
   projectName: string,
   name: string,
 ): Promise<EnvironmentRow> {
-  const env = await db
-    .selectFrom('environments')
-    .selectAll()
-    .where('project_id', '=', projectId)
-    .where('name', '=', name)
-    .executeTakeFirst();
+  const env = await environmentNamed(db, projectId, name).executeTakeFirst();
   if (!env) {
     throw refusal('environment_not_found', `project ${projectName} has no environment named ${name}`, {
       recovery: 'declare it in the project definition and run: yoke apply -f project.yaml',
@@ -86,6 +85,28 @@ export async function environmentByName(
     });
   }
   return env;
+}
+
+/** A stage's target environment: the flow was validated against the project when applied. */
+export async function stageEnvironment(db: Executor, projectId: number, name: string): Promise<EnvironmentRow> {
+  return environmentNamed(db, projectId, name).executeTakeFirstOrThrow();
+}
+
+export async function environmentById(db: Executor, environmentId: number): Promise<EnvironmentRow> {
+  return db
+    .selectFrom('environments')
+    .selectAll()
+    .where('environment_id', '=', environmentId)
+    .executeTakeFirstOrThrow();
+}
+
+export async function deployHostByName(db: Executor, projectId: number, name: string): Promise<DeployHostRow> {
+  return db
+    .selectFrom('deploy_hosts')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('name', '=', name)
+    .executeTakeFirstOrThrow();
 }
 
 export async function environmentsOf(db: Executor, projectId: number): Promise<EnvironmentRow[]> {

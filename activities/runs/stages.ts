@@ -1,8 +1,18 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { requireLiveSession } from '../../db/sessions';
-import { runById, runFlow } from '../../db/runs';
+import { deployHostByName, runById, runFlow, stageEnvironment } from '../../db/runs';
+import { openQaCheckNames, recordRunQaVerdict } from '../../db/runQa';
+import {
+  endStage,
+  moveCursor,
+  recordApproval,
+  stageByName,
+  stageDetail,
+  stageStatuses,
+  startStage,
+} from '../../db/runStages';
 import { refusal, usageError, YokeError } from '../../domain/errors';
 import type { DeployActionDefinition } from '../../domain/projectDefinition';
 import { readCredential, runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
@@ -56,11 +66,7 @@ export function runStageActivities(deps: {
   }): Promise<{ status: string; walk: number; cursor: number; stages: StagePlan[] }> {
     const run = await runById(db, input.runId);
     const flow = await runFlow(db, run);
-    const done = await db
-      .selectFrom('deployment_run_stages')
-      .select(['ordinal', 'status'])
-      .where('run_id', '=', run.run_id)
-      .execute();
+    const done = await stageStatuses(db, run.run_id);
     const firstOpen = flow.stages.findIndex((_, i) => done.find((d) => d.ordinal === i)?.status !== 'passed');
     return {
       status: run.status,
@@ -90,22 +96,9 @@ export function runStageActivities(deps: {
       if (run.status !== 'executing') return { proceed: false, status: run.status, superseded: false };
       const flow = await runFlow(trx, run);
       const stage = flow.stages[input.ordinal]!;
-      const started = await trx
-        .updateTable('deployment_run_stages')
-        .set({
-          status: stage.kind === 'qa' || stage.kind === 'approval' ? 'waiting' : 'running',
-          started_at: sql`clock_timestamp()`,
-        })
-        .where('run_id', '=', run.run_id)
-        .where('ordinal', '=', input.ordinal)
-        .where('status', '=', 'pending')
-        .returning('ordinal')
-        .executeTakeFirst();
-      await trx
-        .updateTable('deployment_runs')
-        .set({ current_stage: stage.name, cursor_ordinal: input.ordinal })
-        .where('run_id', '=', run.run_id)
-        .execute();
+      const waits = stage.kind === 'qa' || stage.kind === 'approval';
+      const started = await startStage(trx, run.run_id, input.ordinal, waits ? 'waiting' : 'running');
+      await moveCursor(trx, run.run_id, stage.name, input.ordinal);
       if (started) {
         await recordEvent(trx, {
           event_type: 'DeploymentRunStageStarted',
@@ -125,23 +118,13 @@ export function runStageActivities(deps: {
     const run = await runById(db, input.runId);
     const flow = await runFlow(db, run);
     const stage = flow.stages[input.ordinal]!;
-    const env = await db
-      .selectFrom('environments')
-      .selectAll()
-      .where('project_id', '=', run.project_id)
-      .where('name', '=', stage.target)
-      .executeTakeFirstOrThrow();
+    const env = await stageEnvironment(db, run.project_id, stage.target);
     // The pinned flow carries the environments' URLs as they were at execute.
     const envUrl = run.pinned_flow ? run.pinned_flow.environment_urls[env.name] : env.url;
     const values = { candidate: run.candidate_sha, run_id: run.run_id, environment: env.name, url: envUrl ?? '' };
     const action = stage.action as DeployActionDefinition;
     if ('ssh' in action) {
-      const host = await db
-        .selectFrom('deploy_hosts')
-        .selectAll()
-        .where('project_id', '=', run.project_id)
-        .where('name', '=', action.ssh.host)
-        .executeTakeFirstOrThrow();
+      const host = await deployHostByName(db, run.project_id, action.ssh.host);
       try {
         const result = await runOverSsh(
           {
@@ -208,14 +191,9 @@ export function runStageActivities(deps: {
         return { run_status: run.status, result: { ok: false, detail: `blocking QA failed: ${failed.join(', ')}` } };
       return { run_status: run.status, result: pending.length ? null : { ok: true, detail: 'qa stage passed' } };
     }
-    const row = await db
-      .selectFrom('deployment_run_stages')
-      .select('detail')
-      .where('run_id', '=', input.runId)
-      .where('ordinal', '=', input.ordinal)
-      .executeTakeFirst();
-    const approved = row?.detail?.startsWith('approved by ') ?? false;
-    return { run_status: run.status, result: approved ? { ok: true, detail: row!.detail! } : null };
+    const detail = await stageDetail(db, input.runId, input.ordinal);
+    const approved = detail?.startsWith('approved by ') ?? false;
+    return { run_status: run.status, result: approved ? { ok: true, detail: detail! } : null };
   }
 
   /** Records a stage's end (by the walk that owns the run); a passed QA stage may end the run's occupancy (O1). */
@@ -228,17 +206,7 @@ export function runStageActivities(deps: {
     await db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
       if (run.walk !== input.walk) return;
-      await trx
-        .updateTable('deployment_run_stages')
-        .set({
-          status: input.result.ok ? 'passed' : 'failed',
-          finished_at: sql`clock_timestamp()`,
-          detail: input.result.detail,
-        })
-        .where('run_id', '=', input.runId)
-        .where('ordinal', '=', input.ordinal)
-        .where('status', 'in', ['running', 'waiting'])
-        .execute();
+      await endStage(trx, input.runId, input.ordinal, input.result);
       await releaseOccupancyIfSettled(trx, input.runId);
     });
   }
@@ -284,23 +252,11 @@ export function runStageActivities(deps: {
         details: { run_id: run.run_id },
       });
     }
-    const row = await db
-      .updateTable('deployment_run_qa')
-      .set({ status: input.status, updated_at: sql`clock_timestamp()` })
-      .where('run_id', '=', input.runId)
-      .where('check_name', '=', input.checkName)
-      .where('retracted_at', 'is', null)
-      .returningAll()
-      .executeTakeFirst();
+    const row = await recordRunQaVerdict(db, input.runId, input.checkName, input.status);
     if (!row) {
-      const known = await db
-        .selectFrom('deployment_run_qa')
-        .select('check_name')
-        .where('run_id', '=', input.runId)
-        .where('retracted_at', 'is', null)
-        .execute();
+      const known = await openQaCheckNames(db, input.runId);
       throw refusal('qa_check_not_found', `run ${input.runId} has no open QA check ${input.checkName}`, {
-        recovery: `name one of: ${known.map((k) => k.check_name).join(', ') || '(none)'}`,
+        recovery: `name one of: ${known.join(', ') || '(none)'}`,
         details: { run_id: input.runId, check_name: input.checkName },
       });
     }
@@ -318,12 +274,7 @@ export function runStageActivities(deps: {
     const run = await runById(db, input.runId);
     // R1: only the live driver or a steering seat approves, and only a stage the run reached.
     const session = await requireRunAuthority(db, run, input.sessionId, freshMs, `approve stage ${input.stage}`);
-    const reached = await db
-      .selectFrom('deployment_run_stages')
-      .select(['status', 'kind'])
-      .where('run_id', '=', input.runId)
-      .where('name', '=', input.stage)
-      .executeTakeFirst();
+    const reached = await stageByName(db, input.runId, input.stage);
     if (reached?.kind === 'approval' && reached.status === 'pending') {
       throw refusal(
         'approval_stage_not_reached',
@@ -334,15 +285,12 @@ export function runStageActivities(deps: {
         },
       );
     }
-    const row = await db
-      .updateTable('deployment_run_stages')
-      .set({ detail: `approved by ${session.actor_id} (session ${session.session_id})` })
-      .where('run_id', '=', input.runId)
-      .where('name', '=', input.stage)
-      .where('kind', '=', 'approval')
-      .where('status', '=', 'waiting')
-      .returning(['run_id', 'name', 'ordinal', 'status'])
-      .executeTakeFirst();
+    const row = await recordApproval(
+      db,
+      input.runId,
+      input.stage,
+      `approved by ${session.actor_id} (session ${session.session_id})`,
+    );
     if (!row) {
       throw usageError(
         'stage_not_awaiting_approval',
