@@ -1,10 +1,25 @@
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
-import type { Database, Harness, SessionRow } from '../db/database';
-import { claimViews, releaseNonStickyClaimsOfEndedSessions, type ClaimView } from '../db/claims';
+import type { Database, Harness } from '../db/database';
+import {
+  claimViews,
+  heartbeatClaimsOfSession,
+  releaseNonStickyClaimsOfEndedSessions,
+  type ClaimView,
+} from '../db/claims';
 import { connectedActor } from '../db/actors';
+import type { Executor } from '../db/pool';
 import { requireProject } from '../db/projects';
-import { requireLiveSession } from '../db/sessions';
+import {
+  heartbeatSessionRow,
+  insertSession,
+  listSessionsWithProject,
+  lockSession,
+  markSessionEnded,
+  recordServedFacts,
+  requireLiveSession,
+  sessionWithProject,
+  type SessionWithProject,
+} from '../db/sessions';
 import { STICKY_KINDS } from '../domain/claimKinds';
 import { refusal } from '../domain/errors';
 import { sessionNotRegistered } from '../domain/sessionRefusals';
@@ -66,36 +81,24 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   const { db } = deps;
   const lifetimeMs = deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS;
 
-  async function sessionView(sessionId: string, executor: Kysely<Database> = db): Promise<SessionView> {
-    const row = await executor
-      .selectFrom('sessions as s')
-      .leftJoin('projects as p', 'p.project_id', 's.project_id')
-      .selectAll('s')
-      .select('p.name as project')
-      .where('s.session_id', '=', sessionId)
-      .executeTakeFirstOrThrow();
-    return toView(row);
+  async function sessionView(sessionId: string, executor: Executor = db): Promise<SessionView> {
+    return toView(await sessionWithProject(executor, sessionId));
   }
 
   async function registerSession(request: RegisterInput): Promise<{ session: SessionView; registered: boolean }> {
     const input = { ...request, actorId: request.actorId ?? (await connectedActor(db)).actor };
     const project = input.project ? await requireProject(db, input.project) : undefined;
-    const inserted = await db
-      .insertInto('sessions')
-      .values({
-        session_id: input.sessionId,
-        actor_id: input.actorId,
-        project_id: project?.project_id ?? null,
-        machine_id: input.machine ?? null,
-        harness: input.harness ?? 'other',
-        probe: input.probe ?? false,
-        requested_model: input.requestedModel ?? null,
-        requested_effort: input.requestedEffort ?? null,
-        requested_window: input.requestedWindow ?? null,
-      })
-      .onConflict((oc) => oc.column('session_id').doNothing())
-      .returning('session_id')
-      .executeTakeFirst();
+    const inserted = await insertSession(db, {
+      session_id: input.sessionId,
+      actor_id: input.actorId,
+      project_id: project?.project_id ?? null,
+      machine_id: input.machine ?? null,
+      harness: input.harness ?? 'other',
+      probe: input.probe ?? false,
+      requested_model: input.requestedModel ?? null,
+      requested_effort: input.requestedEffort ?? null,
+      requested_window: input.requestedWindow ?? null,
+    });
     if (inserted) return { session: await sessionView(input.sessionId), registered: true };
     // Registering again is a heartbeat with the same identity; a different actor is a conflict.
     const existing = await requireLiveSession(db, input.sessionId);
@@ -109,16 +112,11 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
         },
       );
     }
-    await db
-      .updateTable('sessions')
-      .set({
-        heartbeat_at: sql`now()`,
-        project_id: project?.project_id ?? existing.project_id,
-        machine_id: input.machine ?? existing.machine_id,
-        harness: input.harness ?? existing.harness,
-      })
-      .where('session_id', '=', input.sessionId)
-      .execute();
+    await heartbeatSessionRow(db, input.sessionId, {
+      project_id: project?.project_id ?? existing.project_id,
+      machine_id: input.machine ?? existing.machine_id,
+      harness: input.harness ?? existing.harness,
+    });
     return { session: await sessionView(input.sessionId), registered: false };
   }
 
@@ -126,17 +124,8 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   async function heartbeatSession(input: { sessionId: string }): Promise<SessionView> {
     await db.transaction().execute(async (trx) => {
       await requireLiveSession(trx, input.sessionId);
-      await trx
-        .updateTable('sessions')
-        .set({ heartbeat_at: sql`now()` })
-        .where('session_id', '=', input.sessionId)
-        .execute();
-      await trx
-        .updateTable('work_claims')
-        .set({ heartbeat_at: sql`now()` })
-        .where('session_id', '=', input.sessionId)
-        .where('released_at', 'is', null)
-        .execute();
+      await heartbeatSessionRow(trx, input.sessionId);
+      await heartbeatClaimsOfSession(trx, input.sessionId);
     });
     return sessionView(input.sessionId);
   }
@@ -150,12 +139,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   async function endSession(input: { sessionId: string; ifClaimFree?: boolean; reason?: string }): Promise<EndResult> {
     const effects = noEffects();
     const result = await db.transaction().execute(async (trx): Promise<EndResult> => {
-      const session = await trx
-        .selectFrom('sessions')
-        .selectAll()
-        .where('session_id', '=', input.sessionId)
-        .forUpdate()
-        .executeTakeFirst();
+      const session = await lockSession(trx, input.sessionId);
       if (!session) {
         throw sessionNotRegistered(input.sessionId);
       }
@@ -182,11 +166,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
           warnings: [],
         };
       }
-      await trx
-        .updateTable('sessions')
-        .set({ ended_at: sql`now()`, end_reason: input.reason ?? 'session_end' })
-        .where('session_id', '=', input.sessionId)
-        .execute();
+      await markSessionEnded(trx, input.sessionId, input.reason ?? 'session_end');
       const releasedIds = await releaseNonStickyClaimsOfEndedSessions(trx, 'session_end', [input.sessionId]);
       const released = await claimViews(trx, { claimIds: releasedIds });
       await cancelWaitsOfSession(trx, input.sessionId, 'session_ended', lifetimeMs, effects);
@@ -204,15 +184,8 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   }
 
   async function listSessions(input: { project?: string; activeOnly?: boolean }): Promise<SessionView[]> {
-    let q = db
-      .selectFrom('sessions as s')
-      .leftJoin('projects as p', 'p.project_id', 's.project_id')
-      .selectAll('s')
-      .select('p.name as project')
-      .orderBy('s.offered_at');
-    if (input.project) q = q.where('s.project_id', '=', (await requireProject(db, input.project)).project_id);
-    if (input.activeOnly) q = q.where('s.ended_at', 'is', null).where('s.terminated_at', 'is', null);
-    return (await q.execute()).map(toView);
+    const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
+    return (await listSessionsWithProject(db, { projectId, activeOnly: input.activeOnly })).map(toView);
   }
 
   /**
@@ -227,20 +200,12 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   }): Promise<SessionView> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const row = await db
-          .updateTable('sessions')
-          // U2, U3: a statement that names no window or effort keeps the attested one (facts are
-          // never unlearned); only a statement of its own replaces it.
-          .set({
-            served_model: input.model,
-            served_window: input.window ?? sql<number | null>`served_window`,
-            served_effort: input.effort ?? sql<string | null>`served_effort`,
-            served_attested_at: sql`now()`,
-          })
-          .where('session_id', '=', input.sessionId)
-          .returning('session_id')
-          .executeTakeFirst();
-        if (!row) {
+        const found = await recordServedFacts(db, input.sessionId, {
+          model: input.model,
+          window: input.window,
+          effort: input.effort,
+        });
+        if (!found) {
           throw sessionNotRegistered(input.sessionId);
         }
         return sessionView(input.sessionId);
@@ -261,7 +226,7 @@ function iso(d: Date | null): string | null {
   return d ? d.toISOString() : null;
 }
 
-function toView(r: SessionRow & { project: string | null }): SessionView {
+function toView(r: SessionWithProject): SessionView {
   return {
     session_id: r.session_id,
     actor_id: r.actor_id,

@@ -212,6 +212,16 @@ export async function heartbeatClaim(db: Executor, claimId: number): Promise<voi
     .execute();
 }
 
+/** C1: a session's heartbeat keeps every live claim bound to it alive. */
+export async function heartbeatClaimsOfSession(db: Executor, sessionId: string): Promise<void> {
+  await db
+    .updateTable('work_claims')
+    .set({ heartbeat_at: sql`now()` })
+    .where('session_id', '=', sessionId)
+    .where('released_at', 'is', null)
+    .execute();
+}
+
 /** The live claim a session holds on its project's steering seat or on an item, if any. */
 export async function liveClaimIdOfSession(
   db: Executor,

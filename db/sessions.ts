@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
+import { sql, type Insertable } from 'kysely';
 import { sessionEnded, sessionNotRegistered } from '../domain/sessionRefusals';
-import type { SessionRow } from './database';
+import type { SessionRow, SessionsTable } from './database';
 import type { Executor } from './pool';
 
 /** The acting session must be registered and still live to take or release anything. */
@@ -18,6 +18,92 @@ export async function requireLiveSession(db: Executor, sessionId: string): Promi
 
 export async function sessionById(db: Executor, sessionId: string): Promise<SessionRow | undefined> {
   return db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+}
+
+/** A session with the name of its project, as every reader shows it. */
+export type SessionWithProject = SessionRow & { project: string | null };
+
+function sessionsWithProject(db: Executor) {
+  return db
+    .selectFrom('sessions as s')
+    .leftJoin('projects as p', 'p.project_id', 's.project_id')
+    .selectAll('s')
+    .select('p.name as project');
+}
+
+export async function sessionWithProject(db: Executor, sessionId: string): Promise<SessionWithProject> {
+  return sessionsWithProject(db).where('s.session_id', '=', sessionId).executeTakeFirstOrThrow();
+}
+
+/** Sessions in the order they were offered; `activeOnly` keeps those neither ended nor terminated. */
+export async function listSessionsWithProject(
+  db: Executor,
+  filter: { projectId?: number; activeOnly?: boolean },
+): Promise<SessionWithProject[]> {
+  let q = sessionsWithProject(db).orderBy('s.offered_at');
+  if (filter.projectId !== undefined) q = q.where('s.project_id', '=', filter.projectId);
+  if (filter.activeOnly) q = q.where('s.ended_at', 'is', null).where('s.terminated_at', 'is', null);
+  return q.execute();
+}
+
+/** Inserts a session unless its id is known; false when it was. */
+export async function insertSession(db: Executor, session: Insertable<SessionsTable>): Promise<boolean> {
+  const inserted = await db
+    .insertInto('sessions')
+    .values(session)
+    .onConflict((oc) => oc.column('session_id').doNothing())
+    .returning('session_id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/** A heartbeat, optionally with the registration's project, machine and harness. */
+export async function heartbeatSessionRow(
+  db: Executor,
+  sessionId: string,
+  registration: Partial<Pick<SessionRow, 'project_id' | 'machine_id' | 'harness'>> = {},
+): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ heartbeat_at: sql`now()`, ...registration })
+    .where('session_id', '=', sessionId)
+    .execute();
+}
+
+export async function lockSession(db: Executor, sessionId: string): Promise<SessionRow | undefined> {
+  return db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).forUpdate().executeTakeFirst();
+}
+
+export async function markSessionEnded(db: Executor, sessionId: string, reason: string): Promise<void> {
+  await db
+    .updateTable('sessions')
+    .set({ ended_at: sql`now()`, end_reason: reason })
+    .where('session_id', '=', sessionId)
+    .execute();
+}
+
+/**
+ * U4: records what the provider attested it served; false when no such session exists.
+ * U2, U3: a statement that names no window or effort keeps the attested one (facts are never
+ * unlearned); only a statement of its own replaces it.
+ */
+export async function recordServedFacts(
+  db: Executor,
+  sessionId: string,
+  served: { model: string; window?: number; effort?: string },
+): Promise<boolean> {
+  const row = await db
+    .updateTable('sessions')
+    .set({
+      served_model: served.model,
+      served_window: served.window ?? sql<number | null>`served_window`,
+      served_effort: served.effort ?? sql<string | null>`served_effort`,
+      served_attested_at: sql`now()`,
+    })
+    .where('session_id', '=', sessionId)
+    .returning('session_id')
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /** C5: terminates every live session whose heartbeat is older than `staleAfterMs`; returns their ids. */
