@@ -92,6 +92,9 @@ export const claimIdSchema = z
   .pipe(z.number().int().positive().max(2_147_483_647));
 export const nonEmpty = z.string().trim().min(1);
 
+/** The options every command accepts (program.ts adds the flags where a command does not declare them). */
+export const BaseOptions = z.object({ session: nonEmpty.optional(), json: z.boolean().optional() });
+
 /**
  * The one shape of a command's action: commander hands over the positional arguments, then the
  * options; the options are parsed with `schema` (a bad value is `invalid_argument` naming the

@@ -49,7 +49,7 @@ export function buildProgram(): Command {
   registerItems(program);
   registerDoctor(program);
   registerServe(program);
-  acceptSessionEverywhere(program);
+  acceptBaseOptionsEverywhere(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });
@@ -60,17 +60,19 @@ export function buildProgram(): Command {
 }
 
 /**
- * Every command accepts `--session S`, so a script can pass its session to any of them: where a
- * command does not declare its own, the value becomes YOKE_SESSION_ID for the command, which is
- * where the readers that honour a viewing session (U13) look.
+ * Every command accepts the base options, `--json` and `--session S`, so a script can pass them to
+ * any command. A command that declares neither gets them here. Where a command does not read
+ * `--session` itself, the value becomes YOKE_SESSION_ID for the command, which is where the
+ * readers that honour a viewing session (U13) look.
  */
-function acceptSessionEverywhere(cmd: Command): void {
+function acceptBaseOptionsEverywhere(cmd: Command): void {
   if (cmd.commands.length) {
-    cmd.commands.forEach(acceptSessionEverywhere);
+    cmd.commands.forEach(acceptBaseOptionsEverywhere);
     return;
   }
+  if (cmd.name() === 'status-line') return; // a hook: its session comes in the harness's payload, it prints one line
+  if (!cmd.options.some((o) => o.long === '--json')) cmd.option('--json', 'print JSON');
   if (cmd.options.some((o) => o.long === '--session')) return;
-  if (cmd.name() === 'status-line') return; // the hook's session comes in the harness's payload
   cmd.option('--session <id>', 'the acting or viewing session (default $YOKE_SESSION_ID)');
   cmd.hook('preAction', (_this, action) => {
     const session = action.opts<{ session?: string }>().session;

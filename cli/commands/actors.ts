@@ -1,10 +1,8 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { actorActivities } from '../../activities/actors';
-import { nonEmpty, parseOptions, withDb } from '../context';
+import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { emit, table } from '../output';
-
-const Json = z.object({ json: z.boolean().optional() });
 
 /** `yoke actors`: issue 13, actors are Postgres login roles an admin adds and removes. */
 export function registerActors(program: Command): void {
@@ -17,10 +15,13 @@ export function registerActors(program: Command): void {
     .option('--admin', 'an admin: declares projects, grants, test machines, pricing; manages actors')
     .option('--agent', 'a coding agent (a user marked as an agent)')
     .option('--worker', 'a login for the Temporal worker (member of yoke_worker)')
-    .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(
-        Json.extend({ admin: z.boolean().optional(), agent: z.boolean().optional(), worker: z.boolean().optional() }),
+        BaseOptions.extend({
+          admin: z.boolean().optional(),
+          agent: z.boolean().optional(),
+          worker: z.boolean().optional(),
+        }),
         raw,
       );
       const kinds = (['admin', 'agent', 'worker'] as const).filter((k) => o[k]);
@@ -45,9 +46,8 @@ export function registerActors(program: Command): void {
   actors
     .command('list')
     .description('list actors and their kind')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(Json, raw);
+      const o = parseOptions(BaseOptions, raw);
       const rows = await withDb(({ db, config }) =>
         actorActivities({ db, databaseUrl: config.databaseUrl }).listActors(),
       );
@@ -63,9 +63,8 @@ export function registerActors(program: Command): void {
     .command('remove')
     .description('remove an actor (drops its login role; its rows keep its name)')
     .argument('<name>', 'actor name')
-    .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
-      const o = parseOptions(Json.extend({ name: nonEmpty }), { ...raw, name });
+      const o = parseOptions(BaseOptions.extend({ name: nonEmpty }), { ...raw, name });
       const r = await withDb(({ db, config }) =>
         actorActivities({ db, databaseUrl: config.databaseUrl }).removeActor({ actor: o.name }),
       );
@@ -75,9 +74,8 @@ export function registerActors(program: Command): void {
   actors
     .command('whoami')
     .description('the actor this connection acts as (its Postgres role)')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(Json, raw);
+      const o = parseOptions(BaseOptions, raw);
       const r = await withDb(({ db, config }) => actorActivities({ db, databaseUrl: config.databaseUrl }).whoAmI());
       emit(!!o.json, r, () => `${r.actor}${r.admin ? ' (admin)' : ''}`);
     });

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
-import { z } from 'zod';
 import { readEvents } from '../../activities/auditLog';
 import { applyMigrations } from '../../activities/schema';
-import { claimIdSchema, commandAction, nonEmpty } from '../context';
+import { claimIdSchema, commandAction, nonEmpty, BaseOptions } from '../context';
 import { table } from '../output';
 
 /** `yoke events` (the audit log) and `yoke db migrate`. */
@@ -14,10 +13,9 @@ export function registerAdmin(program: Command): void {
     .description('list events, oldest first')
     .option('--type <type>', 'only this event type, e.g. WARNOperatorLeaseRelease')
     .option('--claim-id <n>', 'only events about this claim')
-    .option('--json', 'print JSON')
     .action(
       commandAction(
-        z.object({ type: nonEmpty.optional(), claimId: claimIdSchema.optional(), json: z.boolean().optional() }),
+        BaseOptions.extend({ type: nonEmpty.optional(), claimId: claimIdSchema.optional() }),
         ({ db }, o) => readEvents(db, { type: o.type, claimId: o.claimId }),
         (rows) =>
           table(
@@ -32,10 +30,9 @@ export function registerAdmin(program: Command): void {
     .description('the yoke database')
     .command('migrate')
     .description('bring the schema to the latest migration')
-    .option('--json', 'print JSON')
     .action(
       commandAction(
-        z.object({ json: z.boolean().optional() }),
+        BaseOptions,
         async ({ db }) => ({ applied: await applyMigrations(db) }),
         ({ applied }) => (applied.length ? `applied ${applied.join(', ')}` : 'schema is up to date'),
       ),

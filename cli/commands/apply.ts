@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { nonEmpty, parseOptions, withDb } from '../context';
+import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { emit } from '../output';
 
 export function registerApply(program: Command): void {
@@ -9,12 +9,8 @@ export function registerApply(program: Command): void {
     .description('apply a project definition (environments, hosts, flows, items, QA obligations); idempotent')
     .requiredOption('-f, --file <file>', 'project definition (YAML)')
     .option('--dry-run', 'print the change without writing it')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(
-        z.object({ file: nonEmpty, dryRun: z.boolean().optional(), json: z.boolean().optional() }),
-        raw,
-      );
+      const o = parseOptions(BaseOptions.extend({ file: nonEmpty, dryRun: z.boolean().optional() }), raw);
       const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
       const r = await withDb(({ db, config }) =>
         projectDefinitionActivities({ db, maxBytes: config.applyMaxBytes }).applyProjectDefinition({

@@ -1,19 +1,12 @@
 import { readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { Command } from 'commander';
-import { z } from 'zod';
 import type { ArtifactView } from '../../activities/memberAuthority';
 import { usageError } from '../../domain/errors';
-import { actingSession, nonEmpty, parseOptions, withDb } from '../context';
+import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { emit, table } from '../output';
 
-const UploadOptions = z.object({
-  item: nonEmpty,
-  file: nonEmpty,
-  name: nonEmpty.optional(),
-  session: nonEmpty.optional(),
-  json: z.boolean().optional(),
-});
+const UploadOptions = BaseOptions.extend({ item: nonEmpty, file: nonEmpty, name: nonEmpty.optional() });
 
 /** The file's bytes, refused before reading when it is not a file or past the stored bound. */
 async function readArtifactFile(path: string, name: string): Promise<Buffer> {
@@ -62,7 +55,6 @@ export function registerArtifacts(dr: Command): void {
     .requiredOption('--file <path>', 'the file to store (at most 8 MiB)')
     .option('--name <name>', 'the name to store it under (default: the file name)')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (runId: string, raw) => {
       const o = parseOptions(UploadOptions, raw);
       const sessionId = actingSession(o);
@@ -84,9 +76,8 @@ export function registerArtifacts(dr: Command): void {
     .command('list')
     .description("a run's member artifacts, oldest first")
     .argument('<run>', 'run id')
-    .option('--json', 'print JSON')
     .action(async (runId: string, raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions, raw);
       const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
       const rows = await withDb(({ db }) => memberAuthorityActivities({ db }).listArtifacts({ runId }));
       emit(!!o.json, rows, () => table(ARTIFACT_HEADER, rows.map(artifactRow)));

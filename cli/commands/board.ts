@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
-import { z } from 'zod';
-import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
 import { emit, table } from '../output';
 
-const ViewOptions = z.object({ project: nonEmpty.optional(), json: z.boolean().optional() });
+const ViewOptions = BaseOptions.extend({ project: nonEmpty.optional() });
 
 async function boardOf(ctx: CommandContext) {
   const { boardActivities } = await import('../../activities/board');
@@ -17,7 +16,6 @@ export function registerBoard(program: Command): void {
     .description('BOARD.md: Active Harness Sessions and Recent Sessions with the one Claims column (B1-B8)')
     .option('--project <project>', 'only sessions of this project (or holding its claims)')
     .option('--out <file>', 'write the markdown to this file (for example BOARD.md)')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ViewOptions.extend({ out: nonEmpty.optional() }), raw);
       const board = await withDb(async (ctx) => (await boardOf(ctx)).board({ project: o.project }));
@@ -33,7 +31,6 @@ export function registerBoard(program: Command): void {
     .command('fleet')
     .description('live sessions per machine and the work each staffs (from the one schedule, U1)')
     .option('--project <project>', 'only this project')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ViewOptions, raw);
       const fleet = await withDb(async (ctx) => (await boardOf(ctx)).fleet({ project: o.project }));
@@ -51,7 +48,6 @@ export function registerBoard(program: Command): void {
     .command('frontier')
     .description('items nobody staffs yet and not delivered (from the one schedule, U1)')
     .option('--project <project>', 'only this project')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ViewOptions, raw);
       const frontier = await withDb(async (ctx) => (await boardOf(ctx)).frontier({ project: o.project }));

@@ -3,33 +3,28 @@ import { z } from 'zod';
 import { claimActivities, type AcquireResult, type ReleaseResult } from '../../activities/claims';
 import { YokeError } from '../../domain/errors';
 import { OPERATOR_KEY_HELP, parseOperatorKey } from '../../domain/operatorKeys';
-import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb } from '../context';
+import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { emit, warn } from '../output';
 import { claimLine, claimsTable } from '../render';
 
-const AcquireOptions = z.object({
+const AcquireOptions = BaseOptions.extend({
   key: nonEmpty,
   project: nonEmpty.optional(),
   item: nonEmpty.optional(),
-  session: nonEmpty.optional(),
-  json: z.boolean().optional(),
   wait: z.boolean().optional(),
   waitTimeout: z.coerce.number().positive().optional(),
 });
-const ListOptions = z.object({
+const ListOptions = BaseOptions.extend({
   key: nonEmpty.optional(),
   project: nonEmpty.optional(),
   activeOnly: z.boolean().optional(),
-  json: z.boolean().optional(),
 });
-const ReleaseOptions = z.object({
+const ReleaseOptions = BaseOptions.extend({
   key: nonEmpty,
   claimId: claimIdSchema,
   holderSessionId: nonEmpty,
   reason: nonEmpty,
   project: nonEmpty.optional(),
-  session: nonEmpty.optional(),
-  json: z.boolean().optional(),
 });
 
 function shellQuote(arg: string): string {
@@ -78,7 +73,6 @@ export function registerCoordinationClaim(parent: Command): void {
     .option('--wait', 'for QA_HOST keys: wait in line until your turn is reserved, then take it')
     .option('--wait-timeout <seconds>', 'with --wait: give up waiting after this long (you keep your place)')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(AcquireOptions, raw);
       const sessionId = actingSession(o);
@@ -131,7 +125,6 @@ export function registerCoordinationClaim(parent: Command): void {
     .option('--key <key>', `only this key; ${OPERATOR_KEY_HELP}`)
     .option('--project <project>', 'only this project (ignored for QA_HOST keys)')
     .option('--active-only', 'only live holds')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ListOptions, raw);
       const rows = await withDb(async ({ db, line }) => claimActivities({ db, line }).listCoordinationClaims(o));
@@ -147,7 +140,6 @@ export function registerCoordinationClaim(parent: Command): void {
     .requiredOption('--reason <text>', 'why; kept on the claim row for good')
     .option('--project <project>', "holder's project (required except for QA_HOST keys)")
     .option('--session <id>', 'acting operator session (default $YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(ReleaseOptions, raw);
       const actingSessionId = actingSession(o);

@@ -5,16 +5,15 @@ import type { CreateReceipt } from '../../activities/runs/creation';
 import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
 import { emit, table, warn } from '../output';
 import { registerArtifacts } from './artifacts';
 import { registerRunQa } from './runQa';
 import { registerTakeover } from './takeover';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
-const Json = z.object({ json: z.boolean().optional(), session: nonEmpty.optional() });
 const Selection = { requirementId: z.array(nonEmpty).default([]), planId: z.array(nonEmpty).default([]) };
-const CreateOptions = Json.extend({
+const CreateOptions = BaseOptions.extend({
   project: nonEmpty,
   flow: nonEmpty,
   target: nonEmpty,
@@ -23,7 +22,7 @@ const CreateOptions = Json.extend({
   item: z.array(nonEmpty).default([]),
   ...Selection,
 });
-const StartOptions = Json.extend({
+const StartOptions = BaseOptions.extend({
   candidate: nonEmpty,
   flow: nonEmpty.optional(),
   target: nonEmpty.optional(),
@@ -185,25 +184,21 @@ export function registerDeploymentRuns(program: Command): void {
   const dr = program
     .command('deployment-runs')
     .description('deployment runs: create, compose, execute, drive and watch');
-  const acting = (cmd: Command) =>
-    cmd.option('--session <id>', 'acting session (default $YOKE_SESSION_ID)').option('--json', 'print JSON');
   const selection = (cmd: Command) =>
     cmd
       .option('--requirement-id <id>', 'explicit requirement selection (PREFIX-N/case or case), repeatable', collect)
       .option('--plan-id <id>', 'explicit plan selection, repeatable', collect);
 
   selection(
-    acting(
-      dr
-        .command('create')
-        .description('create a run (idempotent per --idempotency-key, I1)')
-        .requiredOption('--project <project>', 'project')
-        .requiredOption('--flow <flow>', 'flow')
-        .requiredOption('--target <env>', 'target environment')
-        .requiredOption('--candidate <sha>', 'commit to deliver')
-        .requiredOption('--idempotency-key <key>', 'names the one run this call intends')
-        .option('--item <PREFIX-N>', 'member item, repeatable', collect),
-    ),
+    dr
+      .command('create')
+      .description('create a run (idempotent per --idempotency-key, I1)')
+      .requiredOption('--project <project>', 'project')
+      .requiredOption('--flow <flow>', 'flow')
+      .requiredOption('--target <env>', 'target environment')
+      .requiredOption('--candidate <sha>', 'commit to deliver')
+      .requiredOption('--idempotency-key <key>', 'names the one run this call intends')
+      .option('--item <PREFIX-N>', 'member item, repeatable', collect),
   ).action(async (raw) => {
     const o = parseOptions(CreateOptions, raw);
     const r = await withDb(async (ctx) => {
@@ -228,16 +223,14 @@ export function registerDeploymentRuns(program: Command): void {
   });
 
   selection(
-    acting(
-      dr
-        .command('start-for-item')
-        .description('create a run for items and enrol them, in one transaction (D4)')
-        .argument('<items...>', 'PREFIX-N ...')
-        .requiredOption('--candidate <sha>', 'commit to deliver')
-        .option('--flow <flow>', "flow (default: the project's completion flow)")
-        .option('--target <env>', "target (default: the flow's last deploy stage)")
-        .option('--idempotency-key <key>', 'names the one run this call intends'),
-    ),
+    dr
+      .command('start-for-item')
+      .description('create a run for items and enrol them, in one transaction (D4)')
+      .argument('<items...>', 'PREFIX-N ...')
+      .requiredOption('--candidate <sha>', 'commit to deliver')
+      .option('--flow <flow>', "flow (default: the project's completion flow)")
+      .option('--target <env>', "target (default: the flow's last deploy stage)")
+      .option('--idempotency-key <key>', 'names the one run this call intends'),
   ).action(async (items: string[], raw) => {
     const o = parseOptions(StartOptions, raw);
     const r = await withDb(async (ctx) => {
@@ -260,15 +253,13 @@ export function registerDeploymentRuns(program: Command): void {
   });
 
   selection(
-    acting(
-      dr
-        .command('add-item')
-        .description('add a member (D5 admission, D6 warnings)')
-        .argument('<run>', 'run id')
-        .argument('<item>', 'PREFIX-N'),
-    ),
+    dr
+      .command('add-item')
+      .description('add a member (D5 admission, D6 warnings)')
+      .argument('<run>', 'run id')
+      .argument('<item>', 'PREFIX-N'),
   ).action(async (runId: string, item: string, raw) => {
-    const o = parseOptions(Json.extend(Selection), raw);
+    const o = parseOptions(BaseOptions.extend(Selection), raw);
     const sessionId = actingSession(o);
     const r = await withDb(async (ctx) =>
       (await runs(ctx)).addItem({ sessionId, runId, item, requirementIds: o.requirementId, planIds: o.planId }),
@@ -278,31 +269,25 @@ export function registerDeploymentRuns(program: Command): void {
     );
   });
 
-  acting(
-    dr
-      .command('remove-item')
-      .description('audited removal of a member (D1)')
-      .argument('<run>', 'run id')
-      .argument('<item>', 'PREFIX-N')
-      .requiredOption('--reason <text>', 'why'),
-  ).action(async (runId: string, item: string, raw) => {
-    const o = parseOptions(Json.extend({ reason: nonEmpty }), raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => (await runs(ctx)).removeItem({ sessionId, runId, item, reason: o.reason }));
-    emit(!!o.json, r, () => `removed ${r.item} from ${r.run_id}: ${r.reason}`);
-  });
+  dr.command('remove-item')
+    .description('audited removal of a member (D1)')
+    .argument('<run>', 'run id')
+    .argument('<item>', 'PREFIX-N')
+    .requiredOption('--reason <text>', 'why')
+    .action(async (runId: string, item: string, raw) => {
+      const o = parseOptions(BaseOptions.extend({ reason: nonEmpty }), raw);
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => (await runs(ctx)).removeItem({ sessionId, runId, item, reason: o.reason }));
+      emit(!!o.json, r, () => `removed ${r.item} from ${r.run_id}: ${r.reason}`);
+    });
 
   dr.command('get')
     .description('a run, or only the named fields (D1); --include-member-closure adds the diagnostic (D2)')
     .argument('<run>', 'run id')
     .argument('[fields...]', 'fields, e.g. member_items membership_removals carried_work')
     .option('--include-member-closure', 'add the member_closure diagnostic')
-    .option('--json', 'print JSON')
     .action(async (runId: string, fields: string[], raw) => {
-      const o = parseOptions(
-        z.object({ json: z.boolean().optional(), includeMemberClosure: z.boolean().optional() }),
-        raw,
-      );
+      const o = parseOptions(BaseOptions.extend({ includeMemberClosure: z.boolean().optional() }), raw);
       const v = await withDb(async (ctx) =>
         (await runs(ctx)).getRun({ runId, fields, includeMemberClosure: o.includeMemberClosure }),
       );
@@ -313,14 +298,9 @@ export function registerDeploymentRuns(program: Command): void {
     .description('runs, newest first')
     .option('--project <project>', 'only this project')
     .option('--status <status>', 'only this status')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(
-        z.object({
-          json: z.boolean().optional(),
-          project: nonEmpty.optional(),
-          status: z.enum(RUN_STATUSES).optional(),
-        }),
+        BaseOptions.extend({ project: nonEmpty.optional(), status: z.enum(RUN_STATUSES).optional() }),
         raw,
       );
       const rows = await withDb(async (ctx) => (await runs(ctx)).listRuns(o));
@@ -341,165 +321,159 @@ export function registerDeploymentRuns(program: Command): void {
       );
     });
 
-  acting(
-    dr
-      .command('execute')
-      .description(
-        'start the run: occupancy locks and check, freeze, then its workflow (O1-O3); you become its driver (R1)',
-      )
-      .argument('<run>', 'run id'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json, raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) =>
-      startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId })),
-    );
-    emit(
-      !!o.json,
-      r,
-      () =>
-        `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
-    );
-  });
-
-  acting(
-    dr.command('heartbeat').description('keep your driver attachment live (R1)').argument('<run>', 'run id'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json, raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => {
-      const result = await (await runs(ctx)).heartbeatRun({ sessionId, runId });
-      if (result.took_over) {
-        const warning = await poke(ctx, runId, 'runTakenOver', { sessionId });
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-      }
-      return result;
-    });
-    emit(
-      !!o.json,
-      r,
-      () =>
-        `${r.run_id} driven by ${r.driver_session_id} (heartbeat ${r.driver_heartbeat_at})${r.took_over ? '; the previous attachment had lapsed' : ''}`,
-    );
-  });
-
-  acting(
-    dr
-      .command('terminalize')
-      .description('cancel or fail a run; unsettled run requirements are retracted (O4)')
-      .argument('<run>', 'run id')
-      .requiredOption('--disposition <d>', 'cancelled | failed')
-      .requiredOption('--reason <text>', 'why'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json.extend({ disposition: z.enum(['cancelled', 'failed']), reason: nonEmpty }), raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => {
-      const result = await (
-        await runs(ctx)
-      ).terminalizeRun({ sessionId, runId, disposition: o.disposition, reason: o.reason });
-      const warning = await poke(ctx, runId, 'runTerminalized', { status: result.status });
-      if (warning) warn(!!o.json, `warning: ${warning}`);
-      return result;
-    });
-    emit(
-      !!o.json,
-      r,
-      () => `${r.run_id} ${r.status}${r.retracted.length ? `; retracted ${r.retracted.join(', ')}` : ''}`,
-    );
-  });
-
-  acting(
-    dr
-      .command('retry')
-      .description('retry a failed run: restores its automatic retractions and executes again (O4)')
-      .argument('<run>', 'run id'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json, raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) =>
-      startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId })),
-    );
-    emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);
-  });
-
-  acting(
-    dr
-      .command('qa-verdict')
-      .description('record a run-level QA verdict')
-      .argument('<run>', 'run id')
-      .requiredOption('--check <name>', 'check name')
-      .requiredOption('--status <status>', 'passed | failed | waived'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json.extend({ check: nonEmpty, status: z.enum(['passed', 'failed', 'waived']) }), raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => {
-      const result = await (
-        await runs(ctx)
-      ).recordQaVerdict({ sessionId, runId, checkName: o.check, status: o.status });
-      const warning = await poke(ctx, runId, 'qaSettled');
-      if (warning) warn(!!o.json, `warning: ${warning}`);
-      return result;
-    });
-    emit(!!o.json, r, () => `${r.run_id} ${r.check_name}: ${r.status}`);
-  });
-
-  acting(
-    dr
-      .command('approve')
-      .description('approve a waiting approval stage')
-      .argument('<run>', 'run id')
-      .requiredOption('--stage <name>', 'approval stage'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json.extend({ stage: nonEmpty }), raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => {
-      const result = await (await runs(ctx)).approveStage({ sessionId, runId, stage: o.stage });
-      const warning = await poke(ctx, runId, 'stageApproved', { stage: o.stage });
-      if (warning) warn(!!o.json, `warning: ${warning}`);
-      return result;
-    });
-    emit(!!o.json, r, () => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`);
-  });
-
-  acting(
-    dr
-      .command('update')
-      .description("status succeeded: replay the run's settlement now (S5); refuses run_settlement_blocked naming why")
-      .argument('<run>', 'run id')
-      .argument('<field>', 'status')
-      .argument('<value>', 'succeeded'),
-  ).action(async (runId: string, field: string, value: string, raw) => {
-    const o = parseOptions(Json, raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => {
-      const result = await (await runs(ctx)).updateRunStatus({ sessionId, runId, field, value });
-      const warning = await poke(ctx, runId, 'settlementReplay');
-      if (warning) warn(!!o.json, `warning: ${warning}`);
-      return result;
-    });
-    if (r.status !== 'succeeded') {
-      const failed = 'effects' in r ? r.effects.failed : [];
-      throw new YokeError(
-        'refusal',
-        'settlement_effects_pending',
-        `run ${r.run_id} committed its settlement but is still settling: ${failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
-        `fix the cause and replay: yoke deployment-runs update ${r.run_id} status succeeded`,
-        { run_id: r.run_id, failed },
+  dr.command('execute')
+    .description(
+      'start the run: occupancy locks and check, freeze, then its workflow (O1-O3); you become its driver (R1)',
+    )
+    .argument('<run>', 'run id')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(BaseOptions, raw);
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) =>
+        startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId })),
       );
-    }
-    emit(!!o.json, r, () =>
-      'commit' in r
-        ? `${r.run_id} succeeded; closed ${r.commit.closed.join(', ') || '(none)'}${r.commit.attributed.length ? `; attributed ${r.commit.attributed.join(', ')}` : ''}`
-        : `${r.run_id} already succeeded`,
-    );
-  });
+      emit(
+        !!o.json,
+        r,
+        () =>
+          `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
+      );
+    });
+
+  dr.command('heartbeat')
+    .description('keep your driver attachment live (R1)')
+    .argument('<run>', 'run id')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(BaseOptions, raw);
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => {
+        const result = await (await runs(ctx)).heartbeatRun({ sessionId, runId });
+        if (result.took_over) {
+          const warning = await poke(ctx, runId, 'runTakenOver', { sessionId });
+          if (warning) warn(!!o.json, `warning: ${warning}`);
+        }
+        return result;
+      });
+      emit(
+        !!o.json,
+        r,
+        () =>
+          `${r.run_id} driven by ${r.driver_session_id} (heartbeat ${r.driver_heartbeat_at})${r.took_over ? '; the previous attachment had lapsed' : ''}`,
+      );
+    });
+
+  dr.command('terminalize')
+    .description('cancel or fail a run; unsettled run requirements are retracted (O4)')
+    .argument('<run>', 'run id')
+    .requiredOption('--disposition <d>', 'cancelled | failed')
+    .requiredOption('--reason <text>', 'why')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(
+        BaseOptions.extend({ disposition: z.enum(['cancelled', 'failed']), reason: nonEmpty }),
+        raw,
+      );
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => {
+        const result = await (
+          await runs(ctx)
+        ).terminalizeRun({ sessionId, runId, disposition: o.disposition, reason: o.reason });
+        const warning = await poke(ctx, runId, 'runTerminalized', { status: result.status });
+        if (warning) warn(!!o.json, `warning: ${warning}`);
+        return result;
+      });
+      emit(
+        !!o.json,
+        r,
+        () => `${r.run_id} ${r.status}${r.retracted.length ? `; retracted ${r.retracted.join(', ')}` : ''}`,
+      );
+    });
+
+  dr.command('retry')
+    .description('retry a failed run: restores its automatic retractions and executes again (O4)')
+    .argument('<run>', 'run id')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(BaseOptions, raw);
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) =>
+        startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId })),
+      );
+      emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);
+    });
+
+  dr.command('qa-verdict')
+    .description('record a run-level QA verdict')
+    .argument('<run>', 'run id')
+    .requiredOption('--check <name>', 'check name')
+    .requiredOption('--status <status>', 'passed | failed | waived')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(
+        BaseOptions.extend({ check: nonEmpty, status: z.enum(['passed', 'failed', 'waived']) }),
+        raw,
+      );
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => {
+        const result = await (
+          await runs(ctx)
+        ).recordQaVerdict({ sessionId, runId, checkName: o.check, status: o.status });
+        const warning = await poke(ctx, runId, 'qaSettled');
+        if (warning) warn(!!o.json, `warning: ${warning}`);
+        return result;
+      });
+      emit(!!o.json, r, () => `${r.run_id} ${r.check_name}: ${r.status}`);
+    });
+
+  dr.command('approve')
+    .description('approve a waiting approval stage')
+    .argument('<run>', 'run id')
+    .requiredOption('--stage <name>', 'approval stage')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(BaseOptions.extend({ stage: nonEmpty }), raw);
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => {
+        const result = await (await runs(ctx)).approveStage({ sessionId, runId, stage: o.stage });
+        const warning = await poke(ctx, runId, 'stageApproved', { stage: o.stage });
+        if (warning) warn(!!o.json, `warning: ${warning}`);
+        return result;
+      });
+      emit(!!o.json, r, () => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`);
+    });
+
+  dr.command('update')
+    .description("status succeeded: replay the run's settlement now (S5); refuses run_settlement_blocked naming why")
+    .argument('<run>', 'run id')
+    .argument('<field>', 'status')
+    .argument('<value>', 'succeeded')
+    .action(async (runId: string, field: string, value: string, raw) => {
+      const o = parseOptions(BaseOptions, raw);
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => {
+        const result = await (await runs(ctx)).updateRunStatus({ sessionId, runId, field, value });
+        const warning = await poke(ctx, runId, 'settlementReplay');
+        if (warning) warn(!!o.json, `warning: ${warning}`);
+        return result;
+      });
+      if (r.status !== 'succeeded') {
+        const failed = 'effects' in r ? r.effects.failed : [];
+        throw new YokeError(
+          'refusal',
+          'settlement_effects_pending',
+          `run ${r.run_id} committed its settlement but is still settling: ${failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
+          `fix the cause and replay: yoke deployment-runs update ${r.run_id} status succeeded`,
+          { run_id: r.run_id, failed },
+        );
+      }
+      emit(!!o.json, r, () =>
+        'commit' in r
+          ? `${r.run_id} succeeded; closed ${r.commit.closed.join(', ') || '(none)'}${r.commit.attributed.length ? `; attributed ${r.commit.attributed.join(', ')}` : ''}`
+          : `${r.run_id} already succeeded`,
+      );
+    });
 
   dr.command('validate')
     .description('validate_composition now (D6, D9, D10): exit 1 with the first refusal, naming every one')
     .argument('<run>', 'run id')
-    .option('--json', 'print JSON')
     .action(async (runId: string, raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions, raw);
       const v = await withDb(async (ctx) => (await runs(ctx)).validateRun({ runId }));
       emit(!!o.json, v, () =>
         [
@@ -515,9 +489,8 @@ export function registerDeploymentRuns(program: Command): void {
       "re-attach a workflow to an executing run whose workflow is not running (what the sweep's reconciler does)",
     )
     .argument('<run>', 'run id')
-    .option('--json', 'print JSON')
     .action(async (runId: string, raw) => {
-      const o = parseOptions(Json, raw);
+      const o = parseOptions(BaseOptions, raw);
       const r = await withDb(async (ctx) => {
         const client = await ctx.temporal.get();
         const { runWorkflowActivities } = await import('../../activities/runs/runWorkflows');
@@ -540,11 +513,7 @@ export function registerDeploymentRuns(program: Command): void {
     .option('--json', 'print JSON lines')
     .action(async (runId: string, raw) => {
       const o = parseOptions(
-        z.object({
-          json: z.boolean().optional(),
-          intervalMs: z.coerce.number().int().min(50),
-          timeout: z.coerce.number().positive(),
-        }),
+        BaseOptions.extend({ intervalMs: z.coerce.number().int().min(50), timeout: z.coerce.number().positive() }),
         raw,
       );
       const { watchRun } = await import('../watchRun');

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { z } from 'zod';
 import { YokeError } from '../../domain/errors';
-import { parseOptions, withDb } from '../context';
+import { parseOptions, withDb, BaseOptions } from '../context';
 import { emit } from '../output';
 
 /**
@@ -13,9 +12,8 @@ export function registerDoctor(program: Command): void {
   program
     .command('doctor')
     .description('check the invariants that must hold after any crash or outage; exit 1 naming each violation')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions, raw);
       const report = await withDb(async (ctx) => {
         const { doctorActivities } = await import('../../activities/doctor');
         const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');

@@ -1,11 +1,8 @@
 import type { Command } from 'commander';
-import { z } from 'zod';
 import type { ItemView } from '../../activities/items';
 import type { RequirementsView } from '../../activities/memberAuthority';
-import { actingSession, nonEmpty, parseOptions, withDb } from '../context';
+import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { emit, table } from '../output';
-
-const Json = z.object({ json: z.boolean().optional() });
 
 function itemText(v: ItemView): string {
   const lines = [
@@ -56,9 +53,8 @@ export function registerItems(program: Command): void {
     .command('get')
     .description('an item with its delivery_evidence, completed_deliveries and completion runs')
     .argument('<item>', 'PREFIX-N')
-    .option('--json', 'print JSON')
     .action(async (item: string, raw) => {
-      const o = parseOptions(Json, raw);
+      const o = parseOptions(BaseOptions, raw);
       const { itemActivities } = await import('../../activities/items');
       const v = await withDb(({ db }) => itemActivities({ db }).getItem({ item }));
       emit(!!o.json, v, () => itemText(v));
@@ -69,9 +65,8 @@ export function registerItems(program: Command): void {
     .description('items, with status and the run their completion walk reads')
     .option('--project <project>', 'only this project')
     .option('--status <status>', 'only this status')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(Json.extend({ project: nonEmpty.optional(), status: nonEmpty.optional() }), raw);
+      const o = parseOptions(BaseOptions.extend({ project: nonEmpty.optional(), status: nonEmpty.optional() }), raw);
       const { itemActivities } = await import('../../activities/items');
       const rows = await withDb(({ db }) => itemActivities({ db }).listItems(o));
       emit(!!o.json, rows, () =>
@@ -97,9 +92,8 @@ export function registerItems(program: Command): void {
       '--run <run>',
       "read under the run's stored member: its project and selection, even after the membership ended",
     )
-    .option('--json', 'print JSON')
     .action(async (item: string, raw) => {
-      const o = parseOptions(Json.extend({ run: nonEmpty.optional() }), raw);
+      const o = parseOptions(BaseOptions.extend({ run: nonEmpty.optional() }), raw);
       const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
       const v = await withDb(({ db }) => memberAuthorityActivities({ db }).readRequirements({ item, runId: o.run }));
       emit(!!o.json, v, () => requirementsText(v));
@@ -112,9 +106,8 @@ export function registerItems(program: Command): void {
     .argument('<field>', 'status | lane')
     .argument('<value>', 'the new value')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (item: string, field: string, value: string, raw) => {
-      const o = parseOptions(Json.extend({ session: nonEmpty.optional() }), raw);
+      const o = parseOptions(BaseOptions.extend({ session: nonEmpty.optional() }), raw);
       const sessionId = actingSession(o);
       const { itemActivities } = await import('../../activities/items');
       const v = await withDb(({ db }) => itemActivities({ db }).updateItem({ sessionId, item, field, value }));

@@ -1,11 +1,8 @@
 import type { Command } from 'commander';
-import { z } from 'zod';
 import { projectActivities } from '../../activities/projects';
 import { PERMISSIONS } from '../../domain/permissions';
-import { commandAction, nonEmpty } from '../context';
+import { commandAction, nonEmpty, BaseOptions } from '../context';
 import { table } from '../output';
-
-const Json = z.object({ json: z.boolean().optional() });
 
 export function registerProjects(program: Command): void {
   const projects = program.command('projects').description('projects, their item prefixes and permissions');
@@ -15,10 +12,9 @@ export function registerProjects(program: Command): void {
     .description('create a project (idempotent)')
     .argument('<name>', 'project name')
     .option('--prefix <PREFIX>', 'backlog item prefix (default: the name, upper-cased)')
-    .option('--json', 'print JSON')
     .action(
       commandAction(
-        Json.extend({ prefix: nonEmpty.optional() }),
+        BaseOptions.extend({ prefix: nonEmpty.optional() }),
         ({ db }, o, [name]) => projectActivities({ db }).createProject({ name: name!, itemPrefix: o.prefix }),
         (r) => `${r.created ? 'created' : 'exists:'} project ${r.project.name} (items ${r.project.item_prefix}-N)`,
         (r) => ({ ...r.project, created: r.created }),
@@ -31,10 +27,9 @@ export function registerProjects(program: Command): void {
     .argument('<name>', 'project name')
     .requiredOption('--actor <actor>', 'actor id')
     .requiredOption('--permission <permission>', `permission (${PERMISSIONS.join(', ')})`)
-    .option('--json', 'print JSON')
     .action(
       commandAction(
-        Json.extend({ actor: nonEmpty, permission: nonEmpty }),
+        BaseOptions.extend({ actor: nonEmpty, permission: nonEmpty }),
         ({ db }, o, [name]) =>
           projectActivities({ db }).grantPermission({ project: name!, actor: o.actor, permission: o.permission }),
         (g) => `granted ${g.permission} on ${g.project} to ${g.actor_id}`,
@@ -44,10 +39,9 @@ export function registerProjects(program: Command): void {
   projects
     .command('list')
     .description('list projects')
-    .option('--json', 'print JSON')
     .action(
       commandAction(
-        Json,
+        BaseOptions,
         ({ db }) => projectActivities({ db }).listProjects(),
         (rows) =>
           table(

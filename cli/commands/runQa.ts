@@ -1,10 +1,8 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { QaPendingReport } from '../../activities/qa/pending';
-import { actingSession, nonEmpty, parseOptions, withDb } from '../context';
+import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { emit } from '../output';
-
-const Json = z.object({ json: z.boolean().optional(), session: nonEmpty.optional() });
 
 async function lines(r: QaPendingReport): Promise<string[]> {
   const { unresolvedLines } = await import('../../activities/qa/pending');
@@ -13,41 +11,37 @@ async function lines(r: QaPendingReport): Promise<string[]> {
 
 /** `deployment-runs qa add`, `qa-pending` and `advance`: run-level QA and the Q4 hold. */
 export function registerRunQa(dr: Command): void {
-  const acting = (cmd: Command) =>
-    cmd.option('--session <id>', 'acting session (default $YOKE_SESSION_ID)').option('--json', 'print JSON');
-
   const qaGroup = dr.command('qa').description("a run's QA obligations");
-  acting(
-    qaGroup
-      .command('add')
-      .description('add an operator QA check to a run (Q3); a blocking one names its stage (Q6)')
-      .argument('<run>', 'run id')
-      .requiredOption('--check <name>', 'check name')
-      .option('--stage <stage>', 'the QA stage that answers it')
-      .option('--non-blocking', 'record it without holding the run'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(
-      Json.extend({ check: nonEmpty, stage: nonEmpty.optional(), nonBlocking: z.boolean().optional() }),
-      raw,
-    );
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) => {
-      const { runObligationActivities } = await import('../../activities/qa/runObligations');
-      return runObligationActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs }).addRunQa({
-        sessionId,
-        runId,
-        check: o.check,
-        stage: o.stage,
-        blocking: !o.nonBlocking,
+  qaGroup
+    .command('add')
+    .description('add an operator QA check to a run (Q3); a blocking one names its stage (Q6)')
+    .argument('<run>', 'run id')
+    .requiredOption('--check <name>', 'check name')
+    .option('--stage <stage>', 'the QA stage that answers it')
+    .option('--non-blocking', 'record it without holding the run')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(
+        BaseOptions.extend({ check: nonEmpty, stage: nonEmpty.optional(), nonBlocking: z.boolean().optional() }),
+        raw,
+      );
+      const sessionId = actingSession(o);
+      const r = await withDb(async (ctx) => {
+        const { runObligationActivities } = await import('../../activities/qa/runObligations');
+        return runObligationActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs }).addRunQa({
+          sessionId,
+          runId,
+          check: o.check,
+          stage: o.stage,
+          blocking: !o.nonBlocking,
+        });
       });
+      emit(
+        !!o.json,
+        r,
+        () =>
+          `${r.run_id} QA check ${r.check_name} at ${r.stage_name ?? '(no stage)'}: ${r.blocking ? 'blocking' : 'non-blocking'}`,
+      );
     });
-    emit(
-      !!o.json,
-      r,
-      () =>
-        `${r.run_id} QA check ${r.check_name} at ${r.stage_name ?? '(no stage)'}: ${r.blocking ? 'blocking' : 'non-blocking'}`,
-    );
-  });
 
   dr.command('qa-pending')
     .description(
@@ -55,9 +49,8 @@ export function registerRunQa(dr: Command): void {
     )
     .argument('<run>', 'run id')
     .option('--stage <stage>', "only this QA stage's subjects (plus run obligations naming no stage)")
-    .option('--json', 'print JSON')
     .action(async (runId: string, raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional(), stage: nonEmpty.optional() }), raw);
+      const o = parseOptions(BaseOptions.extend({ stage: nonEmpty.optional() }), raw);
       const r = await withDb(async (ctx) =>
         (await import('../blockingQa')).readBlockingQa(ctx, runId, o.stage ?? null),
       );
@@ -72,29 +65,28 @@ export function registerRunQa(dr: Command): void {
       );
     });
 
-  acting(
-    dr
-      .command('advance')
-      .description('advance a run held by blocking QA (Q4): exits 5 naming every unresolved obligation while any is')
-      .argument('<run>', 'run id'),
-  ).action(async (runId: string, raw) => {
-    const o = parseOptions(Json, raw);
-    const r = await withDb(async (ctx) => {
-      const report = await (await import('../blockingQa')).readBlockingQa(ctx, runId, null);
-      const pending = report.members.length > 0 || report.run_obligations.some((x) => x.status === 'pending');
-      if (!pending && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
-      return { ...report, advanced: !pending && report.status === 'executing' };
+  dr.command('advance')
+    .description('advance a run held by blocking QA (Q4): exits 5 naming every unresolved obligation while any is')
+    .argument('<run>', 'run id')
+    .action(async (runId: string, raw) => {
+      const o = parseOptions(BaseOptions, raw);
+      const r = await withDb(async (ctx) => {
+        const report = await (await import('../blockingQa')).readBlockingQa(ctx, runId, null);
+        const pending = report.members.length > 0 || report.run_obligations.some((x) => x.status === 'pending');
+        if (!pending && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
+        return { ...report, advanced: !pending && report.status === 'executing' };
+      });
+      const text = await lines(r);
+      emit(!!o.json, r, () =>
+        r.advanced
+          ? `run ${r.run_id}: no blocking QA outstanding; advancing`
+          : text.length
+            ? [
+                `run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`,
+                ...text.map((l) => `  ${l}`),
+              ].join('\n')
+            : `run ${r.run_id} is ${r.status}`,
+      );
+      if (!r.advanced && text.length) process.exitCode = 5;
     });
-    const text = await lines(r);
-    emit(!!o.json, r, () =>
-      r.advanced
-        ? `run ${r.run_id}: no blocking QA outstanding; advancing`
-        : text.length
-          ? [`run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`, ...text.map((l) => `  ${l}`)].join(
-              '\n',
-            )
-          : `run ${r.run_id} is ${r.status}`,
-    );
-    if (!r.advanced && text.length) process.exitCode = 5;
-  });
 }

@@ -1,13 +1,11 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { nonEmpty, parseOptions, withDb } from '../context';
+import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 
-const ServeOptions = z.object({
+const ServeOptions = BaseOptions.extend({
   port: z.coerce.number().int().min(0).max(65535).default(8340),
   host: nonEmpty.default('127.0.0.1'),
-  session: nonEmpty.optional(),
   pollMs: z.coerce.number().int().min(200).max(600_000).default(2000),
-  json: z.boolean().optional(),
 });
 
 /** The Temporal Web UI: YOKE_TEMPORAL_UI_URL, else the one `npm start` recorded, else the dev server's default. */

@@ -2,12 +2,12 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { HARNESSES } from '../../domain/harnesses';
 import { sessionActivities } from '../../activities/sessions';
-import { commandAction, nonEmpty, parseOptions, withDb } from '../context';
+import { commandAction, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 import { usageError } from '../../domain/errors';
 import { emit, table } from '../output';
 import { claimTarget } from '../render';
 
-const SessionOpt = z.object({ session: nonEmpty, json: z.boolean().optional() });
+const SessionOpt = BaseOptions.extend({ session: nonEmpty });
 // The columns hold up to 200 characters (sessions.session_id, actor_id): longer is bad input.
 const RegisterOptions = SessionOpt.extend({
   session: nonEmpty.max(200),
@@ -39,7 +39,6 @@ export function registerSessions(program: Command): void {
     .option('--effort <effort>', 'requested effort')
     .option('--window <tokens>', 'requested context window')
     .option('--probe', 'a probe session: left out of machine usage windows')
-    .option('--json', 'print JSON')
     .action(
       commandAction(
         RegisterOptions,
@@ -65,7 +64,6 @@ export function registerSessions(program: Command): void {
     .command('heartbeat')
     .description('keep a session and its claims alive')
     .requiredOption('--session <id>', 'session id')
-    .option('--json', 'print JSON')
     .action(
       commandAction(
         SessionOpt,
@@ -79,7 +77,6 @@ export function registerSessions(program: Command): void {
     .description('end a session; its non-sticky claims are released, sticky holds stay (C5)')
     .requiredOption('--session <id>', 'session id')
     .option('--if-claim-free', 'end only if the session holds no live non-sticky claim')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(SessionOpt.extend({ ifClaimFree: z.boolean().optional() }), raw);
       const r = await withDb(({ db, line }) =>
@@ -120,15 +117,12 @@ export function registerSessions(program: Command): void {
       '--session <id>',
       'viewing session (default $YOKE_SESSION_ID): the cohort shows only what its actor may read',
     )
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(
-        z.object({
-          session: nonEmpty.optional(),
+        BaseOptions.extend({
           project: nonEmpty.optional(),
           activeOnly: z.boolean().optional(),
           usageLast24h: z.boolean().optional(),
-          json: z.boolean().optional(),
         }),
         raw,
       );

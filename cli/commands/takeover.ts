@@ -4,7 +4,7 @@ import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
 import type { TakeoverReceipt } from '../../activities/runs/takeover';
 import { ContainmentAttestation } from '../../domain/containment';
 import { usageError } from '../../domain/errors';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
 import { emit, warn } from '../output';
 
 /** --containment-attestation: the JSON a lane checkout relayed (T3), parsed at the edge. */
@@ -59,15 +59,9 @@ export function registerTakeover(dr: Command, runs: (ctx: CommandContext) => Pro
       "a lane checkout's containment verdict, when this host's repository cannot answer",
     )
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (runId: string, raw) => {
       const o = parseOptions(
-        z.object({
-          successor: nonEmpty,
-          containmentAttestation: z.string().optional(),
-          session: nonEmpty.optional(),
-          json: z.boolean().optional(),
-        }),
+        BaseOptions.extend({ successor: nonEmpty, containmentAttestation: z.string().optional() }),
         raw,
       );
       const sessionId = actingSession(o);

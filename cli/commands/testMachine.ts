@@ -10,12 +10,11 @@ import { YokeError, refusal, usageError } from '../../domain/errors';
 import { HostAddress } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
 import type { testMachineCheck } from '../../workflows/testMachineCheck';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
 import { emit, table, warn } from '../output';
 import { reportLine } from './coordinationClaim';
 
-const Json = z.object({ json: z.boolean().optional() });
-const AddOptions = Json.extend({
+const AddOptions = BaseOptions.extend({
   host: HostAddress,
   port: z.coerce.number().int().min(1).max(65535),
   user: nonEmpty,
@@ -25,7 +24,7 @@ const AddOptions = Json.extend({
   verifyCommand: nonEmpty.optional(),
   captureCommand: nonEmpty.optional(),
 });
-const CheckOptions = Json.extend({ session: nonEmpty.optional() });
+const CheckOptions = BaseOptions.extend({ session: nonEmpty.optional() });
 
 // Loaded on use: ssh2 and the Temporal workflow definitions cost startup time every other command would pay.
 async function machines(ctx: CommandContext) {
@@ -128,7 +127,6 @@ export function registerTestMachine(program: Command): void {
     .option('--host-key-file <file>', "the host's public key to pin (default: trust on first use, recorded)")
     .option('--verify-command <cmd>', 'command whose success means the machine is healthy (default: true)')
     .option('--capture-command <cmd>', 'golden capture command (default: true)')
-    .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
       const o = parseOptions(AddOptions, raw);
       // Issue 13: the worker never opens a path a user gives; it logs in with a key of its own.
@@ -156,9 +154,8 @@ export function registerTestMachine(program: Command): void {
 
   tm.command('list')
     .description('machines with health, holder and line length')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(Json, raw);
+      const o = parseOptions(BaseOptions, raw);
       const rows = await withDb(async (ctx) => (await machines(ctx)).listTestMachines());
       emit(!!o.json, rows, () => machineTable(rows));
     });
@@ -166,9 +163,8 @@ export function registerTestMachine(program: Command): void {
   tm.command('remove')
     .description('remove a machine nobody holds (its waits are cancelled)')
     .argument('<name>', 'machine')
-    .option('--json', 'print JSON')
     .action(async (name: string, raw) => {
-      const o = parseOptions(Json, raw);
+      const o = parseOptions(BaseOptions, raw);
       const r = await withDb(async (ctx) => (await machines(ctx)).removeTestMachine({ name }));
       emit(
         !!o.json,
@@ -189,7 +185,6 @@ export function registerTestMachine(program: Command): void {
       )
       .argument('<name>', 'machine')
       .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-      .option('--json', 'print JSON')
       .action(async (name: string, raw) => {
         const o = parseOptions(CheckOptions, raw);
         const sessionId = actingSession(o);
@@ -235,9 +230,8 @@ export function registerTestMachine(program: Command): void {
     .description('the waiting line: position, session, state, queued_at, resume_command, rationale')
     .argument('[name]', 'only this machine')
     .option('--all', 'include settled waits (granted, cancelled)')
-    .option('--json', 'print JSON')
     .action(async (name: string | undefined, raw) => {
-      const o = parseOptions(Json.extend({ all: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions.extend({ all: z.boolean().optional() }), raw);
       const rows = await withDb(async (ctx) => (await machines(ctx)).listWaits({ testMachine: name, all: o.all }));
       emit(!!o.json, rows, () => waitsTable(rows));
     });

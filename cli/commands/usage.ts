@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { FoldRequest } from '../../workflows/definitions';
 import type { sessionUsage } from '../../workflows/sessionUsage';
 import { BACKFILL_HARNESSES, FOLDED_HARNESSES } from '../../domain/harnesses';
-import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
 import { emit, table } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -23,15 +23,13 @@ export function registerUsage(program: Command): void {
     .requiredOption('--harness <harness>', 'claude | codex | cursor')
     .requiredOption('--artifact <path>', 'transcript / rollout / result capture (repeatable)', collect)
     .option('--async', "hand the fold to the session's fold workflow (session-usage/<session>) and return")
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(
-        z.object({
+        BaseOptions.extend({
           session: nonEmpty,
           harness: z.enum(FOLDED_HARNESSES),
           artifact: z.array(nonEmpty).min(1),
           async: z.boolean().optional(),
-          json: z.boolean().optional(),
         }),
         raw,
       );
@@ -83,15 +81,13 @@ export function registerUsage(program: Command): void {
     .requiredOption('--model <model>', 'served model, as the provider stated it')
     .option('--window <tokens>', 'served context window')
     .option('--effort <effort>', 'served effort (recorded with the model)')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(
-        z.object({
+        BaseOptions.extend({
           session: nonEmpty,
           model: nonEmpty,
           window: z.coerce.number().int().positive().optional(),
           effort: nonEmpty.optional(),
-          json: z.boolean().optional(),
         }),
         raw,
       );
@@ -121,14 +117,12 @@ export function registerUsage(program: Command): void {
     .option('--genai-prices', 'a new revision from the installed @pydantic/genai-prices version, effective now')
     .option('--backdate', 'allow an effective_at in the past: re-prices sessions already priced (audited)')
     .option('--reason <text>', 'why a back-dated revision re-prices the past (required with --backdate)')
-    .option('--json', 'print JSON')
     .action(async (file: string | undefined, raw) => {
       const o = parseOptions(
-        z.object({
+        BaseOptions.extend({
           backdate: z.boolean().optional(),
           reason: nonEmpty.optional(),
           genaiPrices: z.boolean().optional(),
-          json: z.boolean().optional(),
         }),
         raw,
       );
@@ -145,9 +139,8 @@ export function registerUsage(program: Command): void {
   pricing
     .command('list')
     .description('pricing revisions, oldest first')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ json: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions, raw);
       const rows = await withDb(async (ctx) => (await usage(ctx)).listPricing());
       emit(!!o.json, rows, () =>
         table(
@@ -169,11 +162,10 @@ export function registerUsage(program: Command): void {
     .option('--json', 'print JSON lines')
     .action(async (raw) => {
       const o = parseOptions(
-        z.object({
+        BaseOptions.extend({
           harness: z.enum(BACKFILL_HARNESSES),
           dir: nonEmpty.optional(),
           machine: nonEmpty.optional(),
-          json: z.boolean().optional(),
         }),
         raw,
       );
@@ -218,9 +210,8 @@ export function registerUsage(program: Command): void {
     .command('usage')
     .description('24-hour usage per machine (U13)')
     .option('--session <id>', 'viewing session (default $YOKE_SESSION_ID): only what its actor may read')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
-      const o = parseOptions(z.object({ session: nonEmpty.optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions, raw);
       const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
       const rows = await withDb(async (ctx) =>
         (await usage(ctx)).machinesUsage(viewerId ? { sessionId: viewerId } : undefined),

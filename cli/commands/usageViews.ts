@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { SessionShow } from '../../activities/usage/usageViews';
 import { BILLABLE_BUCKETS } from '../../domain/usage/buckets';
-import { nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import { nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
 import { emit, table } from '../output';
 
 async function views(ctx: CommandContext) {
@@ -57,9 +57,8 @@ export function registerUsageViews(program: Command): void {
     )
     .argument('<session>', 'the session to show')
     .option('--session <viewer>', 'the viewing session (U13; default YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (sessionId: string, raw) => {
-      const o = parseOptions(z.object({ session: nonEmpty.optional(), json: z.boolean().optional() }), raw);
+      const o = parseOptions(BaseOptions, raw);
       const s = await withDb(async (ctx) => (await views(ctx)).showSession({ sessionId, viewer: viewerOf(o.session) }));
       emit(!!o.json, s, () => showText(s));
     });
@@ -72,15 +71,12 @@ export function registerUsageViews(program: Command): void {
     .option('--since <date>', 'sessions offered on or after (YYYY-MM-DD, YYYYMMDD or ISO timestamp)')
     .option('--until <date>', 'sessions offered up to (a day includes the whole day)')
     .option('--session <viewer>', 'the viewing session (U13; default YOKE_SESSION_ID)')
-    .option('--json', 'print JSON')
     .action(async (raw) => {
       const o = parseOptions(
-        z.object({
+        BaseOptions.extend({
           by: z.enum(['day', 'session', 'model', 'machine', 'project']),
           since: nonEmpty.optional(),
           until: nonEmpty.optional(),
-          session: nonEmpty.optional(),
-          json: z.boolean().optional(),
         }),
         raw,
       );
