@@ -1,18 +1,30 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { ClaimRow, Database, WaitRow } from '../db/database';
-import { lockClaim, releaseClaim, type ReleaseMark, type ReservedTurn } from '../db/claims';
+import {
+  consumeReservationClaim,
+  lockClaim,
+  releaseClaim,
+  releaseReservationClaims,
+  releaseReservationsOfMachine,
+  type ReleaseMark,
+  type ReservedTurn,
+} from '../db/claims';
 import type { Executor } from '../db/pool';
 import type { YokeError } from '../domain/errors';
 import {
+  expiredReservationWaits,
   insertReservation,
   insertWait,
   lockLine,
   lockLineOfClaim,
   oldestLiveWaiter,
+  openWaitIds,
   positionOf,
   probeLine,
+  reservedWaitsOfClaim,
   settleWaits,
   openWaitsOf,
+  waitingWaitIdsOf,
   waitsOfEndedSessions,
   type NewWait,
 } from '../db/waits';
@@ -144,13 +156,8 @@ async function cancelWaitRows(
     await lockLine(trx, machine);
     const ids = waits.filter((w) => w.test_machine === machine).map((w) => w.wait_id);
     // Re-read under the lock: only waits still open are cancelled.
-    const open = await trx
-      .selectFrom('qa_test_machine_waits')
-      .select('wait_id')
-      .where('wait_id', 'in', ids)
-      .where('state', 'in', ['waiting', 'reserved'])
-      .execute();
-    const cancelled = await settleWaits(trx, { waitIds: open.map((w) => w.wait_id) }, { state: 'cancelled', reason });
+    const open = await openWaitIds(trx, { waitIds: ids });
+    const cancelled = await settleWaits(trx, { waitIds: open }, { state: 'cancelled', reason });
     for (const w of cancelled)
       effects.cancelled.push({
         wait_id: w.wait_id,
@@ -160,19 +167,7 @@ async function cancelWaitRows(
         qa_plan_execution_id: w.qa_plan_execution_id,
       });
     const reservationClaims = cancelled.filter((w) => w.claim_id !== null).map((w) => w.claim_id!);
-    if (reservationClaims.length) {
-      await trx
-        .updateTable('work_claims')
-        .set({
-          released_at: sql`clock_timestamp()`,
-          release_reason: `reservation cancelled: ${reason}`,
-          reserved_until: null,
-        })
-        .where('claim_id', 'in', reservationClaims)
-        .where('released_at', 'is', null)
-        .where('reserved_until', 'is not', null)
-        .execute();
-    }
+    await releaseReservationClaims(trx, reservationClaims, reason, { unconsumedOnly: true });
     await serveLine(trx, machine, lifetimeMs, effects);
   }
 }
@@ -190,18 +185,7 @@ async function cancelEndedSessionWaits(trx: Executor, effects: LineEffects, test
       reason: 'session_ended',
     });
   const reservationClaims = cancelled.filter((w) => w.claim_id !== null).map((w) => w.claim_id!);
-  if (reservationClaims.length) {
-    await trx
-      .updateTable('work_claims')
-      .set({
-        released_at: sql`clock_timestamp()`,
-        release_reason: 'reservation cancelled: session_ended',
-        reserved_until: null,
-      })
-      .where('claim_id', 'in', reservationClaims)
-      .where('released_at', 'is', null)
-      .execute();
-  }
+  await releaseReservationClaims(trx, reservationClaims, 'session_ended', { unconsumedOnly: false });
 }
 
 /** A removed machine's line closes: open waits are cancelled and reserved turns released, unserved. */
@@ -212,23 +196,11 @@ export async function closeLine(
   effects: LineEffects,
 ): Promise<void> {
   await lockLine(trx, testMachine);
-  const open = await trx
-    .selectFrom('qa_test_machine_waits')
-    .select('wait_id')
-    .where('test_machine', '=', testMachine)
-    .where('state', 'in', ['waiting', 'reserved'])
-    .execute();
-  const cancelled = await settleWaits(trx, { waitIds: open.map((w) => w.wait_id) }, { state: 'cancelled', reason });
+  const open = await openWaitIds(trx, { testMachine });
+  const cancelled = await settleWaits(trx, { waitIds: open }, { state: 'cancelled', reason });
   for (const w of cancelled)
     effects.cancelled.push({ wait_id: w.wait_id, test_machine: testMachine, session_id: w.session_id, reason });
-  await trx
-    .updateTable('work_claims')
-    .set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${reason}` })
-    .where('target_kind', '=', 'qa_admission')
-    .where(sql<string>`scope->>'test_machine'`, '=', testMachine)
-    .where('released_at', 'is', null)
-    .where('reserved_until', 'is not', null)
-    .execute();
+  await releaseReservationsOfMachine(trx, testMachine, reason);
 }
 
 /** W9: session end cancels every wait of the session, passing any reserved turn on. */
@@ -272,15 +244,7 @@ export async function expireReservations(
   effects: LineEffects,
   testMachine?: string,
 ): Promise<number[]> {
-  const expired = await trx
-    .selectFrom('qa_test_machine_waits as w')
-    .innerJoin('work_claims as c', 'c.claim_id', 'w.claim_id')
-    .selectAll('w')
-    .where('w.state', '=', 'reserved')
-    .where('c.released_at', 'is', null)
-    .where('c.reserved_until', '<', sql<Date>`clock_timestamp()`)
-    .$if(testMachine !== undefined, (b) => b.where('w.test_machine', '=', testMachine!))
-    .execute();
+  const expired = await expiredReservationWaits(trx, testMachine);
   await cancelWaitRows(trx, expired, 'reservation_expired', lifetimeMs, effects);
   return expired.map((w) => w.claim_id!);
 }
@@ -297,12 +261,7 @@ export async function afterTestMachineRelease(
 ): Promise<void> {
   const testMachine = String(released.scope.test_machine);
   if (released.reserved_until) {
-    const [wait] = await trx
-      .selectFrom('qa_test_machine_waits')
-      .selectAll()
-      .where('claim_id', '=', released.claim_id)
-      .where('state', '=', 'reserved')
-      .execute();
+    const [wait] = await reservedWaitsOfClaim(trx, released.claim_id);
     if (wait) {
       const [c] = await settleWaits(
         trx,
@@ -340,17 +299,8 @@ export async function joinLine(
 
 /** The reserved session's acquire consumes its turn (W7). */
 export async function consumeReservation(trx: Executor, claim: ClaimRow): Promise<void> {
-  await trx
-    .updateTable('work_claims')
-    .set({ reserved_until: null, heartbeat_at: sql`now()` })
-    .where('claim_id', '=', claim.claim_id)
-    .execute();
-  const waits = await trx
-    .selectFrom('qa_test_machine_waits')
-    .select('wait_id')
-    .where('claim_id', '=', claim.claim_id)
-    .where('state', '=', 'reserved')
-    .execute();
+  await consumeReservationClaim(trx, claim.claim_id);
+  const waits = await reservedWaitsOfClaim(trx, claim.claim_id);
   await settleWaits(trx, { waitIds: waits.map((w) => w.wait_id) }, { state: 'granted' });
 }
 
@@ -365,15 +315,8 @@ export async function grantOwnWait(
   claimId: number,
   executionId: number | null = null,
 ): Promise<void> {
-  const waits = await trx
-    .selectFrom('qa_test_machine_waits')
-    .select('wait_id')
-    .where('test_machine', '=', testMachine)
-    .where('session_id', '=', sessionId)
-    .where(sql<number>`coalesce(qa_plan_execution_id, 0)`, '=', executionId ?? 0)
-    .where('state', '=', 'waiting')
-    .execute();
-  await settleWaits(trx, { waitIds: waits.map((w) => w.wait_id) }, { state: 'granted', claimId });
+  const waits = await waitingWaitIdsOf(trx, testMachine, sessionId, executionId);
+  await settleWaits(trx, { waitIds: waits }, { state: 'granted', claimId });
 }
 
 /**

@@ -320,6 +320,51 @@ export async function releaseClaim(db: Executor, claimId: number, mark: ReleaseM
 }
 
 /**
+ * W9: releases the live reservation claims of cancelled turns, recording why. With
+ * `unconsumedOnly`, a claim whose turn was consumed (reserved_until cleared) is left alone.
+ */
+export async function releaseReservationClaims(
+  db: Executor,
+  claimIds: number[],
+  cause: string,
+  opts: { unconsumedOnly: boolean },
+): Promise<void> {
+  if (claimIds.length === 0) return;
+  await db
+    .updateTable('work_claims')
+    .set({
+      released_at: sql`clock_timestamp()`,
+      release_reason: `reservation cancelled: ${cause}`,
+      reserved_until: null,
+    })
+    .where('claim_id', 'in', claimIds)
+    .where('released_at', 'is', null)
+    .$if(opts.unconsumedOnly, (q) => q.where('reserved_until', 'is not', null))
+    .execute();
+}
+
+/** A removed machine's reserved turns are released unserved, recording why. */
+export async function releaseReservationsOfMachine(db: Executor, testMachine: string, cause: string): Promise<void> {
+  await db
+    .updateTable('work_claims')
+    .set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${cause}` })
+    .where('target_kind', '=', 'qa_admission')
+    .where(sql<string>`scope->>'test_machine'`, '=', testMachine)
+    .where('released_at', 'is', null)
+    .where('reserved_until', 'is not', null)
+    .execute();
+}
+
+/** W7: a reserved turn consumed by its waiter becomes its live hold. */
+export async function consumeReservationClaim(db: Executor, claimId: number): Promise<void> {
+  await db
+    .updateTable('work_claims')
+    .set({ reserved_until: null, heartbeat_at: sql`now()` })
+    .where('claim_id', '=', claimId)
+    .execute();
+}
+
+/**
  * C5: releases the live non-sticky claims of sessions that have ended or been terminated.
  * Sticky kinds are skipped: only the audited operator release frees them.
  */

@@ -139,6 +139,66 @@ export async function openWaitsOf(
     : query.where('qa_plan_execution_id', '=', owner.executionId).execute();
 }
 
+/**
+ * The ids of the waits still open (waiting or reserved): among given waits (a re-read under
+ * the line lock), or all of one machine's.
+ */
+export async function openWaitIds(
+  db: Executor,
+  among: { waitIds: number[] } | { testMachine: string },
+): Promise<number[]> {
+  const query = db.selectFrom('qa_test_machine_waits').select('wait_id');
+  const rows = await (
+    'waitIds' in among
+      ? query.where('wait_id', 'in', among.waitIds)
+      : query.where('test_machine', '=', among.testMachine)
+  )
+    .where('state', 'in', ['waiting', 'reserved'])
+    .execute();
+  return rows.map((w) => w.wait_id);
+}
+
+/** A session's (or one of its executions') waits still waiting on a machine, not yet served (W2). */
+export async function waitingWaitIdsOf(
+  db: Executor,
+  testMachine: string,
+  sessionId: string,
+  executionId: number | null,
+): Promise<number[]> {
+  const rows = await db
+    .selectFrom('qa_test_machine_waits')
+    .select('wait_id')
+    .where('test_machine', '=', testMachine)
+    .where('session_id', '=', sessionId)
+    .where(sql<number>`coalesce(qa_plan_execution_id, 0)`, '=', executionId ?? 0)
+    .where('state', '=', 'waiting')
+    .execute();
+  return rows.map((w) => w.wait_id);
+}
+
+/** The reserved wait a reservation claim serves (W7), as a list: none once it is settled. */
+export async function reservedWaitsOfClaim(db: Executor, claimId: number): Promise<WaitRow[]> {
+  return db
+    .selectFrom('qa_test_machine_waits')
+    .selectAll()
+    .where('claim_id', '=', claimId)
+    .where('state', '=', 'reserved')
+    .execute();
+}
+
+/** W9: reserved turns whose live reservation claim is past its reserved_until, on one machine or all. */
+export async function expiredReservationWaits(db: Executor, testMachine?: string): Promise<WaitRow[]> {
+  return db
+    .selectFrom('qa_test_machine_waits as w')
+    .innerJoin('work_claims as c', 'c.claim_id', 'w.claim_id')
+    .selectAll('w')
+    .where('w.state', '=', 'reserved')
+    .where('c.released_at', 'is', null)
+    .where('c.reserved_until', '<', sql<Date>`clock_timestamp()`)
+    .$if(testMachine !== undefined, (b) => b.where('w.test_machine', '=', testMachine!))
+    .execute();
+}
+
 /** Open waits whose session has ended or been terminated (W9), on one machine or all. */
 export async function waitsOfEndedSessions(db: Executor, testMachine?: string): Promise<WaitRow[]> {
   let q = db
