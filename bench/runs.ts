@@ -7,13 +7,15 @@ import { deploymentRunActivities } from '../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../activities/projectDefinition';
 import { sessionActivities } from '../activities/sessions';
 import { withBenchDatabase } from './benchDatabase';
+import { CountingPlugin } from './countingPlugin';
 import { ascending, quantile } from './stats';
 
 /**
  * Deployment-run throughput: creates per second, and the latency of `execute` (advisory
  * lock per origin, occupancy check, freeze, status change) with 1, 10 and 100 origins held
  * by other executing runs, next to a bare advisory-lock transaction on the same server in
- * the same run. Prints one JSON object.
+ * the same run, and the statements one execute sends (BEGIN and COMMIT not counted). Prints
+ * one JSON object.
  */
 const CREATES = Number(process.env.BENCH_CREATES ?? 300);
 const EXECUTES = Number(process.env.BENCH_EXECUTES ?? 100);
@@ -43,6 +45,8 @@ async function main(): Promise<void> {
     await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
     await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
     const runs = deploymentRunActivities({ db });
+    const counter = new CountingPlugin();
+    const counted = deploymentRunActivities({ db: db.withPlugin(counter) });
     const create = (flow: string, key: string, items: string[] = []) =>
       runs.createRun({
         sessionId: 'bench',
@@ -64,6 +68,7 @@ async function main(): Promise<void> {
 
     // execute latency with N origins held by other executing runs
     const execute: Record<string, ReturnType<typeof stats>> = {};
+    const statements: Record<string, number> = {};
     let held = 0;
     for (const n of OCCUPIED) {
       for (; held < n; held++)
@@ -71,9 +76,11 @@ async function main(): Promise<void> {
       const samples: number[] = [];
       for (let i = 0; i < EXECUTES; i++) {
         const run = await create('free', `x-${n}-${i}`, ['B-1']);
+        const before = counter.count;
         const t = process.hrtime.bigint();
-        await runs.executeRun({ sessionId: 'bench', runId: run.run_id });
+        await counted.executeRun({ sessionId: 'bench', runId: run.run_id });
         samples.push(since(t));
+        statements[`occupied_${n}`] = counter.count - before;
         await runs.terminalizeRun({ sessionId: 'bench', runId: run.run_id, disposition: 'cancelled', reason: 'bench' });
       }
       execute[`occupied_${n}`] = stats(samples);
@@ -99,6 +106,7 @@ async function main(): Promise<void> {
           postgres,
           creates_per_s: { without_members: createsEmpty, with_one_member: createsMember },
           execute_latency: execute,
+          statements_per_execute: statements,
           bare_advisory_lock_transaction: baseline,
           execute_p50_over_bare_p50: Object.fromEntries(
             Object.entries(execute).map(([k, v]) => [k, Math.round((v.p50_ms / baseline.p50_ms) * 10) / 10]),

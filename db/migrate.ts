@@ -23,6 +23,7 @@ import * as memberAuthority from './migrations/0018_member_authority';
 import * as cheapChecks from './migrations/0019_cheap_checks';
 import * as oneStatementRelease from './migrations/0019_one_statement_release';
 import * as releaseServesLine from './migrations/0019_release_serves_line';
+import * as executeOrigins from './migrations/0021_execute_origins';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -50,6 +51,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0019_cheap_checks': cheapChecks,
   '0019_one_statement_release': oneStatementRelease,
   '0019_release_serves_line': releaseServesLine,
+  '0021_execute_origins': executeOrigins,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

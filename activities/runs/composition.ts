@@ -1,11 +1,11 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database, FlowRow, RunRow } from '../../db/database';
-import { completionWalks, itemsById } from '../../db/items';
+import { completionWalks, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
-import { flowById, obligationsOf, runById } from '../../db/runs';
+import { flowById, obligationsOf, runById, type ObligationRow } from '../../db/runs';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { refusal, type YokeError } from '../../domain/errors';
-import { hasCompletionAuthority } from '../completion/doneGate';
+import { completionAuthority, hasCompletionAuthority } from '../completion/doneGate';
 
 export interface CompositionResult {
   code: 'item_qa_no_member_owes_target';
@@ -28,33 +28,67 @@ export interface Composition {
 const PERSISTENT_TIERS = ['stage', 'production'];
 
 /**
- * validate_composition (D6, D9, D10): what a run's flow, target and members allow, read at
- * create, add-item, the executing freeze and `deployment-runs validate`. Refusals are
- * returned, not thrown, so every one can be named; `when` picks the checks of each moment.
+ * What composition judges, read before it: the members in item_id order (the item's project,
+ * status and completion flow, the membership's delivery intent), their obligations and the
+ * run's target. `defaultCompletionFlowId`, when given, is the run's project's completion flow
+ * (null: none), so the authority checks read nothing more.
  */
-export async function composition(
-  db: Executor,
-  run: RunRow,
-  flow: FlowRow,
-  when: 'create' | 'add_item' | 'freeze' | 'validate',
-): Promise<Composition> {
-  const out: Composition = { refusals: [], results: [], warnings: [] };
+export interface CompositionInputs {
+  members: (Pick<ItemRow, 'item_id' | 'item' | 'project_id' | 'status' | 'completion_flow_id'> & {
+    delivery_intent: 'progress' | 'final';
+  })[];
+  obligations: ObligationRow[];
+  target: { name: string; tier: string };
+  defaultCompletionFlowId?: number | null;
+}
+
+async function readCompositionInputs(db: Executor, run: RunRow): Promise<CompositionInputs> {
   const memberRows = await db
     .selectFrom('deployment_run_items')
     .select(['item_id', 'delivery_intent'])
     .where('run_id', '=', run.run_id)
     .orderBy('item_id')
     .execute();
-  const members = await itemsById(
+  const items = await itemsById(
     db,
     memberRows.map((m) => m.item_id),
   );
-  const itemScoped = flow.stages.filter((s) => s.kind === 'qa' && s.scope === 'item');
   const target = await db
     .selectFrom('environments')
     .select(['name', 'tier'])
     .where('environment_id', '=', run.target_environment_id)
     .executeTakeFirstOrThrow();
+  const obligations = await obligationsOf(
+    db,
+    items.map((m) => m.item_id),
+  );
+  const members = items.map((m) => ({
+    ...m,
+    delivery_intent: memberRows.find((r) => r.item_id === m.item_id)!.delivery_intent,
+  }));
+  return { members, obligations, target };
+}
+
+/**
+ * validate_composition (D6, D9, D10): what a run's flow, target and members allow, read at
+ * create, add-item, the executing freeze and `deployment-runs validate`. Refusals are
+ * returned, not thrown, so every one can be named; `when` picks the checks of each moment.
+ * `inputs`, when the caller has read them already, spares the reads.
+ */
+export async function composition(
+  db: Executor,
+  run: RunRow,
+  flow: FlowRow,
+  when: 'create' | 'add_item' | 'freeze' | 'validate',
+  inputs?: CompositionInputs,
+): Promise<Composition> {
+  const out: Composition = { refusals: [], results: [], warnings: [] };
+  const { members, obligations, target, defaultCompletionFlowId } = inputs ?? (await readCompositionInputs(db, run));
+  const authority = async (m: CompositionInputs['members'][number]) =>
+    defaultCompletionFlowId === undefined
+      ? hasCompletionAuthority(db, run, m)
+      : completionAuthority(run, m, defaultCompletionFlowId ?? undefined);
+  const itemScoped = flow.stages.filter((s) => s.kind === 'qa' && s.scope === 'item');
 
   // D9: a custody-free flow cannot prove members at an item-scoped QA stage.
   if (itemScoped.length && !flow.delivery_custody && members.length) {
@@ -99,9 +133,8 @@ export async function composition(
   // D9: a final-delivery release refuses a same-project final member it could not close.
   if (flow.delivery_custody && PERSISTENT_TIERS.includes(target.tier)) {
     for (const m of members) {
-      const row = memberRows.find((r) => r.item_id === m.item_id)!;
-      if (m.project_id !== run.project_id || row.delivery_intent !== 'final' || m.status === 'done') continue;
-      if (await hasCompletionAuthority(db, run, m)) continue;
+      if (m.project_id !== run.project_id || m.delivery_intent !== 'final' || m.status === 'done') continue;
+      if (await authority(m)) continue;
       out.refusals.push(
         refusal(
           'final_member_not_closable',
@@ -116,10 +149,6 @@ export async function composition(
   }
 
   // D6: obligations no QA stage targets are named, never an error.
-  const obligations = await obligationsOf(
-    db,
-    members.map((m) => m.item_id),
-  );
   out.warnings.push(...untargetedObligations(obligations, flow.stages));
 
   // D10: a supplemental membership answers only with the final run's commit.
@@ -129,7 +158,7 @@ export async function composition(
       members.map((m) => m.item_id),
     );
     for (const m of members) {
-      if (m.project_id === run.project_id && (await hasCompletionAuthority(db, run, m))) continue;
+      if (m.project_id === run.project_id && (await authority(m))) continue;
       const walk = walks.get(m.item_id);
       const final = walk?.completion_runs.find(
         (r) => r.run_id === walk.read_run_id && r.status !== 'failed' && r.status !== 'cancelled',

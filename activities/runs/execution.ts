@@ -1,16 +1,17 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { isTerminalRunStatus } from '../../domain/runStatuses';
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database, PinnedFlow, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
-import { driverAttachmentLive, environmentsOf, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
+import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
+import { attachDriver, executeContext, lockOrigins, writeExecuting } from '../../db/runExecution';
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { admitMembers, freezeComposition, membersOf, type CarriedWork, type ExplicitSelection } from './membership';
+import { admitMembers, type CarriedWork, type ExplicitSelection } from './membership';
+import { planFreeze } from './freeze';
 import { assertComposition, composition, type SupplementalWarning } from './composition';
 import { openLines } from './occupancy';
 import { abortLiveExecutionsOfRun, noQaEffects, notifyQa, type QaEffects, type QaNotifier } from '../qa/ending';
@@ -102,15 +103,6 @@ export function runExecutionActivities(deps: {
     return { session, run };
   }
 
-  /** The units a run occupies: the origins of its target and every stage target (O1, O3). */
-  async function unitsOf(trx: Transaction<Database>, run: RunRow): Promise<string[]> {
-    const flow = await runFlow(trx, run);
-    const envs = await environmentsOf(trx, run.project_id);
-    const target = envs.find((e) => e.environment_id === run.target_environment_id)!;
-    const names = targetedEnvironmentNames(flow, target.name);
-    return [...new Set(envs.filter((e) => names.includes(e.name)).map((e) => e.occupancy_unit))].sort();
-  }
-
   /**
    * `deployment-runs execute` (O1-O3, R1): in one transaction, an advisory lock per origin in
    * sorted order, the occupancy check, the composition freeze (D5), the flow pinned on the run,
@@ -123,25 +115,24 @@ export function runExecutionActivities(deps: {
     });
   }
 
-  /** The execute transition on a run the caller has locked and may drive. */
+  /**
+   * The execute transition on a run the caller has locked and may drive, in a fixed number of
+   * statements (issue 16): one read of flow, environments and members, one for the origin
+   * locks and the occupancy check, one for the freeze and the status change.
+   */
   async function executeLocked(trx: Transaction<Database>, sessionId: string, run: RunRow): Promise<ExecuteResult> {
-    const units = await unitsOf(trx, run);
-    const labels = {
-      project: (
-        await trx
-          .selectFrom('projects')
-          .select('name')
-          .where('project_id', '=', run.project_id)
-          .executeTakeFirstOrThrow()
-      ).name,
-      member_items: (await membersOf(trx, run.run_id)).map((m) => m.item),
-    };
+    const context = await executeContext(trx, run);
+    // A retried run keeps the flow it pinned at its first execute.
+    const flow = run.pinned_flow ? { ...context.flow, stages: run.pinned_flow.stages } : context.flow;
+    const target = context.environments.find((e) => e.environment_id === run.target_environment_id)!;
+    // The units a run occupies: the origins of its target and every stage target (O1, O3).
+    const names = targetedEnvironmentNames(flow, target.name);
+    const units = [
+      ...new Set(context.environments.filter((e) => names.includes(e.name)).map((e) => e.occupancy_unit)),
+    ].sort();
+    const labels = { project: context.project, member_items: context.members.map((m) => m.item) };
     if (run.status === 'executing') {
-      await trx
-        .updateTable('deployment_runs')
-        .set({ driver_session_id: sessionId, driver_heartbeat_at: sql`now()` })
-        .where('run_id', '=', run.run_id)
-        .execute();
+      await attachDriver(trx, run.run_id, sessionId);
       return {
         run_id: run.run_id,
         ...labels,
@@ -154,24 +145,7 @@ export function runExecutionActivities(deps: {
       };
     }
     if (run.status !== 'created') throw terminalRefusal(run, 'execute');
-    for (const unit of units) await advisoryXactLock(trx, `occupancy:${unit}`);
-    const holder = await trx
-      .selectFrom('deployment_run_occupancy as o')
-      .innerJoin('deployment_runs as r', 'r.run_id', 'o.run_id')
-      .innerJoin('projects as p', 'p.project_id', 'r.project_id')
-      .select(['o.unit', 'r.run_id', 'r.current_stage', 'r.cursor_ordinal', 'r.flow_id', 'p.name as project'])
-      .where('o.unit', 'in', units.length ? units : [''])
-      // T2: a created successor holds the occupancy it took over until it executes itself.
-      .where((eb) =>
-        eb.or([
-          eb('r.status', '=', 'executing'),
-          eb.and([eb('r.status', '=', 'created'), eb('r.supersedes_run_id', 'is not', null)]),
-        ]),
-      )
-      .where('r.occupancy_released_at', 'is', null)
-      .where('r.run_id', '!=', run.run_id)
-      .orderBy('o.unit')
-      .executeTakeFirst();
+    const holder = await lockOrigins(trx, run.run_id, units);
     if (holder) {
       const lines = await openLines(trx, holder.run_id);
       throw refusal(
@@ -191,53 +165,31 @@ export function runExecutionActivities(deps: {
         },
       );
     }
-    // A retried run keeps the flow it pinned at its first execute.
-    const flow = await runFlow(trx, run);
-    const carried = await freezeComposition(trx, run, flow);
-    assertComposition(await composition(trx, run, flow, 'freeze')); // D9 at the executing freeze
+    const freeze = planFreeze(context.members, context.obligations, flow.stages);
+    // D9 at the executing freeze: the freeze changes no member, so it is judged on what was read.
+    assertComposition(
+      await composition(trx, run, flow, 'freeze', {
+        members: context.members,
+        obligations: context.obligations,
+        target,
+        defaultCompletionFlowId: context.default_completion_flow_id,
+      }),
+    );
     const pinned: PinnedFlow = run.pinned_flow ?? {
       stages: flow.stages,
-      environment_urls: Object.fromEntries((await environmentsOf(trx, run.project_id)).map((e) => [e.name, e.url])),
+      environment_urls: Object.fromEntries(context.environments.map((e) => [e.name, e.url])),
     };
-    await trx
-      .insertInto('deployment_run_occupancy')
-      .values(units.map((unit) => ({ run_id: run.run_id, unit })))
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-    await trx
-      .insertInto('deployment_run_stages')
-      .values(
-        flow.stages.map((s, ordinal) => ({
-          run_id: run.run_id,
-          ordinal,
-          name: s.name,
-          kind: s.kind,
-          target_env: s.target,
-        })),
-      )
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-    const { walk } = await trx
-      .updateTable('deployment_runs')
-      .set({
-        status: 'executing',
-        executing_at: sql`clock_timestamp()`,
-        occupancy_released_at: null,
-        terminal_at: null,
-        terminal_reason: null,
-        driver_session_id: sessionId,
-        driver_heartbeat_at: sql`now()`,
-        pinned_flow: JSON.stringify(pinned),
-        walk: sql`walk + 1`,
-      })
-      .where('run_id', '=', run.run_id)
-      .returning('walk')
-      .executeTakeFirstOrThrow();
-    await recordEvent(trx, {
-      event_type: 'DeploymentRunExecuting',
-      project_id: run.project_id,
-      session_id: sessionId,
-      payload: { run_id: run.run_id, units, walk },
+    const walk = await writeExecuting(trx, {
+      runId: run.run_id,
+      projectId: run.project_id,
+      sessionId,
+      units,
+      stages: flow.stages,
+      selections: freeze.selections,
+      rollUps: freeze.rollUps,
+      rollUpPatterns: freeze.rollUpPatterns,
+      carriedWork: freeze.carried.items,
+      pinnedFlow: pinned,
     });
     return {
       run_id: run.run_id,
@@ -246,7 +198,7 @@ export function runExecutionActivities(deps: {
       resumed: false,
       walk,
       occupancy_units: units,
-      carried_work: carried,
+      carried_work: freeze.carried,
       driver_session_id: sessionId,
     };
   }
@@ -255,12 +207,7 @@ export function runExecutionActivities(deps: {
   async function heartbeatRun(input: { sessionId: string; runId: string }) {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
-      const row = await trx
-        .updateTable('deployment_runs')
-        .set({ driver_session_id: session.session_id, driver_heartbeat_at: sql`now()` })
-        .where('run_id', '=', run.run_id)
-        .returning(['run_id', 'driver_session_id', 'driver_heartbeat_at'])
-        .executeTakeFirstOrThrow();
+      const row = await attachDriver(trx, run.run_id, session.session_id);
       return {
         run_id: row.run_id,
         driver_session_id: row.driver_session_id,
