@@ -4,6 +4,25 @@ import type { Kysely, Transaction } from 'kysely';
 import { LineCounter, parseDocument } from 'yaml';
 import { requireAdmin } from '../db/actors';
 import type { Database } from '../db/database';
+import { backlogItemByNumber, upsertDeclaredItem } from '../db/items';
+import {
+  clearCompletionFlowExcept,
+  declaredObligation,
+  declaredPart,
+  declaredPlan,
+  flowIdsByName,
+  replaceDependencies,
+  upsertObligation,
+  upsertPart,
+  upsertPlan,
+} from '../db/projectDefinition';
+import {
+  insertDeclaredProject,
+  projectByName,
+  projectByPrefix,
+  setProjectRepository,
+  setProjectTracker,
+} from '../db/projects';
 import { stableJson } from '../domain/canonicalRequest';
 import { usageError, YokeError } from '../domain/errors';
 import { formatHostKey, parseHostKeyText } from '../domain/hostKeys';
@@ -138,7 +157,8 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         changes.push({ kind, name, action: existing === undefined ? 'create' : same ? 'unchanged' : 'update' });
 
       const prefix = d.item_prefix ?? defaultItemPrefix(d.project);
-      let project = await trx.selectFrom('projects').selectAll().where('name', '=', d.project).executeTakeFirst();
+      const tracker = d.tracker ? JSON.stringify(d.tracker) : null;
+      let project = await projectByName(trx, d.project);
       note('project', d.project, project, project?.item_prefix === prefix);
       if (project && project.item_prefix !== prefix) {
         throw usageError(
@@ -151,11 +171,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         );
       }
       if (!project) {
-        const owner = await trx
-          .selectFrom('projects')
-          .select('name')
-          .where('item_prefix', '=', prefix)
-          .executeTakeFirst();
+        const owner = await projectByPrefix(trx, prefix);
         if (owner) {
           throw usageError('item_prefix_taken', `item_prefix ${prefix} already belongs to project ${owner.name}`, {
             recovery: `set another item_prefix in the file for project ${d.project}`,
@@ -165,23 +181,13 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
       }
       project ??= input.dryRun
         ? undefined
-        : await trx
-            .insertInto('projects')
-            .values({
-              name: d.project,
-              item_prefix: prefix,
-              tracker: d.tracker ? JSON.stringify(d.tracker) : null,
-              repository,
-            })
-            .returningAll()
-            .executeTakeFirstOrThrow();
+        : await insertDeclaredProject(trx, { name: d.project, itemPrefix: prefix, tracker, repository });
       const projectId = project?.project_id ?? -1;
-      const tracker = d.tracker ? JSON.stringify(d.tracker) : null;
       if (project && !input.dryRun && stableJson(project.tracker) !== stableJson(d.tracker ?? null)) {
-        await trx.updateTable('projects').set({ tracker }).where('project_id', '=', projectId).execute();
+        await setProjectTracker(trx, projectId, tracker);
       }
       if (project && !input.dryRun && project.repository !== repository) {
-        await trx.updateTable('projects').set({ repository }).where('project_id', '=', projectId).execute();
+        await setProjectRepository(trx, projectId, repository);
       }
 
       for (const e of d.environments) {
@@ -197,12 +203,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
             name: e.name,
           }),
         };
-        const existing = await trx
-          .selectFrom('environments')
-          .selectAll()
-          .where('project_id', '=', projectId)
-          .where('name', '=', e.name)
-          .executeTakeFirst();
+        const existing = await declaredPart(trx, 'environments', projectId, e.name);
         const same =
           !!existing &&
           existing.url === row.url &&
@@ -211,11 +212,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           existing.served_revision_path === row.served_revision_path;
         note('environment', e.name, existing, same);
         if (input.dryRun || same) continue;
-        await trx
-          .insertInto('environments')
-          .values({ project_id: projectId, name: e.name, ...row })
-          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row))
-          .execute();
+        await upsertPart(trx, 'environments', projectId, e.name, row);
       }
 
       for (const h of hosts) {
@@ -226,31 +223,17 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           credential: h.credential,
           host_key: h.host_key,
         };
-        const existing = await trx
-          .selectFrom('deploy_hosts')
-          .selectAll()
-          .where('project_id', '=', projectId)
-          .where('name', '=', h.name)
-          .executeTakeFirst();
+        const existing = await declaredPart(trx, 'deploy_hosts', projectId, h.name);
         const same = !!existing && (Object.keys(row) as (keyof typeof row)[]).every((k) => existing[k] === row[k]);
         note('host', h.name, existing, same);
         if (input.dryRun || same) continue;
-        await trx
-          .insertInto('deploy_hosts')
-          .values({ project_id: projectId, name: h.name, ...row })
-          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row))
-          .execute();
+        await upsertPart(trx, 'deploy_hosts', projectId, h.name, row);
       }
 
       // The completion flow moves in one step: clear it first so the unique index holds.
       if (!input.dryRun && d.flows.some((f) => f.completion_flow)) {
         const next = d.flows.find((f) => f.completion_flow)!.name;
-        await trx
-          .updateTable('flows')
-          .set({ completion_flow: false })
-          .where('project_id', '=', projectId)
-          .where('name', '!=', next)
-          .execute();
+        await clearCompletionFlowExcept(trx, projectId, next);
       }
       for (const f of d.flows) {
         const row = {
@@ -258,12 +241,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           completion_flow: f.completion_flow,
           stages: JSON.stringify(f.stages),
         };
-        const existing = await trx
-          .selectFrom('flows')
-          .selectAll()
-          .where('project_id', '=', projectId)
-          .where('name', '=', f.name)
-          .executeTakeFirst();
+        const existing = await declaredPart(trx, 'flows', projectId, f.name);
         const same =
           !!existing &&
           existing.delivery_custody === f.delivery_custody &&
@@ -271,34 +249,17 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           stableJson(existing.stages) === stableJson(f.stages);
         note('flow', f.name, existing, same);
         if (input.dryRun || same) continue;
-        await trx
-          .insertInto('flows')
-          .values({ project_id: projectId, name: f.name, ...row })
-          .onConflict((oc) => oc.columns(['project_id', 'name']).doUpdateSet(row))
-          .execute();
+        await upsertPart(trx, 'flows', projectId, f.name, row);
       }
 
-      const flowIds = new Map(
-        (await trx.selectFrom('flows').select(['flow_id', 'name']).where('project_id', '=', projectId).execute()).map(
-          (f) => [f.name, f.flow_id],
-        ),
-      );
+      const flowIds = await flowIdsByName(trx, projectId);
       const itemIds = new Map<string, number>();
       for (const plan of d.plans) {
-        const existing = await trx
-          .selectFrom('qa_plans')
-          .selectAll()
-          .where('project_id', '=', projectId)
-          .where('plan_id', '=', plan.id)
-          .executeTakeFirst();
+        const existing = await declaredPlan(trx, projectId, plan.id);
         const same = !!existing && stableJson(existing.definition) === stableJson(plan);
         note('plan', plan.id, existing, same);
         if (input.dryRun || same) continue;
-        await trx
-          .insertInto('qa_plans')
-          .values({ project_id: projectId, plan_id: plan.id, definition: JSON.stringify(plan) })
-          .onConflict((oc) => oc.columns(['project_id', 'plan_id']).doUpdateSet({ definition: JSON.stringify(plan) }))
-          .execute();
+        await upsertPlan(trx, projectId, plan.id, JSON.stringify(plan));
       }
 
       for (const item of d.items) {
@@ -307,12 +268,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           completion_flow_id: item.completion_flow ? (flowIds.get(item.completion_flow) ?? null) : null,
           tracker_issue: item.issue ?? null,
         };
-        const existing = await trx
-          .selectFrom('backlog_items')
-          .selectAll()
-          .where('project_id', '=', projectId)
-          .where('number', '=', number)
-          .executeTakeFirst();
+        const existing = await backlogItemByNumber(trx, projectId, number);
         const same =
           !!existing &&
           existing.title === (item.title ?? null) &&
@@ -322,22 +278,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
         note('item', item.id, existing, same);
         const row = input.dryRun
           ? existing
-          : await trx
-              .insertInto('backlog_items')
-              .values({
-                project_id: projectId,
-                number,
-                title: item.title ?? null,
-                defined_in_project: true,
-                ...selected,
-              })
-              .onConflict((oc) =>
-                oc
-                  .columns(['project_id', 'number'])
-                  .doUpdateSet({ title: item.title ?? null, defined_in_project: true, ...selected }),
-              )
-              .returning('item_id')
-              .executeTakeFirstOrThrow();
+          : await upsertDeclaredItem(trx, projectId, number, { title: item.title ?? null, ...selected });
         if (row) itemIds.set(item.id, row.item_id);
         for (const o of item.obligations) {
           const values = {
@@ -349,41 +290,21 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
             superseded: o.superseded,
           };
           // a dry run compares against the rows it would change, so unchanged ones read unchanged
-          const current = row
-            ? await trx
-                .selectFrom('item_qa_cases')
-                .selectAll()
-                .where('item_id', '=', row.item_id)
-                .where('case_key', '=', o.case)
-                .executeTakeFirst()
-            : undefined;
+          const current = row ? await declaredObligation(trx, row.item_id, o.case) : undefined;
           const unchanged =
             !!current && (Object.keys(values) as (keyof typeof values)[]).every((k) => current[k] === values[k]);
           note('obligation', `${item.id}/${o.case}`, current, unchanged);
           if (unchanged || input.dryRun || !row) continue;
-          await trx
-            .insertInto('item_qa_cases')
-            .values({ item_id: row.item_id, case_key: o.case, ...values })
-            .onConflict((oc) => oc.columns(['item_id', 'case_key']).doUpdateSet(values))
-            .execute();
+          await upsertObligation(trx, row.item_id, o.case, values);
         }
       }
       // D7: the declared dependencies replace the item's previous ones.
       for (const item of input.dryRun ? [] : d.items) {
-        const itemId = itemIds.get(item.id)!;
-        await trx.deleteFrom('item_dependencies').where('item_id', '=', itemId).execute();
-        if (item.depends_on.length === 0) continue;
-        await trx
-          .insertInto('item_dependencies')
-          .values(
-            item.depends_on.map((dep) => ({
-              item_id: itemId,
-              depends_on_item_id: itemIds.get(dep.item)!,
-              environment: dep.environment ?? '',
-            })),
-          )
-          .onConflict((oc) => oc.doNothing())
-          .execute();
+        await replaceDependencies(
+          trx,
+          itemIds.get(item.id)!,
+          item.depends_on.map((dep) => ({ itemId: itemIds.get(dep.item)!, environment: dep.environment ?? '' })),
+        );
       }
     };
     await db.transaction().execute(run);

@@ -1,8 +1,8 @@
-import { sql } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { CompletedDelivery, DeliveryEvidence, ItemStatus } from '../domain/completion';
 import { formatItemRef, type ItemRef } from '../domain/itemRef';
-import type { CompletionRunEntry } from './database';
+import type { BacklogItemsTable, CompletionRunEntry } from './database';
 import type { Executor } from './pool';
 
 /** Backlog items as completion sees them: status, delivery_evidence, completion flow, walk (D7, D8). */
@@ -56,6 +56,35 @@ export async function itemByRef(db: Executor, ref: ItemRef, opts: { lock?: boole
 export async function itemsById(db: Executor, itemIds: number[]): Promise<ItemRow[]> {
   if (itemIds.length === 0) return [];
   return itemColumns(db).where('i.item_id', 'in', itemIds).orderBy('i.item_id').execute();
+}
+
+/** The backlog row of a project's item by its number, if one is recorded. */
+export async function backlogItemByNumber(
+  db: Executor,
+  projectId: number,
+  number: number,
+): Promise<Selectable<BacklogItemsTable> | undefined> {
+  return db
+    .selectFrom('backlog_items')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('number', '=', number)
+    .executeTakeFirst();
+}
+
+/** Records an item as its project definition declares it, created or updated; returns its id. */
+export async function upsertDeclaredItem(
+  db: Executor,
+  projectId: number,
+  number: number,
+  declared: { title: string | null; completion_flow_id: number | null; tracker_issue: number | null },
+): Promise<{ item_id: number }> {
+  return db
+    .insertInto('backlog_items')
+    .values({ project_id: projectId, number, defined_in_project: true, ...declared })
+    .onConflict((oc) => oc.columns(['project_id', 'number']).doUpdateSet({ defined_in_project: true, ...declared }))
+    .returning('item_id')
+    .executeTakeFirstOrThrow();
 }
 
 export async function listItems(db: Executor, filter: { projectId?: number; status?: ItemStatus }): Promise<ItemRow[]> {

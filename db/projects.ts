@@ -25,6 +25,33 @@ export async function insertProject(
     .executeTakeFirst();
 }
 
+/** A project as its definition declares it; `tracker` is JSON text. */
+export async function insertDeclaredProject(
+  db: Executor,
+  project: { name: string; itemPrefix: string; tracker: string | null; repository: string | null },
+): Promise<ProjectRow> {
+  return db
+    .insertInto('projects')
+    .values({
+      name: project.name,
+      item_prefix: project.itemPrefix,
+      tracker: project.tracker,
+      repository: project.repository,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** S3: `tracker` is JSON text, null for the no-op tracker. */
+export async function setProjectTracker(db: Executor, projectId: number, tracker: string | null): Promise<void> {
+  await db.updateTable('projects').set({ tracker }).where('project_id', '=', projectId).execute();
+}
+
+/** T3: the checkout takeover reads containment in. */
+export async function setProjectRepository(db: Executor, projectId: number, repository: string | null): Promise<void> {
+  await db.updateTable('projects').set({ repository }).where('project_id', '=', projectId).execute();
+}
+
 export async function listProjectRows(db: Executor): Promise<ProjectRow[]> {
   return db.selectFrom('projects').selectAll().orderBy('project_id').execute();
 }
