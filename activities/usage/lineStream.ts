@@ -49,10 +49,26 @@ const CHUNKS_PER_TURN = 16;
 export async function scanLines(
   path: string,
   fromOffset: number,
-  limits: number | { maxLineBytes: number; budget?: ReadBudget },
+  limits:
+    | number
+    | {
+        maxLineBytes: number;
+        budget?: ReadBudget;
+        /** Shown what follows the last newline at the end of the file (a line still being written, or a document written without one). */
+        onTail?: (bytes: Buffer, end: number) => void;
+        /**
+         * Shown whole lines a buffer at a time (with any blank ones, each under the bound), not
+         * one by one: a reader that searches the block itself pays no call per line. Oversized
+         * lines still come to `onLine`.
+         */
+        onBlock?: (bytes: Buffer, end: number) => void;
+      },
   onLine: (line: ScannedLine) => void,
 ): Promise<number> {
-  const { maxLineBytes, budget } = typeof limits === 'number' ? { maxLineBytes: limits, budget: undefined } : limits;
+  const { maxLineBytes, budget, onTail, onBlock } =
+    typeof limits === 'number'
+      ? { maxLineBytes: limits, budget: undefined, onTail: undefined, onBlock: undefined }
+      : limits;
   const { fd, size } = openRegularFile(path);
   const limit = budget ? `${budget.bytesLeft} bytes` : '';
   try {
@@ -72,7 +88,11 @@ export async function scanLines(
       }
       if (exhausted(budget, limit)) return complete; // the next fold goes on from the last whole line
       const got = readSync(fd, buf, filled, buf.length - filled, base + filled);
-      if (got === 0) return complete; // what is left has no newline yet: the next fold finishes it
+      if (got === 0) {
+        // what is left has no newline yet: the next fold finishes it (an `onTail` reader may take it now)
+        if (onTail && !skipping && filled > 0) onTail(buf.subarray(0, filled), base + filled);
+        return complete;
+      }
       if (budget) budget.bytesLeft -= got;
       filled += got;
       const data = buf.subarray(0, filled); // searches must not run into the stale rest of the buffer
@@ -92,6 +112,13 @@ export async function scanLines(
             bytes: nl - start,
             end,
           });
+        } else if (onBlock) {
+          // the buffer never holds a line over the bound, so every line up to its last newline is whole and bounded
+          const last = data.lastIndexOf(0x0a);
+          complete = base + last + 1;
+          onBlock(buf.subarray(start, last + 1), complete);
+          start = last + 1;
+          break;
         } else if (nl > start) {
           onLine({ kind: 'line', bytes: buf.subarray(start, nl), end });
         }

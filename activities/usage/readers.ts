@@ -1,7 +1,9 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
+import type { Checkpoint, CodexFileMark, FileMark } from '../../domain/usage/checkpoint';
 import { assertRegularArtifacts } from './artifactFile';
+import { CallDigests } from './callDigests';
 import { readClaudeRow, type ClaudeRowFields, type ClaudeUsageCounts } from './claudeRow';
 import { readBudget, scanLines, type ReadBudget } from './lineStream';
 import type { FoldedHarness } from '../../domain/harnesses';
@@ -9,41 +11,14 @@ import type { FoldedHarness } from '../../domain/harnesses';
 /**
  * Usage readers (U5, U6, U9-U11): each folds only the bytes after its per-file watermark
  * into a checkpoint of accumulators (never the artifact), and derives absolute totals from
- * it, so a fold repeated on the same bytes cannot inflate anything.
+ * it, so a fold repeated on the same bytes cannot inflate anything. A file unchanged since
+ * its mark (same inode, size and modification time) costs one stat and is not opened.
  */
 export const READER_VERSION = 3;
 export const MAX_LINE_BYTES = 8 * 1024 * 1024;
 const USAGE_KEY = Buffer.from('"usage"');
 
-export interface FileMark {
-  offset: number;
-  size: number;
-}
-
-export interface Checkpoint {
-  reader_version: number;
-  files: Record<string, FileMark & { thread?: string; child?: boolean; child_start?: string }>;
-  /**
-   * Claude: running per-model totals, the calls still open (the last few per file: their
-   * streaming snapshots may still grow, so their counted usage is kept to be replaced), and
-   * a compact digest of every closed call id, so a replay or copy of it is never counted
-   * again. Memory follows the number of calls, never the size of the files.
-   */
-  claude?: {
-    totals: UsageTotals;
-    open: Record<string, { file: string; model: string; usage: Buckets }>;
-    closed: string[];
-  };
-  /** Codex: each thread's own cumulative total and the models it was served by. */
-  threads?: Record<string, { usage: Buckets | null; models: string[] }>;
-  /** Cursor: print-mode request ids and hook generation ids already counted. */
-  seen?: Record<string, { model: string; usage: Buckets }>;
-  /** Codex (U2, U3): the newest served model, effort and context window the main rollout stated. */
-  served?: { model: string | null; window: number | null; effort?: string | null };
-  /** U8: files whose model history (turn_context) could not be read: pricing is uncertain. */
-  unreadable_model_history?: string[];
-  reasons: string[];
-}
+export type { Checkpoint, FileMark };
 
 export interface Reading {
   totals: UsageTotals;
@@ -64,16 +39,34 @@ function note(cp: Checkpoint, reason: string): void {
   if (!cp.reasons.includes(reason)) cp.reasons.push(reason);
 }
 
-/** Where to resume a file: its watermark, or the start (marked partial) if it shrank or was replaced. */
-function resumeAt(cp: Checkpoint, path: string): number {
-  const size = statSync(path).size;
+/**
+ * Where to resume a file, from one stat: undefined when there is nothing to read (the file is
+ * gone, or unchanged since its mark: same inode, size and modification time). A file that
+ * shrank, or another file under the same path (a rotation), is re-read from the start and
+ * marked partial.
+ */
+function resumeAt(cp: Checkpoint, path: string): { from: number; stat: Stats } | undefined {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (!stat) return undefined;
   const mark = cp.files[path];
-  if (!mark) return 0;
-  if (size < mark.offset) {
+  if (!mark) return { from: 0, stat };
+  if (mark.ino === stat.ino && mark.size === stat.size && mark.mtime_ms === stat.mtimeMs) return undefined;
+  if (stat.size < mark.offset || (mark.ino !== undefined && mark.ino !== stat.ino)) {
     note(cp, `${basename(path)} was truncated or rotated: re-read from the start, earlier history is gone`);
     mark.offset = 0;
   }
-  return mark.offset;
+  return { from: mark.offset, stat };
+}
+
+/**
+ * A file's mark after a read up to `offset` of what `stat` saw (taken before the read, so a
+ * write during it changes the size the next fold compares). A read cut short by the fold's
+ * limits keeps no identity: the next fold must open the file and read on.
+ */
+function markAfter(stat: Stats, offset: number, budget: ReadBudget | undefined): FileMark {
+  return budget?.stopped
+    ? { offset, size: stat.size }
+    : { offset, size: stat.size, ino: stat.ino, mtime_ms: stat.mtimeMs };
 }
 
 /** Bytes a fold would read (past each known file's watermark): what sizes a backfill's pool. */
@@ -127,13 +120,19 @@ export function claudeBuckets(usage: Record<string, unknown>): Buckets {
 /** U6: `<transcript stem>/subagents/agent-*.jsonl` beside the main transcript. */
 export function claudeArtifacts(main: string): string[] {
   const dir = join(dirname(main), basename(main, '.jsonl'), 'subagents');
-  const subagents = existsSync(dir)
-    ? readdirSync(dir)
-        .filter((f) => /^agent-.*\.jsonl$/.test(f))
-        .sort()
-        .map((f) => join(dir, f))
-    : [];
-  return [main, ...subagents];
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [main]; // no subagents folder
+  }
+  return [
+    main,
+    ...names
+      .filter((f) => /^agent-.*\.jsonl$/.test(f))
+      .sort()
+      .map((f) => join(dir, f)),
+  ];
 }
 
 interface ClaudeRow {
@@ -143,108 +142,154 @@ interface ClaudeRow {
 }
 
 /**
- * The slow path for a row the byte reader (claudeRow.ts) does not cover: the whole row parsed.
- * An unparsable assistant row is noted (U9); undefined means nothing to count.
+ * A row parsed whole: the slow path for a row the byte reader (claudeRow.ts) does not cover,
+ * and the way a thread reads rows before the byte reader is warm. An unparsable assistant row
+ * is noted (U9) with the byte its row ends at (`end`, worked out only then); undefined means
+ * nothing to count.
  */
-function parsedClaudeRow(cp: Checkpoint, path: string, bytes: Buffer, end: number): ClaudeRowFields | undefined {
-  const text = bytes.toString('utf8');
+function parsedClaudeRow(cp: Checkpoint, path: string, text: string, end: () => number): ClaudeRowFields | undefined {
   let parsed: ClaudeRow;
   try {
     parsed = JSON.parse(text) as ClaudeRow;
   } catch {
-    if (text.includes('"assistant"')) note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${end}`);
+    if (text.includes('"assistant"'))
+      note(cp, `an unreadable assistant row in ${basename(path)} ended at byte ${end()}`);
     return undefined;
   }
-  const message = parsed.message;
-  const key = message?.id ?? (typeof parsed.requestId === 'string' ? parsed.requestId : undefined);
+  const message = parsed?.message;
+  const key = message?.id ?? (typeof parsed?.requestId === 'string' ? parsed.requestId : undefined);
   return {
-    assistant: parsed.type === 'assistant',
+    assistant: parsed?.type === 'assistant',
     key: key === undefined || key === null ? undefined : String(key),
     model: message?.model === undefined || message.model === null ? undefined : String(message.model),
     usage: message?.usage ? claudeCounts(message.usage) : undefined,
   };
 }
 
+/**
+ * The byte reader (claudeRow.ts) beats JSON.parse only once V8 has optimized it, which takes
+ * thousands of rows; before that it is several times slower. So a thread parses rows natively
+ * until it has read this much transcript (a hook's small incremental fold, a fresh process,
+ * never pays the warm-up), and a file with this much unread goes to the byte reader at once.
+ */
+const BYTE_READER_AFTER_BYTES = 16 << 20;
+let claudeBytesRead = 0;
+
+/** YOKE_BYTE_READER_AFTER_BYTES moves the switch (0: the byte reader always), so tests can hold both readers to the same totals. */
+function byteReaderAfter(): number {
+  const set = Number(process.env.YOKE_BYTE_READER_AFTER_BYTES);
+  return process.env.YOKE_BYTE_READER_AFTER_BYTES && set >= 0 ? set : BYTE_READER_AFTER_BYTES;
+}
+
 /** Streaming snapshots of one call are adjacent; a few open calls per file leave slack for interleaving. */
 const OPEN_PER_FILE = 4;
-
-/**
- * A closed call's id kept as 64 bits (two 32-bit FNV-1a lanes, each finished with murmur3's
- * mix): a session of a million calls collides with odds near 3e-8, and hashing in JS costs a
- * fraction of a crypto call (reader version 3; version 2 kept SHA-1 prefixes).
- */
-function digest(id: string): string {
-  let a = 0x811c9dc5;
-  let b = 0x01000193 ^ id.length;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-  }
-  const mix = (h: number) => {
-    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-    return (h ^ (h >>> 16)) >>> 0;
-  };
-  return mix(a).toString(36) + ':' + mix(b).toString(36);
-}
 
 /**
  * Totals count closed calls as they close and open ones once, at the end: a call's streaming
  * snapshots replace each other in `open` without touching the totals (the checkpoint's totals
  * include the open calls, as before). Closed ids are digested once, when the fold ends; ids
- * closed by earlier folds are looked up by digest only while there are any.
+ * closed by earlier folds are looked up in their packed digests (callDigests.ts).
  */
 export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudget): Promise<Checkpoint> {
-  const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
-  const state = (cp.claude ??= { totals: {}, open: {}, closed: [] });
-  const closedBefore = new Set(state.closed);
+  const state = (cp.claude ??= { totals: {}, open: {} });
+  const closedBefore = new CallDigests(state);
   const closedNow = new Set<string>();
-  const isClosed = (key: string) => closedNow.has(key) || (closedBefore.size > 0 && closedBefore.has(digest(key)));
   for (const open of Object.values(state.open)) addCall(state.totals, open.model, open.usage, -1);
   const openInFile: Record<string, string[]> = {}; // insertion order: oldest first
+
+  /** One call's row: counted, or a snapshot that replaces the call's open one, or a copy of a closed call. */
+  const count = (path: string, fields: ClaudeRowFields | undefined) => {
+    // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
+    if (!fields?.assistant || !fields.usage || fields.model === '<synthetic>' || !fields.key) return;
+    const key = fields.key;
+    const open = state.open[key];
+    if (!open && (closedNow.has(key) || closedBefore.has(key))) return; // a replay or copy of a call already counted in full
+    // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
+    if (open && fields.usage.output < open.usage.output) return;
+    state.open[key] = { file: path, model: fields.model ?? 'unknown', usage: claudeCountBuckets(fields.usage) };
+    if (open) return;
+    const mine = (openInFile[path] ??= Object.keys(state.open).filter(
+      (k) => state.open[k]!.file === path && k !== key,
+    ));
+    mine.push(key);
+    while (mine.length > OPEN_PER_FILE) {
+      const old = mine.shift()!;
+      const call = state.open[old]!;
+      addCall(state.totals, call.model, call.usage);
+      closedNow.add(old);
+      delete state.open[old];
+    }
+  };
+
   for (const path of claudeArtifacts(main)) {
-    if (!existsSync(path)) continue;
-    let offset = resumeAt(cp, path);
-    offset = await scanLines(path, offset, limits, (row) => {
-      offset = row.end;
-      if (row.kind === 'oversized') {
-        // Huge rows are file-history snapshots and the like; an oversized assistant row is a real gap.
-        if (/"type"\s*:\s*"assistant"/.test(row.prefix))
-          note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
-        return;
-      }
-      // Only rows that carry a usage block can matter; the rest are never decoded.
-      if (row.bytes.indexOf(USAGE_KEY) < 0) return;
-      const fields = readClaudeRow(row.bytes) ?? parsedClaudeRow(cp, path, row.bytes, row.end);
-      // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
-      if (!fields?.assistant || !fields.usage || fields.model === '<synthetic>' || !fields.key) return;
-      const key = fields.key;
-      const open = state.open[key];
-      if (!open && isClosed(key)) return; // a replay or copy of a call already counted in full
-      // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
-      if (open && fields.usage.output < open.usage.output) return;
-      state.open[key] = { file: path, model: fields.model ?? 'unknown', usage: claudeCountBuckets(fields.usage) };
-      if (!open) {
-        const mine = (openInFile[path] ??= Object.keys(state.open).filter(
-          (k) => state.open[k]!.file === path && k !== key,
-        ));
-        mine.push(key);
-        while (mine.length > OPEN_PER_FILE) {
-          const old = mine.shift()!;
-          const call = state.open[old]!;
-          addCall(state.totals, call.model, call.usage);
-          closedNow.add(old);
-          delete state.open[old];
+    const resume = resumeAt(cp, path);
+    if (!resume) continue;
+    let offset = resume.from;
+    const after = byteReaderAfter();
+    const byteReader = claudeBytesRead >= after || resume.stat.size - offset >= after;
+    offset = await scanLines(
+      path,
+      offset,
+      {
+        maxLineBytes: MAX_LINE_BYTES,
+        budget,
+        onBlock: byteReader
+          ? undefined
+          : (bytes, end) => {
+              countBlock(cp, path, bytes, end - bytes.length, count);
+              offset = end;
+            },
+      },
+      (row) => {
+        offset = row.end;
+        if (row.kind === 'oversized') {
+          // Huge rows are file-history snapshots and the like; an oversized assistant row is a real gap.
+          if (/"type"\s*:\s*"assistant"/.test(row.prefix))
+            note(cp, `an assistant row of ${row.bytes} bytes in ${basename(path)} was too large to read`);
+          return;
         }
-      }
-    });
-    cp.files[path] = { offset, size: statSync(path).size };
+        // Only rows that carry a usage block can matter; the rest are never decoded.
+        if (row.bytes.indexOf(USAGE_KEY) < 0) return;
+        const end = row.end;
+        count(path, readClaudeRow(row.bytes) ?? parsedClaudeRow(cp, path, row.bytes.toString('utf8'), () => end));
+      },
+    );
+    claudeBytesRead += offset - resume.from;
+    cp.files[path] = markAfter(resume.stat, offset, budget);
   }
   for (const open of Object.values(state.open)) addCall(state.totals, open.model, open.usage);
-  for (const key of closedNow) closedBefore.add(digest(key));
-  state.closed = [...closedBefore];
+  state.closed_digests = closedBefore.encode(closedNow);
+  delete state.closed;
   return cp;
+}
+
+/**
+ * Whole lines a buffer at a time, for a thread whose byte reader is still cold: the block is
+ * decoded once and searched with the engine's own string search for rows that carry a usage
+ * block, each parsed natively; the lines between them cost nothing. `from` is the file offset
+ * the block starts at (for the byte an unreadable row ends at).
+ */
+function countBlock(
+  cp: Checkpoint,
+  path: string,
+  bytes: Buffer,
+  from: number,
+  count: (path: string, fields: ClaudeRowFields | undefined) => void,
+): void {
+  if (bytes.indexOf(USAGE_KEY) < 0) return;
+  const text = bytes.toString('utf8');
+  let start = 0;
+  for (;;) {
+    const usage = text.indexOf('"usage"', start);
+    if (usage < 0) return;
+    const lineStart = text.lastIndexOf('\n', usage) + 1;
+    const nl = text.indexOf('\n', usage); // every line of a block ends with one
+    count(
+      path,
+      parsedClaudeRow(cp, path, text.slice(lineStart, nl), () => from + Buffer.byteLength(text.slice(0, nl + 1))),
+    );
+    start = nl + 1;
+  }
 }
 
 function claudeTotals(cp: Checkpoint): UsageTotals {
@@ -272,13 +317,16 @@ const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 export const CODEX_CHILD_DAY_FOLDERS = 14;
 
 const DIGITS = (n: number) => new RegExp(`^\\d{${n}}$`);
-const sortedDirs = (dir: string, width: number) =>
-  existsSync(dir)
-    ? readdirSync(dir, { withFileTypes: true })
-        .filter((d) => d.isDirectory() && DIGITS(width).test(d.name))
-        .map((d) => d.name)
-        .sort()
-    : [];
+const sortedDirs = (dir: string, width: number) => {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory() && DIGITS(width).test(d.name))
+      .map((d) => d.name)
+      .sort();
+  } catch {
+    return [];
+  }
+};
 
 /**
  * The folders a child rollout may live in. Codex files rollouts under
@@ -305,22 +353,33 @@ function childFolders(path: string): string[] {
   return out;
 }
 
+const SUB_AGENT = /sub_?agent/i;
+
+/** U6: the thread ids a rollout row names when it is about a sub-agent (its own session_meta aside). */
+function nameThreads(text: string, named: Set<string>): void {
+  if (!SUB_AGENT.test(text) || text.includes('"session_meta"')) return;
+  for (const id of text.match(UUID) ?? []) named.add(id.toLowerCase());
+}
+
 /**
- * U6: child-thread rollouts, found by the thread ids that sub-agent items in a rollout name,
- * in the parent's date folder and the later ones (bounded); the search stops once every named
- * thread is found.
+ * U6: child-thread rollouts, found by the thread ids that sub-agent rows of a rollout named
+ * (collected as its rows are read, kept in its mark until found), in the rollout's date folder
+ * and the later ones (bounded); the search stops once every named thread is found.
  */
-function codexChildren(path: string, known: Set<string>): string[] {
-  const ids = new Set<string>();
-  const text = readFileSync(path, 'utf8'); // rollouts are small JSON lines; children are found once per fold
-  for (const line of text.split('\n')) {
-    if (!/sub_?agent/i.test(line) || line.includes('"session_meta"')) continue;
-    for (const id of line.match(UUID) ?? []) ids.add(id.toLowerCase());
-  }
+function codexChildren(path: string, mark: CodexFileMark, known: Set<string>): string[] {
+  const ids = new Set(mark.named_threads);
   const found: string[] = [];
-  for (const dir of ids.size ? childFolders(path) : []) {
-    for (const f of readdirSync(dir).filter((f) => f.endsWith('.jsonl'))) {
-      const id = [...ids].find((i) => f.toLowerCase().includes(i));
+  for (const dir of childFolders(path)) {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const f of names) {
+      if (!f.endsWith('.jsonl')) continue;
+      const lower = f.toLowerCase();
+      const id = [...ids].find((i) => lower.includes(i));
       if (!id) continue;
       ids.delete(id);
       const file = join(dir, f);
@@ -328,73 +387,93 @@ function codexChildren(path: string, known: Set<string>): string[] {
     }
     if (ids.size === 0) break;
   }
+  if (ids.size) mark.named_threads = [...ids];
+  else delete mark.named_threads;
   return found;
 }
 
 export async function foldCodex(cp: Checkpoint, main: string, budget?: ReadBudget): Promise<Checkpoint> {
   const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
-  const threads = (cp.threads ??= {});
+  cp.threads ??= {};
   const queue = [main, ...Object.keys(cp.files).filter((f) => f !== main)];
   for (let i = 0; i < queue.length; i++) {
     const path = queue[i]!;
-    if (!existsSync(path)) continue;
-    const mark = (cp.files[path] ??= { offset: 0, size: 0 });
-    let offset = resumeAt(cp, path);
-    offset = await scanLines(path, offset, limits, (row) => {
-      offset = row.end;
-      if (row.kind === 'oversized') return;
-      const text = row.bytes.toString('utf8');
-      let parsed: { timestamp?: string; type?: string; payload?: Record<string, unknown> };
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        if (text.includes('token_count'))
-          note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${row.end}`);
-        // U8: a model statement we cannot read leaves the model behind these tokens uncertain
-        if (text.includes('turn_context') && !(cp.unreadable_model_history ??= []).includes(basename(path)))
-          cp.unreadable_model_history!.push(basename(path));
-        return;
-      }
-      const payload = parsed.payload ?? {};
-      if (parsed.type === 'session_meta') {
-        // A child file starts with its own session_meta, then its parent's, then a replay of the parent's history.
-        if (!mark.thread) {
-          mark.thread = String(payload.id);
-          mark.child = typeof payload.source === 'object' && payload.source !== null && 'subagent' in payload.source;
-          mark.child_start = parsed.timestamp;
-          threads[mark.thread] ??= { usage: null, models: [] };
+    const resume = resumeAt(cp, path);
+    if (resume) {
+      const mark = (cp.files[path] ??= { offset: 0, size: 0 });
+      const named = new Set(mark.named_threads);
+      let offset = resume.from;
+      offset = await scanLines(path, offset, limits, (row) => {
+        offset = row.end;
+        if (row.kind === 'oversized') {
+          nameThreads(row.prefix, named);
+          return;
         }
-        return;
-      }
-      const replayed = mark.child && mark.child_start && parsed.timestamp && parsed.timestamp < mark.child_start;
-      if (replayed || !mark.thread) return;
-      const thread = threads[mark.thread]!;
-      if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model))
-        thread.models.push(payload.model);
-      if (!mark.child) {
-        // U3/U10: only the newest statement attests; the fold reads to the end, so the last one wins.
-        const served = (cp.served ??= { model: null, window: null });
-        if (parsed.type === 'turn_context' && typeof payload.model === 'string') served.model = payload.model;
-        if (parsed.type === 'turn_context' && typeof payload.effort === 'string') served.effort = payload.effort;
-        const window =
-          parsed.type === 'turn_context'
-            ? payload.model_context_window
-            : parsed.type === 'event_msg' && payload.type === 'task_started'
-              ? payload.model_context_window
-              : parsed.type === 'event_msg' && payload.type === 'token_count'
-                ? (payload.info as { model_context_window?: unknown } | null)?.model_context_window
-                : undefined;
-        if (typeof window === 'number' && window > 0) served.window = window;
-      }
-      if (parsed.type === 'event_msg' && payload.type === 'token_count') {
-        const info = payload.info as { total_token_usage?: Record<string, unknown> } | null;
-        if (info?.total_token_usage) thread.usage = codexBuckets(info.total_token_usage); // cumulative: the last total is the thread's
-      }
-    });
-    cp.files[path] = { ...mark, offset, size: statSync(path).size };
-    for (const child of codexChildren(path, new Set(queue))) queue.push(child);
+        const text = row.bytes.toString('utf8');
+        nameThreads(text, named);
+        foldCodexRow(cp, path, mark, text, row.end);
+      });
+      cp.files[path] = {
+        ...mark,
+        ...markAfter(resume.stat, offset, budget),
+        ...(named.size ? { named_threads: [...named] } : {}),
+      };
+    }
+    const mark = cp.files[path];
+    if (mark?.named_threads) for (const child of codexChildren(path, mark, new Set(queue))) queue.push(child);
   }
   return cp;
+}
+
+/** One rollout row: the thread it belongs to, its models, served facts and cumulative total. */
+function foldCodexRow(cp: Checkpoint, path: string, mark: CodexFileMark, text: string, end: number): void {
+  const threads = cp.threads!;
+  let parsed: { timestamp?: string; type?: string; payload?: Record<string, unknown> };
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    if (text.includes('token_count'))
+      note(cp, `an unreadable token_count row in ${basename(path)} ended at byte ${end}`);
+    // U8: a model statement we cannot read leaves the model behind these tokens uncertain
+    if (text.includes('turn_context') && !(cp.unreadable_model_history ??= []).includes(basename(path)))
+      cp.unreadable_model_history!.push(basename(path));
+    return;
+  }
+  const payload = parsed.payload ?? {};
+  if (parsed.type === 'session_meta') {
+    // A child file starts with its own session_meta, then its parent's, then a replay of the parent's history.
+    if (!mark.thread) {
+      mark.thread = String(payload.id);
+      mark.child = typeof payload.source === 'object' && payload.source !== null && 'subagent' in payload.source;
+      mark.child_start = parsed.timestamp;
+      threads[mark.thread] ??= { usage: null, models: [] };
+    }
+    return;
+  }
+  const replayed = mark.child && mark.child_start && parsed.timestamp && parsed.timestamp < mark.child_start;
+  if (replayed || !mark.thread) return;
+  const thread = threads[mark.thread]!;
+  if (parsed.type === 'turn_context' && typeof payload.model === 'string' && !thread.models.includes(payload.model))
+    thread.models.push(payload.model);
+  if (!mark.child) {
+    // U3/U10: only the newest statement attests; the fold reads to the end, so the last one wins.
+    const served = (cp.served ??= { model: null, window: null });
+    if (parsed.type === 'turn_context' && typeof payload.model === 'string') served.model = payload.model;
+    if (parsed.type === 'turn_context' && typeof payload.effort === 'string') served.effort = payload.effort;
+    const window =
+      parsed.type === 'turn_context'
+        ? payload.model_context_window
+        : parsed.type === 'event_msg' && payload.type === 'task_started'
+          ? payload.model_context_window
+          : parsed.type === 'event_msg' && payload.type === 'token_count'
+            ? (payload.info as { model_context_window?: unknown } | null)?.model_context_window
+            : undefined;
+    if (typeof window === 'number' && window > 0) served.window = window;
+  }
+  if (parsed.type === 'event_msg' && payload.type === 'token_count') {
+    const info = payload.info as { total_token_usage?: Record<string, unknown> } | null;
+    if (info?.total_token_usage) thread.usage = codexBuckets(info.total_token_usage); // cumulative: the last total is the thread's
+  }
 }
 
 function codexTotals(cp: Checkpoint): { totals: UsageTotals; caveat: string | null } {
@@ -433,70 +512,88 @@ function cursorResultBuckets(usage: Record<string, unknown>): Buckets {
 }
 
 /**
- * U6/U11: Cursor's settled print-mode result (one JSON object; a half-written capture is
- * not read) deduplicated by request_id, and hook payloads' optional stop token fields,
- * child turns included, deduplicated by generation_id.
+ * U6/U11: Cursor's settled print-mode result (the one JSON line `--output-format json`
+ * prints; a half-written capture is not read) deduplicated by request_id, and hook payloads'
+ * optional stop token fields, child turns included, deduplicated by generation_id. Both are
+ * streamed line by line from the watermark; the result may lack its final newline, so the
+ * text after the last one is taken once it parses whole.
  */
 export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: ReadBudget): Promise<Checkpoint> {
-  const limits = { maxLineBytes: MAX_LINE_BYTES, budget };
   const seen = (cp.seen ??= {});
   for (const path of artifacts) {
-    if (!existsSync(path)) continue;
-    assertRegularArtifacts([path]);
-    if (statSync(path).size > MAX_LINE_BYTES) {
+    const resume = resumeAt(cp, path);
+    if (!resume) continue;
+    if (!resume.stat.isFile()) assertRegularArtifacts([path]);
+    if (resume.stat.size > MAX_LINE_BYTES) {
       note(
         cp,
         `${basename(path)} is larger than ${MAX_LINE_BYTES} bytes: not a Cursor result or hook capture, not read`,
       );
       continue;
     }
-    const text = readFileSync(path, 'utf8');
-    let whole: Record<string, unknown> | undefined;
-    try {
-      whole = JSON.parse(text);
-    } catch {
-      whole = undefined;
-    }
-    if (whole && whole.type === 'result') {
-      const key = `request:${String(whole.request_id || basename(path))}`;
-      if (whole.usage && typeof whole.usage === 'object')
-        seen[key] ??= {
-          model: String(whole.model ?? 'cursor-agent'),
-          usage: cursorResultBuckets(whole.usage as Record<string, unknown>),
-        };
-      else note(cp, 'a print-mode result without usage (an older Cursor build): that surface is unavailable');
-      cp.files[path] = { offset: text.length, size: text.length };
-      continue;
-    }
-    if (text.trimStart().startsWith('{') && !text.includes('\n{') && !whole) continue; // a capture still being written
-    let offset = resumeAt(cp, path);
-    offset = await scanLines(path, offset, limits, (row) => {
-      offset = row.end;
-      if (row.kind === 'oversized') return;
-      let hook: Record<string, unknown>;
+    /** A record that parses whole is folded; an unreadable line is passed over. */
+    const record = (bytes: Buffer): boolean => {
+      let value: unknown;
       try {
-        hook = JSON.parse(row.bytes.toString('utf8'));
+        value = JSON.parse(bytes.toString('utf8'));
       } catch {
-        return;
+        return false;
       }
-      if (hook.hook_event_name !== 'stop' || typeof hook.generation_id !== 'string') return;
-      const usage = {
-        input: n(hook.input_tokens),
-        cached_input: n(hook.cache_read_tokens),
-        cache_write: n(hook.cache_write_tokens),
-        cache_write_long: 0,
-        output: n(hook.output_tokens),
-        reasoning: 0,
-      };
-      if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) return; // token fields are optional
-      seen[`generation:${hook.generation_id}`] ??= {
-        model: typeof hook.model === 'string' ? hook.model : 'cursor-agent',
-        usage,
-      };
-    });
-    cp.files[path] = { offset, size: statSync(path).size };
+      if (typeof value !== 'object' || value === null) return false;
+      foldCursorRecord(cp, seen, path, value as Record<string, unknown>);
+      return true;
+    };
+    let tailEnd = 0;
+    const complete = await scanLines(
+      path,
+      resume.from,
+      {
+        maxLineBytes: MAX_LINE_BYTES,
+        budget,
+        // a result written without its newline is read once it parses whole; until then it is still being written
+        onTail: (bytes, end) => {
+          if (record(bytes)) tailEnd = end;
+        },
+      },
+      (row) => {
+        if (row.kind === 'line') record(row.bytes);
+      },
+    );
+    cp.files[path] = markAfter(resume.stat, Math.max(complete, tailEnd), budget);
   }
   return cp;
+}
+
+function foldCursorRecord(
+  cp: Checkpoint,
+  seen: NonNullable<Checkpoint['seen']>,
+  path: string,
+  record: Record<string, unknown>,
+) {
+  if (record.type === 'result') {
+    const key = `request:${String(record.request_id || basename(path))}`;
+    if (record.usage && typeof record.usage === 'object')
+      seen[key] ??= {
+        model: String(record.model ?? 'cursor-agent'),
+        usage: cursorResultBuckets(record.usage as Record<string, unknown>),
+      };
+    else note(cp, 'a print-mode result without usage (an older Cursor build): that surface is unavailable');
+    return;
+  }
+  if (record.hook_event_name !== 'stop' || typeof record.generation_id !== 'string') return;
+  const usage = {
+    input: n(record.input_tokens),
+    cached_input: n(record.cache_read_tokens),
+    cache_write: n(record.cache_write_tokens),
+    cache_write_long: 0,
+    output: n(record.output_tokens),
+    reasoning: 0,
+  };
+  if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) return; // token fields are optional
+  seen[`generation:${record.generation_id}`] ??= {
+    model: typeof record.model === 'string' ? record.model : 'cursor-agent',
+    usage,
+  };
 }
 
 function cursorTotals(cp: Checkpoint): UsageTotals {
@@ -537,7 +634,7 @@ export async function fold(harness: Harness, previous: Checkpoint | undefined, a
       : { totals: harness === 'claude' ? claudeTotals(cp) : cursorTotals(cp), caveat: null };
   const measured =
     harness === 'claude'
-      ? Object.keys(cp.claude?.open ?? {}).length + (cp.claude?.closed.length ?? 0) > 0
+      ? Object.keys(cp.claude?.open ?? {}).length > 0 || !!cp.claude?.closed_digests
       : harness === 'codex'
         ? Object.values(cp.threads ?? {}).some((t) => t.usage)
         : Object.keys(cp.seen ?? {}).length > 0;

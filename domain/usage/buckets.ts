@@ -53,25 +53,24 @@ export function requestInput(b: Buckets): number {
   return b.input + b.cached_input + b.cache_write + b.cache_write_long;
 }
 
-function scaled(b: Buckets, by: number): Buckets {
-  return {
-    input: b.input * by,
-    cached_input: b.cached_input * by,
-    cache_write: b.cache_write * by,
-    cache_write_long: b.cache_write_long * by,
-    output: b.output * by,
-    reasoning: b.reasoning * by,
-  };
-}
-
 /**
  * Adds one call's buckets to a model's totals, tiering the call by its own input size;
  * `sign = -1` takes back a call counted earlier (a streaming snapshot that grew).
  */
 export function addCall(totals: UsageTotals, model: string, call: Buckets, sign: 1 | -1 = 1): void {
   const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
-  entry.all = addBuckets(entry.all, scaled(call, sign));
-  if (requestInput(call) > LONG_CONTEXT_THRESHOLD) entry.above_200k = addBuckets(entry.above_200k, scaled(call, sign));
+  // in place: a fold adds every call it closes, and a copy per call was most of its garbage
+  addInPlace(entry.all, call, sign);
+  if (requestInput(call) > LONG_CONTEXT_THRESHOLD) addInPlace(entry.above_200k, call, sign);
+}
+
+function addInPlace(into: Buckets, call: Buckets, sign: 1 | -1): void {
+  into.input += call.input * sign;
+  into.cached_input += call.cached_input * sign;
+  into.cache_write += call.cache_write * sign;
+  into.cache_write_long += call.cache_write_long * sign;
+  into.output += call.output * sign;
+  into.reasoning += call.reasoning * sign;
 }
 
 export function totalTokens(totals: UsageTotals): number {

@@ -79,6 +79,12 @@ export function codexMeta(id: string, timestamp: string, child = false) {
     },
   };
 }
+/** A rollout item naming a sub-agent's thread (how a parent names its child threads, U6). */
+export const codexSubAgent = (threadId: string, timestamp: string) => ({
+  timestamp,
+  type: 'response_item',
+  payload: { type: 'SubAgentActivity', thread_id: threadId },
+});
 export const codexTurn = (model: string, timestamp = '2026-11-29T10:00:01Z') => ({
   timestamp,
   type: 'turn_context',

@@ -1,4 +1,4 @@
-import { appendFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, renameSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { sessionActivities } from '../../activities/sessions';
@@ -11,6 +11,7 @@ import {
   claudeProgress,
   claudeUser,
   codexMeta,
+  codexSubAgent,
   codexTokens,
   codexTurn,
   fixtureDir,
@@ -117,6 +118,87 @@ describe('Claude transcripts', () => {
     expect((await foldClaude(main)).usage_tokens).toBe(45);
   });
 
+  test('U9 an incremental fold equals one full fold: a transcript and its subagent appended in cuts that split rows and calls, folded after each cut, give the totals one fold of the final files gives, by either row reader', async () => {
+    const s = sessionActivities({ db: t.db });
+    const rows = (prefix: string, calls: number) =>
+      Array.from({ length: calls }, (_, i) => [
+        ...[1, 1, 100 + i].map((output) => claudeAssistant(`${prefix}${i}`, { input: 10 + i, cacheRead: 7, output })),
+        claudeUser({ input_tokens: 999, output_tokens: 999 }),
+        ...(i % 5 === 0
+          ? [claudeProgress(claudeAssistant(`${prefix}${i}`, { input: 10 + i, output: 100 + i }).message)]
+          : []),
+        ...(i % 7 === 0 ? [claudeAssistant(`syn${i}`, { input: 5, output: 5 }, { model: '<synthetic>' })] : []),
+      ]).flat();
+    const main = join(dir, 'inc.jsonl');
+    const sub = join(dir, 'inc', 'subagents', 'agent-1.jsonl');
+    const text = (r: object[]) => r.map((row) => `${JSON.stringify(row)}\n`).join('');
+    const mainText = text([...rows('m', 40), claudeAssistant('s3', { input: 1, output: 1 })]); // a call copied from the subagent
+    const subText = text(rows('s', 12));
+    writeLines(sub, []);
+    writeFileSync(main, '');
+    writeFileSync(sub, '');
+    const readers = { parsed: String(2 ** 40), bytes: '0' };
+    const totals: Record<string, unknown> = {};
+    try {
+      for (const [name, after] of Object.entries(readers)) {
+        process.env.YOKE_BYTE_READER_AFTER_BYTES = after;
+        writeFileSync(main, '');
+        writeFileSync(sub, '');
+        const incremental = `inc-${name}`;
+        await s.registerSession({ sessionId: incremental, actorId: 'a', harness: 'claude', machine: 'm1' });
+        // cuts at arbitrary bytes: rows are left half-written, a call's snapshots fall in different folds
+        const cuts = [0.07, 0.19, 0.2, 0.41, 0.63, 0.64, 0.9, 1];
+        let [m, k] = [0, 0];
+        for (const cut of cuts) {
+          const [mEnd, kEnd] = [Math.floor(mainText.length * cut), Math.floor(subText.length * Math.min(1, cut * 1.5))];
+          appendFileSync(main, mainText.slice(m, mEnd));
+          if (kEnd > k) appendFileSync(sub, subText.slice(k, kEnd)); // the subagent's file is left unchanged by the later folds
+          [m, k] = [mEnd, kEnd];
+          await foldClaude(main, incremental);
+        }
+        const full = `full-${name}`;
+        await s.registerSession({ sessionId: full, actorId: 'a', harness: 'claude', machine: 'm1' });
+        totals[incremental] = (await foldClaude(main, incremental)).totals;
+        totals[full] = (await foldClaude(main, full)).totals;
+      }
+    } finally {
+      delete process.env.YOKE_BYTE_READER_AFTER_BYTES;
+    }
+    const expected = {
+      [model]: {
+        all: {
+          input: 40 * 10 + (39 * 40) / 2 + 12 * 10 + (11 * 12) / 2,
+          cached_input: 7 * 52,
+          cache_write: 0,
+          cache_write_long: 0,
+          output: 52 * 100 + (39 * 40) / 2 + (11 * 12) / 2,
+          reasoning: 0,
+        },
+        above_200k: { input: 0, cached_input: 0, cache_write: 0, cache_write_long: 0, output: 0, reasoning: 0 },
+      },
+    };
+    for (const id of Object.keys(totals)) expect({ [id]: totals[id] }).toEqual({ [id]: expected });
+  });
+
+  test('U10 another file under the same path (a rotation: a new inode, even a larger one) is re-read from the start and marked partial, each call still counted once', async () => {
+    const main = join(dir, 's1.jsonl');
+    writeLines(main, [
+      claudeAssistant('m1', { input: 10, output: 5 }),
+      claudeAssistant('m2', { input: 10, output: 5 }),
+    ]);
+    expect((await foldClaude(main)).usage_tokens).toBe(30);
+    const replacement = join(dir, 'next.jsonl');
+    writeLines(replacement, [
+      claudeAssistant('m1', { input: 10, output: 5 }),
+      claudeAssistant('m2', { input: 10, output: 5 }),
+      claudeAssistant('m3', { input: 1, output: 1 }),
+    ]);
+    renameSync(replacement, main);
+    const rotated = await foldClaude(main);
+    expect(rotated).toMatchObject({ status: 'partial', usage_tokens: 32 });
+    expect(rotated.reasons).toEqual([expect.stringContaining('truncated or rotated')]);
+  });
+
   test('U9 an oversized irrelevant row costs no completeness; an unreadable assistant row marks partial with its reason', async () => {
     const main = join(dir, 's1.jsonl');
     const snapshot = JSON.stringify({
@@ -208,11 +290,7 @@ describe('Codex rollouts', () => {
       codexTokens('2026-11-29T10:00:02Z', null),
       codexTokens('2026-11-29T10:00:03Z', { input: 1000, cached: 400, output: 300, reasoning: 100 }),
       codexTokens('2026-11-29T10:00:04Z', { input: 1000, cached: 400, output: 300, reasoning: 100 }), // re-emitted
-      {
-        timestamp: '2026-11-29T10:00:05Z',
-        type: 'response_item',
-        payload: { type: 'SubAgentActivity', thread_id: 'bbbbbbbb-0000-0000-0000-000000000002' },
-      },
+      codexSubAgent('bbbbbbbb-0000-0000-0000-000000000002', '2026-11-29T10:00:05Z'),
     ]);
     const child = join(dir, 'rollout-2026-11-29T10-00-06-bbbbbbbb-0000-0000-0000-000000000002.jsonl');
     writeLines(child, [
@@ -251,11 +329,7 @@ describe('Codex rollouts', () => {
       codexMeta('cccccccc-0000-0000-0000-000000000003', '2026-11-30T23:59:00Z'),
       codexTurn('gpt-5-codex', '2026-11-30T23:59:01Z'),
       codexTokens('2026-11-30T23:59:02Z', { input: 1000, cached: 0, output: 100, reasoning: 0 }),
-      {
-        timestamp: '2026-11-30T23:59:59Z',
-        type: 'response_item',
-        payload: { type: 'SubAgentActivity', thread_id: 'dddddddd-0000-0000-0000-000000000004' },
-      },
+      codexSubAgent('dddddddd-0000-0000-0000-000000000004', '2026-11-30T23:59:59Z'),
     ]);
     // an unrelated rollout of the same day and a folder from before the parent are not read
     writeLines(
@@ -276,6 +350,25 @@ describe('Codex rollouts', () => {
     ]);
     const r = await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] });
     expect(r.totals['gpt-5-codex']!.all).toMatchObject({ input: 1500, output: 150 });
+  });
+
+  test('U6 a Codex child thread named before its rollout is written is summed by a later fold, the parent read only once', async () => {
+    const parent = join(dir, 'rollout-2026-11-29T10-00-00-ffffffff-0000-0000-0000-000000000006.jsonl');
+    writeLines(parent, [
+      codexMeta('ffffffff-0000-0000-0000-000000000006', '2026-11-29T10:00:00Z'),
+      codexTurn('gpt-5-codex'),
+      codexTokens('2026-11-29T10:00:03Z', { input: 1000, cached: 0, output: 100, reasoning: 0 }),
+      codexSubAgent('99999999-0000-0000-0000-000000000007', '2026-11-29T10:00:05Z'),
+    ]);
+    const fold = () => u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] });
+    expect((await fold()).usage_tokens).toBe(1100);
+    writeLines(join(dir, 'rollout-2026-11-29T10-00-06-99999999-0000-0000-0000-000000000007.jsonl'), [
+      codexMeta('99999999-0000-0000-0000-000000000007', '2026-11-29T10:00:06Z', true),
+      codexTurn('gpt-5-codex', '2026-11-29T10:00:07Z'),
+      codexTokens('2026-11-29T10:00:08Z', { input: 200, cached: 0, output: 20, reasoning: 0 }),
+    ]);
+    expect((await fold()).usage_tokens).toBe(1320);
+    expect((await fold()).usage_tokens).toBe(1320);
   });
 
   test('U3 Codex attests its served model and context window from the rollout; a request never attests', async () => {

@@ -1,0 +1,26 @@
+import { CallDigests } from '../../activities/usage/callDigests';
+
+describe('closed call digests', () => {
+  test('U10 closed calls are found again after a round trip through the stored form, each kept once, in any order they close', () => {
+    const ids = Array.from({ length: 500 }, (_, i) => `msg_${(i * 7919) % 500}`);
+    let stored = new CallDigests({}).encode(new Set(ids.slice(0, 300)));
+    stored = new CallDigests({ closed_digests: stored }).encode(new Set([...ids.slice(250, 500), 'msg_1']));
+    const digests = new CallDigests({ closed_digests: stored });
+    for (const id of ids) expect(digests.has(id)).toBe(true);
+    expect(digests.has('msg_500')).toBe(false);
+    expect(Buffer.from(stored, 'base64').length).toBe(500 * 8); // each once
+    expect(new CallDigests({ closed_digests: stored }).encode(new Set())).toBe(stored); // nothing closed: unchanged
+  });
+
+  test('U10 a checkpoint of the earlier form (base-36 hi:lo strings) keeps every closed call', () => {
+    const before = new CallDigests({}).encode(new Set(['a', 'b', 'c']));
+    const words = Buffer.from(before, 'base64');
+    const legacy = [0, 8, 16].map(
+      (o) => `${words.readUInt32LE(o).toString(36)}:${words.readUInt32LE(o + 4).toString(36)}`,
+    );
+    const converted = new CallDigests({ closed: legacy });
+    for (const id of ['a', 'b', 'c']) expect(converted.has(id)).toBe(true);
+    expect(converted.has('d')).toBe(false);
+    expect(converted.encode(new Set(['d']))).toBe(new CallDigests({}).encode(new Set(['a', 'b', 'c', 'd'])));
+  });
+});
