@@ -12,7 +12,7 @@ import {
   type NewClaimInput,
 } from '../db/claims';
 import { liveHolder, ownLiveClaims } from '../db/claimUnits';
-import { ensureItem, requireProject, type ItemHandle } from '../db/projects';
+import { ensureItem, projectById, requireProject, type ItemHandle } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { heldRefusal, type Wanted } from '../domain/claimRefusals';
 import { normalizePath, parseDocument, parseProcessKey, parseTask } from '../domain/claimTargets';
@@ -110,11 +110,7 @@ export function claimPrimitiveActivities(deps: { db: Kysely<Database> }) {
         recovery: 'pass --project P (or register the session with --project P)',
       });
     }
-    return trx
-      .selectFrom('projects')
-      .select(['project_id', 'name'])
-      .where('project_id', '=', projectId)
-      .executeTakeFirstOrThrow();
+    return projectById(trx, projectId);
   }
 
   async function takeEpicTask(input: { sessionId: string; item: string; task: string }): Promise<TakeResult> {

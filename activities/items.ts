@@ -1,6 +1,14 @@
 import type { Kysely } from 'kysely';
 import type { CompletionRunEntry, Database } from '../db/database';
-import { completionWalks, dependenciesOf, itemByRef, listItems as listItemRows, type ItemRow } from '../db/items';
+import {
+  completionFlowChoices,
+  completionWalks,
+  dependenciesOf,
+  itemByRef,
+  listItems as listItemRows,
+  writeLanePath,
+  type ItemRow,
+} from '../db/items';
 import type { Executor } from '../db/pool';
 import { requireProject } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
@@ -47,7 +55,7 @@ export function itemActivities(deps: { db: Kysely<Database> }) {
     const [walks, dependencies, flows] = await Promise.all([
       completionWalks(executor, ids),
       dependenciesOf(executor, ids),
-      executor.selectFrom('flows').select(['flow_id', 'name', 'project_id', 'completion_flow']).execute(),
+      completionFlowChoices(executor),
     ]);
     return rows.map((r) => {
       const walk = walks.get(r.item_id);
@@ -117,11 +125,7 @@ export function itemActivities(deps: { db: Kysely<Database> }) {
       const session = await requireLiveSession(trx, input.sessionId);
       const item = await itemByRef(trx, ref, { lock: true });
       if (input.field === 'lane') {
-        await trx
-          .updateTable('backlog_items')
-          .set({ lane_path: input.value })
-          .where('item_id', '=', item.item_id)
-          .execute();
+        await writeLanePath(trx, item.item_id, input.value);
         return;
       }
       const to = input.value as ItemStatus;

@@ -9,7 +9,7 @@ import {
   type StoredMembership,
 } from '../db/memberships';
 import type { Executor } from '../db/pool';
-import { obligationsOf, runById } from '../db/runs';
+import { flowById, obligationsOf, runById } from '../db/runs';
 import { requireLiveSession } from '../db/sessions';
 import { requirementId } from '../domain/admission';
 import { ARTIFACT_MAX_BYTES, ArtifactName } from '../domain/artifacts';
@@ -112,11 +112,7 @@ export function memberAuthorityActivities(deps: { db: Kysely<Database> }) {
     let selection: string[] | null = null;
     let picked: Set<(typeof obligations)[number]> | null = null;
     if (member) {
-      const flow = await db
-        .selectFrom('flows')
-        .selectAll()
-        .where('flow_id', '=', member.run_flow_id)
-        .executeTakeFirstOrThrow();
+      const flow = await flowById(db, member.run_flow_id);
       selection = await selectionOf(db, flow, item, member.requirement_selection);
       picked = new Set(selectedObligations(item, obligations, selection));
     }

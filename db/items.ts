@@ -257,6 +257,18 @@ export async function writeStatus(db: Executor, itemId: number, status: ItemStat
     .execute();
 }
 
+/** D8: every flow with what an item's view needs to name its completion flow. */
+export async function completionFlowChoices(
+  db: Executor,
+): Promise<{ flow_id: number; name: string; project_id: number; completion_flow: boolean }[]> {
+  return db.selectFrom('flows').select(['flow_id', 'name', 'project_id', 'completion_flow']).execute();
+}
+
+/** The lane path an item's work is filed under (`yoke items update ITEM lane PATH`). */
+export async function writeLanePath(db: Executor, itemId: number, lanePath: string): Promise<void> {
+  await db.updateTable('backlog_items').set({ lane_path: lanePath }).where('item_id', '=', itemId).execute();
+}
+
 /** Marks a run's memberships of these items closed (their settlement committed them done). */
 export async function markMembersClosed(db: Executor, runId: string, itemIds: number[]): Promise<void> {
   if (itemIds.length === 0) return;

@@ -1,9 +1,9 @@
-import { sql } from 'kysely';
 import type { RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import {
   completionWalks,
   defaultCompletionFlowId,
+  markMembersClosed,
   memberQaRows,
   releaseClaimsOfItems,
   unansweredObligations,
@@ -166,13 +166,7 @@ export async function writeItemStatus(
   const reasons = item.status === 'done' ? [] : doneGateReasons(facts);
   if (reasons.length) throw doneGateRefusal(item.item, reasons);
   const [result] = await writeItemsDone(trx, [item], closing);
-  await trx
-    .updateTable('deployment_run_items')
-    .set({ closed_at: sql`clock_timestamp()` })
-    .where('run_id', '=', closing.run.run_id)
-    .where('item_id', '=', item.item_id)
-    .where('closed_at', 'is', null)
-    .execute();
+  await markMembersClosed(trx, closing.run.run_id, [item.item_id]);
   if (result!.changed) {
     await recordEvent(trx, {
       event_type: MEMBER_CLOSED_EVENT,
