@@ -213,7 +213,8 @@ export interface DeploymentRunsTable {
   created_at: Timestamp;
   executing_at: NullableTimestamp;
   frozen_at: NullableTimestamp;
-  carried_work: NullableJson<unknown>;
+  /** D1: the carried work recorded at the freeze; null before it. */
+  carried_work: NullableJson<CarriedWorkItem[]>;
   occupancy_released_at: NullableTimestamp;
   settling_at: NullableTimestamp;
   terminal_at: NullableTimestamp;
@@ -228,6 +229,14 @@ export interface DeploymentRunsTable {
   pinned_flow: NullableJson<PinnedFlow>;
   /** The walk that owns the cursor: each execute from created (a retry too) starts the next one. */
   walk: ColumnType<number, number | undefined, number>;
+}
+
+/** One member's carried work as the freeze recorded it (D1). */
+export interface CarriedWorkItem {
+  item: string;
+  requirement_ids: string[];
+  /** The selection was derived at the freeze, not named at admission (D5). */
+  derived: boolean;
 }
 
 export interface PinnedFlow {
@@ -322,6 +331,10 @@ export interface DeploymentRunStagesTable {
   started_at: NullableTimestamp;
   finished_at: NullableTimestamp;
   detail: string | null;
+  /** Who approved the waiting approval stage, from which session and when; null until approved. */
+  approved_by_actor_id: ColumnType<string | null, string | null | undefined, string | null>;
+  approved_by_session_id: ColumnType<string | null, string | null | undefined, string | null>;
+  approved_at: NullableTimestamp;
 }
 
 export interface DeploymentRunOccupancyTable {

@@ -23,6 +23,7 @@ import * as memberAuthority from './migrations/0018_member_authority';
 import * as cheapChecks from './migrations/0019_cheap_checks';
 import * as oneStatementRelease from './migrations/0019_one_statement_release';
 import * as releaseServesLine from './migrations/0019_release_serves_line';
+import * as stageApprovals from './migrations/0020_stage_approvals';
 import * as executeOrigins from './migrations/0021_execute_origins';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0019_cheap_checks': cheapChecks,
   '0019_one_statement_release': oneStatementRelease,
   '0019_release_serves_line': releaseServesLine,
+  '0020_stage_approvals': stageApprovals,
   '0021_execute_origins': executeOrigins,
 };
 

@@ -94,27 +94,40 @@ export async function stageByName(
     .executeTakeFirst();
 }
 
-/** The detail a waiting stage carries (an approval records who approved there). */
-export async function stageDetail(db: Executor, runId: string, ordinal: number): Promise<string | null | undefined> {
+/** The approval a waiting stage has received, if any: who approved, and the stage's detail line. */
+export async function stageApproval(
+  db: Executor,
+  runId: string,
+  ordinal: number,
+): Promise<Pick<StageRow, 'approved_by_actor_id' | 'detail'> | undefined> {
   const row = await db
     .selectFrom('deployment_run_stages')
-    .select('detail')
+    .select(['approved_by_actor_id', 'detail'])
     .where('run_id', '=', runId)
     .where('ordinal', '=', ordinal)
+    .where('approved_by_actor_id', 'is not', null)
     .executeTakeFirst();
-  return row?.detail;
+  return row;
 }
 
-/** Records an approval on an approval stage that waits for one; undefined when none waits. */
+/**
+ * Records an approval on an approval stage that waits for one (its columns, and the detail
+ * line people read); undefined when none waits.
+ */
 export async function recordApproval(
   db: Executor,
   runId: string,
   stage: string,
-  detail: string,
+  by: { actorId: string; sessionId: string; detail: string },
 ): Promise<Pick<StageRow, 'run_id' | 'name' | 'ordinal' | 'status'> | undefined> {
   return db
     .updateTable('deployment_run_stages')
-    .set({ detail })
+    .set({
+      detail: by.detail,
+      approved_by_actor_id: by.actorId,
+      approved_by_session_id: by.sessionId,
+      approved_at: sql`clock_timestamp()`,
+    })
     .where('run_id', '=', runId)
     .where('name', '=', stage)
     .where('kind', '=', 'approval')
@@ -123,11 +136,12 @@ export async function recordApproval(
     .executeTakeFirst();
 }
 
-/** The run's approval stages with their details (the settlement preflight lists them). */
-export async function approvalStagesOf(db: Executor, runId: string): Promise<Pick<StageRow, 'name' | 'detail'>[]> {
+/** The run's approval stages and whether each was approved (the settlement preflight lists them). */
+export async function approvalsOf(db: Executor, runId: string): Promise<{ stage: string; approved: boolean }[]> {
   return db
     .selectFrom('deployment_run_stages')
-    .select(['name', 'detail'])
+    .select('name as stage')
+    .select(sql<boolean>`approved_by_actor_id IS NOT NULL`.as('approved'))
     .where('run_id', '=', runId)
     .where('kind', '=', 'approval')
     .execute();

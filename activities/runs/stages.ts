@@ -9,7 +9,7 @@ import {
   moveCursor,
   recordApproval,
   stageByName,
-  stageDetail,
+  stageApproval,
   stageStatuses,
   startStage,
 } from '../../db/runStages';
@@ -191,9 +191,9 @@ export function runStageActivities(deps: {
         return { run_status: run.status, result: { ok: false, detail: `blocking QA failed: ${failed.join(', ')}` } };
       return { run_status: run.status, result: pending.length ? null : { ok: true, detail: 'qa stage passed' } };
     }
-    const detail = await stageDetail(db, input.runId, input.ordinal);
-    const approved = detail?.startsWith('approved by ') ?? false;
-    return { run_status: run.status, result: approved ? { ok: true, detail: detail! } : null };
+    const approval = await stageApproval(db, input.runId, input.ordinal);
+    const detail = approval ? (approval.detail ?? `approved by ${approval.approved_by_actor_id}`) : null;
+    return { run_status: run.status, result: detail ? { ok: true, detail } : null };
   }
 
   /** Records a stage's end (by the walk that owns the run); a passed QA stage may end the run's occupancy (O1). */
@@ -285,12 +285,11 @@ export function runStageActivities(deps: {
         },
       );
     }
-    const row = await recordApproval(
-      db,
-      input.runId,
-      input.stage,
-      `approved by ${session.actor_id} (session ${session.session_id})`,
-    );
+    const row = await recordApproval(db, input.runId, input.stage, {
+      actorId: session.actor_id,
+      sessionId: session.session_id,
+      detail: `approved by ${session.actor_id} (session ${session.session_id})`,
+    });
     if (!row) {
       throw usageError(
         'stage_not_awaiting_approval',

@@ -3,6 +3,8 @@ import type { Database } from '../../db/database';
 import { itemsById, markMembersClosed, stampEvidenceOfItems, type ItemRow } from '../../db/items';
 import { recordEvents } from '../../db/events';
 import type { Executor } from '../../db/pool';
+import { openQaStatuses } from '../../db/runQa';
+import { approvalsOf } from '../../db/runStages';
 import { doneGateReasons, type BlockReason } from '../../domain/completion';
 import { refusal, YokeError } from '../../domain/errors';
 import { readDoneGateFacts, writeItemsDone } from '../completion/doneGate';
@@ -151,22 +153,8 @@ export async function stampPrerequisites(
   if (itemIds.length === 0) return;
   const { run, closing } = ctx;
   const now = new Date().toISOString();
-  const [qa, approvals] = await Promise.all([
-    conn
-      .selectFrom('deployment_run_qa')
-      .select(['check_name', 'status'])
-      .where('run_id', '=', run.run_id)
-      .where('retracted_at', 'is', null)
-      .execute(),
-    conn
-      .selectFrom('deployment_run_stages')
-      .select(['name', 'detail'])
-      .where('run_id', '=', run.run_id)
-      .where('kind', '=', 'approval')
-      .execute(),
-  ]);
+  const [qa, approved] = await Promise.all([openQaStatuses(conn, run.run_id), approvalsOf(conn, run.run_id)]);
   const items = await itemsById(conn, itemIds);
-  const approved = approvals.map((a) => ({ stage: a.name, approved: !!a.detail?.startsWith('approved by ') }));
   await stampEvidenceOfItems(
     conn,
     items.map((item) => ({

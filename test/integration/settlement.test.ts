@@ -334,6 +334,77 @@ test("S5 an execution's end on another run retries the close-out of every settli
   expect(poked).toEqual(expect.arrayContaining([other.run_id, settlingRun]));
 });
 
+test('R1 an approval is recorded in its own columns: the waiting stage passes, the preflight lists it approved, a retried walk asks again', async () => {
+  /** A run of WEB-2 walked to its approval stage, which now waits. */
+  async function atApproval(key: string) {
+    const { run_id: runId } = await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'release',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: key,
+      items: ['WEB-2'],
+    });
+    await r.executeRun({ sessionId: 'd1', runId });
+    const { stages } = await r.loadRunPlan({ runId });
+    const signoff = stages.find((s) => s.kind === 'approval')!;
+    for (const stage of stages) {
+      await r.beginStage({ runId, ordinal: stage.ordinal, walk: 1 });
+      if (stage === signoff) break;
+      await r.finishStage({ runId, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
+    }
+    const approval = () =>
+      t.db
+        .selectFrom('deployment_run_stages')
+        .select(['approved_by_actor_id', 'approved_by_session_id', 'approved_at', 'detail'])
+        .where('run_id', '=', runId)
+        .where('ordinal', '=', signoff.ordinal)
+        .executeTakeFirstOrThrow();
+    return { runId, stages, signoff, approval };
+  }
+  const a = await atApproval('k-approved');
+  // a detail line alone approves nothing
+  await t.db
+    .updateTable('deployment_run_stages')
+    .set({ detail: 'approved by nobody' })
+    .where('run_id', '=', a.runId)
+    .where('ordinal', '=', a.signoff.ordinal)
+    .execute();
+  expect((await r.stageWait({ runId: a.runId, ordinal: a.signoff.ordinal })).result).toBeNull();
+  await r.approveStage({ sessionId: 'd1', runId: a.runId, stage: a.signoff.name });
+  expect(await a.approval()).toEqual({
+    approved_by_actor_id: 'd1',
+    approved_by_session_id: 'd1',
+    approved_at: expect.any(Date),
+    detail: 'approved by d1 (session d1)',
+  });
+  const waited = await r.stageWait({ runId: a.runId, ordinal: a.signoff.ordinal });
+  expect(waited.result).toEqual({ ok: true, detail: 'approved by d1 (session d1)' });
+  for (const stage of a.stages.filter((s) => s.ordinal >= a.signoff.ordinal)) {
+    if (stage !== a.signoff) await r.beginStage({ runId: a.runId, ordinal: stage.ordinal, walk: 1 });
+    const result = stage === a.signoff ? waited.result! : { ok: true, detail: 'test' };
+    await r.finishStage({ runId: a.runId, ordinal: stage.ordinal, walk: 1, result });
+  }
+  await pass(a.runId, 'smoke-test', 'WEB-2/gift-smoke');
+  await r.settleNow({ runId: a.runId });
+  expect((await items.getItem({ item: 'WEB-2' })).delivery_evidence.preflight?.approvals).toEqual([
+    { stage: 'signoff', approved: true },
+  ]);
+
+  // a failed run retried walks again: its approval stage waits for a new approval
+  const b = await atApproval('k-retried');
+  await r.approveStage({ sessionId: 'd1', runId: b.runId, stage: b.signoff.name });
+  await r.failRun({ runId: b.runId, walk: 1, reason: 'test' });
+  await r.retryRun({ sessionId: 'd1', runId: b.runId });
+  expect(await b.approval()).toEqual({
+    approved_by_actor_id: null,
+    approved_by_session_id: null,
+    approved_at: null,
+    detail: null,
+  });
+});
+
 test('S6 success refuses while a final member still owes an unanswered post-deploy obligation, naming it', async () => {
   await apply(
     definition({
