@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { Obligation } from '../domain/admission';
+import type { RunStatus } from '../domain/runStatuses';
 import type { DeployHostRow, EnvironmentRow, FlowRow, RunRow } from './database';
 import type { Executor } from './pool';
 
@@ -142,4 +143,49 @@ export async function obligationsOf(db: Executor, itemIds: number[]): Promise<Ob
     .orderBy('c.item_id')
     .orderBy('c.case_key')
     .execute();
+}
+
+export interface RunListRow {
+  run_id: string;
+  project: string;
+  flow: string;
+  target: string;
+  candidate_sha: string;
+  status: RunStatus;
+  current_stage: string | null;
+  created_at: Date;
+  driver_session_id: string | null;
+}
+
+/** Runs with their names, newest first, of one project or status when given. */
+export async function listRunRows(
+  db: Executor,
+  filter: { projectId?: number; status?: RunStatus },
+): Promise<RunListRow[]> {
+  let q = db
+    .selectFrom('deployment_runs as r')
+    .innerJoin('projects as p', 'p.project_id', 'r.project_id')
+    .innerJoin('flows as f', 'f.flow_id', 'r.flow_id')
+    .innerJoin('environments as e', 'e.environment_id', 'r.target_environment_id')
+    .select([
+      'r.run_id',
+      'p.name as project',
+      'f.name as flow',
+      'e.name as target',
+      'r.candidate_sha',
+      'r.status',
+      'r.current_stage',
+      'r.created_at',
+      'r.driver_session_id',
+    ])
+    .orderBy('r.created_at', 'desc');
+  if (filter.projectId !== undefined) q = q.where('r.project_id', '=', filter.projectId);
+  if (filter.status) q = q.where('r.status', '=', filter.status);
+  return q.execute();
+}
+
+/** The runs executing now (the reconciler gives each a workflow). */
+export async function executingRunIds(db: Executor): Promise<string[]> {
+  const rows = await db.selectFrom('deployment_runs').select('run_id').where('status', '=', 'executing').execute();
+  return rows.map((r) => r.run_id);
 }

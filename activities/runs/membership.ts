@@ -1,6 +1,7 @@
-import { sql } from 'kysely';
-import type { FlowRow, RunRow } from '../../db/database';
+import type { CarriedWorkItem, FlowRow, RunRow } from '../../db/database';
 import type { Executor } from '../../db/pool';
+import { insertFlowDefault, retractStaleRollUps, upsertRollUp } from '../../db/runQa';
+import { insertMember, membersOf, noteLaterRun, recordCarriedWork, storeSelection } from '../../db/runMembers';
 import { obligationsOf, type ObligationRow } from '../../db/runs';
 import {
   answeringStage,
@@ -10,6 +11,9 @@ import {
   type UntargetedObligation,
 } from '../../domain/admission';
 import { refusal } from '../../domain/errors';
+
+// The member reads moved to db/runMembers.ts; execution reads them here still.
+export { membersOf, type MemberRow } from '../../db/runMembers';
 
 /** An explicit selection, used verbatim (D5). */
 export interface ExplicitSelection {
@@ -133,23 +137,14 @@ async function rollUp(
     if (!stage) continue; // nothing on this run answers it; D6 already named it
     const checkName = requirementId(member.item, obligation.case_key);
     rows.push(checkName);
-    await db
-      .insertInto('deployment_run_qa')
-      .values({
-        run_id: run.run_id,
-        check_name: checkName,
-        source: 'item-rollup',
-        blocking: obligation.blocking,
-        stage_name: stage.name,
-        // A plan-bound case is answered by a passed execution of its plan.
-        plan_id: obligation.plan_id,
-      })
-      .onConflict((oc) =>
-        oc
-          .columns(['run_id', 'check_name'])
-          .doUpdateSet({ retracted_at: null, retraction: null, updated_at: sql`clock_timestamp()` }),
-      )
-      .execute();
+    await upsertRollUp(db, {
+      run_id: run.run_id,
+      check_name: checkName,
+      blocking: obligation.blocking,
+      stage_name: stage.name,
+      // A plan-bound case is answered by a passed execution of its plan.
+      plan_id: obligation.plan_id,
+    });
   }
   return rows;
 }
@@ -160,18 +155,13 @@ export async function materializeFlowDefaults(db: Executor, run: RunRow, flow: F
     for (const check of stage.checks) {
       // A plan check at an item-scoped stage is owed per member; the blocking-QA reader lists it.
       if (check.plan && stage.scope === 'item') continue;
-      await db
-        .insertInto('deployment_run_qa')
-        .values({
-          run_id: run.run_id,
-          check_name: check.name,
-          source: 'flow-default',
-          blocking: check.blocking,
-          stage_name: stage.name,
-          plan_id: check.plan ?? null,
-        })
-        .onConflict((oc) => oc.doNothing())
-        .execute();
+      await insertFlowDefault(db, {
+        run_id: run.run_id,
+        check_name: check.name,
+        blocking: check.blocking,
+        stage_name: stage.name,
+        plan_id: check.plan ?? null,
+      });
     }
   }
 }
@@ -192,27 +182,8 @@ export async function admitMembers(
   const warnings: UntargetedObligation[] = [];
   for (const member of members) {
     const stored = explicit.get(member.item_id) ?? null;
-    await db
-      .insertInto('deployment_run_items')
-      .values({
-        run_id: run.run_id,
-        item_id: member.item_id,
-        requirement_selection: stored ? JSON.stringify(stored) : null,
-        delivered_source_sha: run.candidate_sha,
-      })
-      .execute();
-    // D1: an earlier audited removal of this item now knows where it went, but only a run
-    // created after the one it left is "later": an older run admitting it says nothing.
-    await db
-      .updateTable('deployment_run_item_removals')
-      .set({ later_run_id: run.run_id })
-      .where('item_id', '=', member.item_id)
-      .where('later_run_id', 'is', null)
-      .where('run_id', '!=', run.run_id)
-      .where(({ eb, selectFrom }) =>
-        eb('run_id', 'in', selectFrom('deployment_runs').select('run_id').where('created_at', '<', run.created_at)),
-      )
-      .execute();
+    await insertMember(db, run, member.item_id, stored);
+    await noteLaterRun(db, member.item_id, run);
     await rollUp(db, run, flow, member, await selectionOf(db, flow, member, stored));
     warnings.push(...untargetedObligations(await obligationsOf(db, [member.item_id]), flow.stages));
   }
@@ -229,71 +200,24 @@ export async function freezeComposition(db: Executor, run: RunRow, flow: FlowRow
   for (const m of await membersOf(db, run.run_id)) {
     const selection = await selectionOf(db, flow, m, m.requirement_selection);
     if (!m.requirement_selection) {
-      await db
-        .updateTable('deployment_run_items')
-        .set({ requirement_selection: JSON.stringify(selection) })
-        .where('run_id', '=', run.run_id)
-        .where('item_id', '=', m.item_id)
-        .execute();
-      const rows = await rollUp(db, run, flow, m, selection);
-      let stale = db
-        .updateTable('deployment_run_qa')
-        .set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id)
-        .where('source', '=', 'item-rollup')
-        .where('check_name', 'like', `${m.item}/%`)
-        .where('retracted_at', 'is', null);
-      if (rows.length) stale = stale.where('check_name', 'not in', rows);
-      await stale.execute();
+      await storeSelection(db, run.run_id, m.item_id, selection);
+      await retractStaleRollUps(db, run.run_id, m.item, await rollUp(db, run, flow, m, selection));
     }
     items.push({ item: m.item, requirement_ids: selection, derived: !m.requirement_selection });
   }
-  await db
-    .updateTable('deployment_runs')
-    .set({ carried_work: JSON.stringify(items), frozen_at: sql`clock_timestamp()` })
-    .where('run_id', '=', run.run_id)
-    .execute();
+  await recordCarriedWork(db, run.run_id, items);
   return { recorded: true, items };
-}
-
-export interface MemberRow {
-  item_id: number;
-  item: string;
-  added_at: Date;
-  delivery_intent: 'progress' | 'final';
-  requirement_selection: string[] | null;
-  requirement_snapshot: unknown;
-  containment_attestation: unknown;
-}
-
-export async function membersOf(db: Executor, runId: string): Promise<MemberRow[]> {
-  return db
-    .selectFrom('deployment_run_items as m')
-    .innerJoin('backlog_items as i', 'i.item_id', 'm.item_id')
-    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
-    .select([
-      'm.item_id',
-      'm.added_at',
-      'm.delivery_intent',
-      'm.requirement_selection',
-      'm.requirement_snapshot',
-      'm.containment_attestation',
-    ])
-    .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-    .where('m.run_id', '=', runId)
-    .orderBy('m.item_id')
-    .execute();
 }
 
 export interface CarriedWork {
   /** true once recorded at the freeze; false while derived live (D1). */
   recorded: boolean;
-  items: { item: string; requirement_ids: string[]; derived: boolean }[];
+  items: CarriedWorkItem[];
 }
 
 /** D1: carried work as recorded at the freeze, or derived live (and unrecorded) before it. */
 export async function carriedWork(db: Executor, run: RunRow, flow: FlowRow): Promise<CarriedWork> {
-  if (run.carried_work) return { recorded: true, items: run.carried_work as CarriedWork['items'] };
+  if (run.carried_work) return { recorded: true, items: run.carried_work };
   const items = [];
   for (const m of await membersOf(db, run.run_id)) {
     items.push({

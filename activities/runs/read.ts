@@ -1,9 +1,15 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
-import { requireProject } from '../../db/projects';
+import { projectById, requireProject } from '../../db/projects';
 import { releaseLineage, type LineageEntry } from '../../db/memberClosure';
-import { driverAttachmentLive, runById, runFlow } from '../../db/runs';
+import { occupancyUnitsOf } from '../../db/occupancy';
+import { removalsOf } from '../../db/runMembers';
+import { qaRowsOf } from '../../db/runQa';
+import { driverAttachmentLive, environmentById, listRunRows, runById, runFlow } from '../../db/runs';
+import { stagesOf } from '../../db/runStages';
+import { effectsOf } from '../../db/settlementEffects';
+import type { RunStatus } from '../../domain/runStatuses';
 import { qaAttemptsOf, takeoverChain } from '../../db/takeover';
 import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
@@ -179,35 +185,12 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
     const run = await runById(db, input.runId);
     const flow = await runFlow(db, run);
     const [project, target, stages, qa, removals, units, members, live, lineage] = await Promise.all([
-      db.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow(),
-      db
-        .selectFrom('environments')
-        .select('name')
-        .where('environment_id', '=', run.target_environment_id)
-        .executeTakeFirstOrThrow(),
-      db.selectFrom('deployment_run_stages').selectAll().where('run_id', '=', run.run_id).orderBy('ordinal').execute(),
-      db
-        .selectFrom('deployment_run_qa')
-        .selectAll()
-        .where('run_id', '=', run.run_id)
-        .orderBy('stage_name')
-        .orderBy('check_name')
-        .execute(),
-      db
-        .selectFrom('deployment_run_item_removals as r')
-        .innerJoin('backlog_items as i', 'i.item_id', 'r.item_id')
-        .innerJoin('projects as p', 'p.project_id', 'i.project_id')
-        .select(['r.reason', 'r.removed_at', 'r.later_run_id', 'r.removed_by_session_id'])
-        .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-        .where('r.run_id', '=', run.run_id)
-        .orderBy('r.removal_id')
-        .execute(),
-      db
-        .selectFrom('deployment_run_occupancy')
-        .select('unit')
-        .where('run_id', '=', run.run_id)
-        .orderBy('unit')
-        .execute(),
+      projectById(db, run.project_id),
+      environmentById(db, run.target_environment_id),
+      stagesOf(db, run.run_id),
+      qaRowsOf(db, run.run_id),
+      removalsOf(db, run.run_id),
+      occupancyUnitsOf(db, run.run_id),
       membersOf(db, run.run_id),
       driverAttachmentLive(db, run, freshMs),
       releaseLineage(db, run.run_id),
@@ -246,18 +229,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       settlement: {
         committed_at: iso(run.settlement_committed_at),
         blocked: run.status === 'executing' ? run.settlement_blocked : null,
-        effects: (
-          await db
-            .selectFrom('deployment_run_member_effects as e')
-            .innerJoin('backlog_items as i', 'i.item_id', 'e.item_id')
-            .innerJoin('projects as p', 'p.project_id', 'i.project_id')
-            .select(['e.effect', 'e.applied_at', 'e.outcome', 'e.last_error'])
-            .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-            .where('e.run_id', '=', run.run_id)
-            .orderBy('e.item_id')
-            .orderBy('e.effect')
-            .execute()
-        ).map((e) => ({ ...e, applied_at: iso(e.applied_at) })),
+        effects: (await effectsOf(db, run.run_id)).map((e) => ({ ...e, applied_at: iso(e.applied_at) })),
       },
       terminal_at: iso(run.terminal_at),
       terminal_reason: run.terminal_reason,
@@ -269,7 +241,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
           }
         : null,
       occupancy: {
-        units: units.map((u) => u.unit),
+        units,
         occupying,
         open_lines: occupying ? await openLines(db, run.run_id) : [],
       },
@@ -322,32 +294,15 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       view.member_closure = await memberClosure(db, run.run_id);
     if (!input.fields?.length) return view;
     const picked: Record<string, unknown> = { run_id: view.run_id };
-    for (const f of input.fields) picked[f] = (view as unknown as Record<string, unknown>)[f];
+    for (const f of input.fields) picked[f] = view[f as keyof RunView];
     if (view.member_closure) picked.member_closure = view.member_closure;
     return picked as Partial<RunView>;
   }
 
   async function listRuns(input: { project?: string; status?: string }) {
-    let q = db
-      .selectFrom('deployment_runs as r')
-      .innerJoin('projects as p', 'p.project_id', 'r.project_id')
-      .innerJoin('flows as f', 'f.flow_id', 'r.flow_id')
-      .innerJoin('environments as e', 'e.environment_id', 'r.target_environment_id')
-      .select([
-        'r.run_id',
-        'p.name as project',
-        'f.name as flow',
-        'e.name as target',
-        'r.candidate_sha',
-        'r.status',
-        'r.current_stage',
-        'r.created_at',
-        'r.driver_session_id',
-      ])
-      .orderBy('r.created_at', 'desc');
-    if (input.project) q = q.where('r.project_id', '=', (await requireProject(db, input.project)).project_id);
-    if (input.status) q = q.where('r.status', '=', input.status as never);
-    return (await q.execute()).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+    const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
+    const rows = await listRunRows(db, { projectId, status: input.status as RunStatus | undefined });
+    return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
   }
 
   return { getRun, listRuns, memberClosure: (runId: string) => memberClosure(db, runId) };

@@ -1,8 +1,10 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
-import { runById } from '../../db/runs';
+import { occupancyUnitsOf, releaseTerminalOccupancy } from '../../db/occupancy';
+import { projectById } from '../../db/projects';
+import { membersOf } from '../../db/runMembers';
+import { executingRunIds, runById } from '../../db/runs';
 import { refusal } from '../../domain/errors';
-import { membersOf } from './membership';
 
 /** What a run's workflow is started with: its walk, and the labels operators filter by. */
 export interface RunWalk {
@@ -49,16 +51,13 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
 
   async function walkOf(runId: string): Promise<RunWalk> {
     const run = await runById(db, runId);
-    const [project, units] = await Promise.all([
-      db.selectFrom('projects').select('name').where('project_id', '=', run.project_id).executeTakeFirstOrThrow(),
-      db.selectFrom('deployment_run_occupancy').select('unit').where('run_id', '=', runId).orderBy('unit').execute(),
-    ]);
+    const [project, units] = await Promise.all([projectById(db, run.project_id), occupancyUnitsOf(db, runId)]);
     return {
       run_id: run.run_id,
       walk: run.walk,
       project: project.name,
       member_items: (await membersOf(db, run.run_id)).map((m) => m.item),
-      occupancy_units: units.map((u) => u.unit),
+      occupancy_units: units,
     };
   }
 
@@ -66,12 +65,7 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
     const run = await runById(db, input.runId);
     if (run.status !== 'executing' && run.status !== 'created' && !run.occupancy_released_at) {
       // A terminal run never occupies: release what a fault left behind (yoke doctor names it).
-      await db
-        .updateTable('deployment_runs')
-        .set({ occupancy_released_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id)
-        .where('occupancy_released_at', 'is', null)
-        .execute();
+      await releaseTerminalOccupancy(db, run.run_id);
       return {
         run_id: run.run_id,
         walk: run.walk,
@@ -99,13 +93,8 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
 
   /** Every executing run gets a running workflow; returns the runs that needed one. */
   async function reattachStrandedRuns(): Promise<{ reattached: Reattachment[] }> {
-    const executing = await db
-      .selectFrom('deployment_runs')
-      .select('run_id')
-      .where('status', '=', 'executing')
-      .execute();
     const reattached: Reattachment[] = [];
-    for (const { run_id } of executing) {
+    for (const run_id of await executingRunIds(db)) {
       try {
         const r = await reattachRun({ runId: run_id });
         if (r.workflow === 'started' || r.workflow === 'replaced') reattached.push(r);

@@ -1,6 +1,15 @@
 import { rm } from 'node:fs/promises';
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database, SettlementEffect } from '../../db/database';
+import {
+  closedMembersForEffects,
+  effectApplied,
+  holderSessionsLeftEmpty,
+  markEffectApplied,
+  markEffectFailed,
+  takeEffect,
+  type EffectKey,
+} from '../../db/settlementEffects';
 import type { TrackerConfig } from '../../domain/projectDefinition';
 import { sessionActivities } from '../sessions';
 import type { TrackerFactory } from './tracker';
@@ -52,17 +61,7 @@ async function onShortConnection<T>(db: Kysely<Database>, step: (conn: Kysely<Da
 export async function applySettlementEffects(deps: EffectsDeps, runId: string): Promise<EffectsOutcome> {
   const { db } = deps;
   const leaseMs = deps.leaseMs ?? 60_000;
-  const members = await db
-    .selectFrom('deployment_run_items as m')
-    .innerJoin('backlog_items as i', 'i.item_id', 'm.item_id')
-    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
-    .innerJoin('deployment_runs as r', 'r.run_id', 'm.run_id')
-    .select(['m.item_id', 'i.tracker_issue', 'i.lane_path', 'p.tracker', 'r.candidate_sha'])
-    .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-    .where('m.run_id', '=', runId)
-    .where('m.closed_at', 'is not', null)
-    .orderBy('m.item_id')
-    .execute();
+  const members = await closedMembersForEffects(db, runId);
   const out: EffectsOutcome = { run_id: runId, applied: [], failed: [], pending: 0 };
   const trackers = new Map<string, ReturnType<TrackerFactory>>();
   const trackerFor = (config: TrackerConfig | null) => {
@@ -73,30 +72,10 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
 
   for (const m of members) {
     for (const effect of SETTLEMENT_EFFECTS) {
+      const key: EffectKey = { runId, itemId: m.item_id, effect };
       // Take the effect: a row not applied and not leased by a live replay.
-      const taken = await onShortConnection(db, (conn) =>
-        sql<{ attempts: number }>`
-          INSERT INTO deployment_run_member_effects (run_id, item_id, effect, attempts, lease_until)
-          VALUES (${runId}, ${m.item_id}, ${effect}, 1, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
-          ON CONFLICT (run_id, item_id, effect) DO UPDATE
-             SET attempts = deployment_run_member_effects.attempts + 1,
-                 lease_until = EXCLUDED.lease_until
-           WHERE deployment_run_member_effects.applied_at IS NULL
-             AND (deployment_run_member_effects.lease_until IS NULL
-                  OR deployment_run_member_effects.lease_until < clock_timestamp())
-          RETURNING attempts`.execute(conn),
-      );
-      if (taken.rows.length === 0) {
-        const row = await onShortConnection(db, (conn) =>
-          conn
-            .selectFrom('deployment_run_member_effects')
-            .select('applied_at')
-            .where('run_id', '=', runId)
-            .where('item_id', '=', m.item_id)
-            .where('effect', '=', effect)
-            .executeTakeFirstOrThrow(),
-        );
-        if (!row.applied_at) out.pending++;
+      if (!(await onShortConnection(db, (conn) => takeEffect(conn, key, leaseMs)))) {
+        if (!(await onShortConnection(db, (conn) => effectApplied(conn, key)))) out.pending++;
         continue;
       }
       try {
@@ -118,29 +97,13 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
           outcome = await endEmptyHolderSessions(db, runId, m.item_id);
         }
         await deps.afterEffect?.({ item: m.item, effect });
-        await onShortConnection(db, (conn) =>
-          conn
-            .updateTable('deployment_run_member_effects')
-            .set({ applied_at: sql`clock_timestamp()`, outcome, last_error: null, lease_until: null })
-            .where('run_id', '=', runId)
-            .where('item_id', '=', m.item_id)
-            .where('effect', '=', effect)
-            .execute(),
-        );
+        await onShortConnection(db, (conn) => markEffectApplied(conn, key, outcome));
         out.applied.push({ item: m.item, effect, outcome });
       } catch (err) {
         const error = (err as Error).message ?? String(err);
         out.failed.push({ item: m.item, effect, error });
         out.pending++;
-        await onShortConnection(db, (conn) =>
-          conn
-            .updateTable('deployment_run_member_effects')
-            .set({ last_error: error.slice(0, 2000), lease_until: null })
-            .where('run_id', '=', runId)
-            .where('item_id', '=', m.item_id)
-            .where('effect', '=', effect)
-            .execute(),
-        );
+        await onShortConnection(db, (conn) => markEffectFailed(conn, key, error));
       }
     }
   }
@@ -158,38 +121,16 @@ async function removeLane(path: string): Promise<string> {
  * (through the ordinary session end, which also cancels their waits, W9).
  */
 async function endEmptyHolderSessions(db: Kysely<Database>, runId: string, itemId: number): Promise<string> {
-  const holders = await onShortConnection(db, (conn) =>
-    conn
-      .selectFrom('work_claims as c')
-      .innerJoin('sessions as s', 's.session_id', 'c.session_id')
-      .select('c.session_id')
-      .distinct()
-      .where('c.item_id', '=', itemId)
-      .where('c.release_reason', '=', `delivered by run ${runId}`)
-      .where('s.ended_at', 'is', null)
-      .where('s.terminated_at', 'is', null)
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom('work_claims as l')
-              .select('l.claim_id')
-              .whereRef('l.session_id', '=', 'c.session_id')
-              .where('l.released_at', 'is', null),
-          ),
-        ),
-      )
-      .orderBy('c.session_id')
-      .execute(),
-  );
+  const holders = await onShortConnection(db, (conn) => holderSessionsLeftEmpty(conn, runId, itemId));
   const sessions = sessionActivities({ db });
   const ended: string[] = [];
-  for (const h of holders) {
+  for (const sessionId of holders) {
     const r = await sessions.endSession({
-      sessionId: h.session_id,
+      sessionId,
       ifClaimFree: true,
       reason: `settled: no claims left after run ${runId}`,
     });
-    if (r.ended) ended.push(h.session_id);
+    if (r.ended) ended.push(sessionId);
   }
   return ended.length ? `ended ${ended.join(', ')}` : 'no holder session left empty';
 }

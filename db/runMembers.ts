@@ -1,0 +1,127 @@
+import { sql } from 'kysely';
+import type { CarriedWorkItem, RunRow } from './database';
+import type { Executor } from './pool';
+
+/** A run's members (deployment_run_items), their audited removals, and the work they carry (D1, D3, D5). */
+
+export interface MemberRow {
+  item_id: number;
+  item: string;
+  added_at: Date;
+  delivery_intent: 'progress' | 'final';
+  requirement_selection: string[] | null;
+  requirement_snapshot: unknown;
+  containment_attestation: unknown;
+}
+
+/** The run's members with their item labels, in item order. */
+export async function membersOf(db: Executor, runId: string): Promise<MemberRow[]> {
+  return db
+    .selectFrom('deployment_run_items as m')
+    .innerJoin('backlog_items as i', 'i.item_id', 'm.item_id')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select([
+      'm.item_id',
+      'm.added_at',
+      'm.delivery_intent',
+      'm.requirement_selection',
+      'm.requirement_snapshot',
+      'm.containment_attestation',
+    ])
+    .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
+    .where('m.run_id', '=', runId)
+    .orderBy('m.item_id')
+    .execute();
+}
+
+/** Each member's intent and whether a commit closed it, in item order (settlement reads these). */
+export async function memberStates(
+  db: Executor,
+  runId: string,
+): Promise<{ item_id: number; delivery_intent: 'progress' | 'final'; closed_at: Date | null }[]> {
+  return db
+    .selectFrom('deployment_run_items')
+    .select(['item_id', 'delivery_intent', 'closed_at'])
+    .where('run_id', '=', runId)
+    .orderBy('item_id')
+    .execute();
+}
+
+/** Admits one member (D3); an explicit selection is stored verbatim, a derived one as null (D5). */
+export async function insertMember(
+  db: Executor,
+  run: Pick<RunRow, 'run_id' | 'candidate_sha'>,
+  itemId: number,
+  selection: string[] | null,
+): Promise<void> {
+  await db
+    .insertInto('deployment_run_items')
+    .values({
+      run_id: run.run_id,
+      item_id: itemId,
+      requirement_selection: selection ? JSON.stringify(selection) : null,
+      delivered_source_sha: run.candidate_sha,
+    })
+    .execute();
+}
+
+/** D5 freeze: a derived selection is written back concrete. */
+export async function storeSelection(db: Executor, runId: string, itemId: number, selection: string[]): Promise<void> {
+  await db
+    .updateTable('deployment_run_items')
+    .set({ requirement_selection: JSON.stringify(selection) })
+    .where('run_id', '=', runId)
+    .where('item_id', '=', itemId)
+    .execute();
+}
+
+/** D1: the carried work as recorded at the freeze. */
+export async function recordCarriedWork(db: Executor, runId: string, items: CarriedWorkItem[]): Promise<void> {
+  await db
+    .updateTable('deployment_runs')
+    .set({ carried_work: JSON.stringify(items), frozen_at: sql`clock_timestamp()` })
+    .where('run_id', '=', runId)
+    .execute();
+}
+
+/**
+ * D1: an earlier audited removal of the item now knows where it went, but only a run created
+ * after the one it left is "later": an older run admitting it says nothing.
+ */
+export async function noteLaterRun(
+  db: Executor,
+  itemId: number,
+  run: Pick<RunRow, 'run_id' | 'created_at'>,
+): Promise<void> {
+  await db
+    .updateTable('deployment_run_item_removals')
+    .set({ later_run_id: run.run_id })
+    .where('item_id', '=', itemId)
+    .where('later_run_id', 'is', null)
+    .where('run_id', '!=', run.run_id)
+    .where(({ eb, selectFrom }) =>
+      eb('run_id', 'in', selectFrom('deployment_runs').select('run_id').where('created_at', '<', run.created_at)),
+    )
+    .execute();
+}
+
+export interface RemovalRow {
+  item: string;
+  reason: string;
+  removed_at: Date;
+  later_run_id: string | null;
+  removed_by_session_id: string | null;
+}
+
+/** The run's audited member removals, oldest first. */
+export async function removalsOf(db: Executor, runId: string): Promise<RemovalRow[]> {
+  return db
+    .selectFrom('deployment_run_item_removals as r')
+    .innerJoin('backlog_items as i', 'i.item_id', 'r.item_id')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select(['r.reason', 'r.removed_at', 'r.later_run_id', 'r.removed_by_session_id'])
+    .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
+    .where('r.run_id', '=', runId)
+    .orderBy('r.removal_id')
+    .execute();
+}
