@@ -97,21 +97,22 @@ export const BaseOptions = z.object({ session: nonEmpty.optional(), json: z.bool
 
 /**
  * The one shape of a command's action: commander hands over the positional arguments, then the
- * options; the options are parsed with `schema` (a bad value is `invalid_argument` naming the
+ * options (a variadic argument's values end the list); the options are parsed with `schema` (a bad value is `invalid_argument` naming the
  * flag), `run` acts on an open store, and the result is printed as JSON with --json, else as
  * `render` writes it for a person. `json` shapes the JSON when it is not the result itself.
  */
 export function commandAction<S extends z.ZodType<{ json?: boolean }>, R>(
   schema: S,
   run: (ctx: CommandContext, o: z.infer<S>, args: string[]) => Promise<R>,
-  render: (r: R, o: z.infer<S>) => string,
+  render: (r: R, o: z.infer<S>, args: string[]) => string,
   json: (r: R) => unknown = (r) => r,
 ): (...commanderArgs: unknown[]) => Promise<void> {
   return async (...commanderArgs) => {
-    // commander calls an action with the positional arguments, the options, then the Command.
-    const args = commanderArgs.slice(0, -2) as string[];
+    // commander calls an action with the positional arguments, the options, then the Command. A
+    // variadic argument (always the last) arrives as an array: flattened, `args` ends with its values.
+    const args = (commanderArgs.slice(0, -2) as (string | string[])[]).flat();
     const o = parseOptions(schema, commanderArgs[commanderArgs.length - 2]);
     const r = await withDb((ctx) => run(ctx, o, args));
-    emit(!!o.json, json(r), () => render(r, o));
+    emit(!!o.json, json(r), () => render(r, o, args));
   };
 }

@@ -33,3 +33,17 @@ export function claimsTable(claims: ClaimView[]): string {
 export function claimLine(verb: string, c: ClaimView): string {
   return `${verb} claim ${c.claim_id}: ${claimTarget(c)} (${c.target_kind}${c.sticky ? ', sticky' : ''}) held by session ${c.session_id} since ${c.claimed_at}`;
 }
+
+interface Take {
+  claim: ClaimView;
+  reentered: boolean;
+}
+
+/** How a take that may re-enter reads: `holding` when the session already held it. */
+export const takeLine =
+  (verb: string) =>
+  (r: Take): string =>
+    claimLine(r.reentered ? 'holding' : verb, r.claim);
+
+/** A take's JSON: the claim with `reentered`. */
+export const takeJson = (r: Take) => ({ ...r.claim, reentered: r.reentered });

@@ -1,8 +1,12 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { actorActivities } from '../../activities/actors';
-import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
-import { emit, table } from '../output';
+import { BaseOptions, commandAction, nonEmpty, parseOptions, type CommandContext } from '../context';
+import { usageError } from '../../domain/errors';
+import { table } from '../output';
+
+const ActorName = z.object({ name: nonEmpty });
+const actorsOf = ({ db, config }: CommandContext) => actorActivities({ db, databaseUrl: config.databaseUrl });
 
 /** `yoke actors`: issue 13, actors are Postgres login roles an admin adds and removes. */
 export function registerActors(program: Command): void {
@@ -15,68 +19,66 @@ export function registerActors(program: Command): void {
     .option('--admin', 'an admin: declares projects, grants, test machines, pricing; manages actors')
     .option('--agent', 'a coding agent (a user marked as an agent)')
     .option('--worker', 'a login for the Temporal worker (member of yoke_worker)')
-    .action(async (name: string, raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           admin: z.boolean().optional(),
           agent: z.boolean().optional(),
           worker: z.boolean().optional(),
         }),
-        raw,
-      );
-      const kinds = (['admin', 'agent', 'worker'] as const).filter((k) => o[k]);
-      if (kinds.length > 1) {
-        const { usageError } = await import('../../domain/errors');
-        throw usageError('invalid_argument', `--${kinds.join(' and --')} cannot be combined`, {
-          recovery: 'choose one kind of actor',
-          details: { kinds },
-        });
-      }
-      const r = await withDb(({ db, config }) =>
-        actorActivities({ db, databaseUrl: config.databaseUrl }).addActor({ actor: name, kind: kinds[0] ?? 'user' }),
-      );
-      emit(!!o.json, r, () =>
-        [
-          `added ${r.kind} ${r.actor}; its connection string (shown once):`,
-          `  DATABASE_URL=${r.connection_string}`,
-        ].join('\n'),
-      );
-    });
+        (ctx, o, [name]) => {
+          const kinds = (['admin', 'agent', 'worker'] as const).filter((k) => o[k]);
+          if (kinds.length > 1) {
+            throw usageError('invalid_argument', `--${kinds.join(' and --')} cannot be combined`, {
+              recovery: 'choose one kind of actor',
+              details: { kinds },
+            });
+          }
+          return actorsOf(ctx).addActor({ actor: name!, kind: kinds[0] ?? 'user' });
+        },
+        (r) =>
+          [
+            `added ${r.kind} ${r.actor}; its connection string (shown once):`,
+            `  DATABASE_URL=${r.connection_string}`,
+          ].join('\n'),
+      ),
+    );
 
   actors
     .command('list')
     .description('list actors and their kind')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const rows = await withDb(({ db, config }) =>
-        actorActivities({ db, databaseUrl: config.databaseUrl }).listActors(),
-      );
-      emit(!!o.json, rows, () =>
-        table(
-          ['ACTOR', 'KIND', 'LOGIN'],
-          rows.map((a) => [a.actor, a.kind, a.can_login ? 'yes' : 'no']),
-        ),
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        (ctx) => actorsOf(ctx).listActors(),
+        (rows) =>
+          table(
+            ['ACTOR', 'KIND', 'LOGIN'],
+            rows.map((a) => [a.actor, a.kind, a.can_login ? 'yes' : 'no']),
+          ),
+      ),
+    );
 
   actors
     .command('remove')
     .description('remove an actor (drops its login role; its rows keep its name)')
     .argument('<name>', 'actor name')
-    .action(async (name: string, raw) => {
-      const o = parseOptions(BaseOptions.extend({ name: nonEmpty }), { ...raw, name });
-      const r = await withDb(({ db, config }) =>
-        actorActivities({ db, databaseUrl: config.databaseUrl }).removeActor({ actor: o.name }),
-      );
-      emit(!!o.json, r, () => (r.removed ? `removed ${r.actor}` : `no actor ${r.actor}; nothing to remove`));
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        (ctx, _o, [name]) => actorsOf(ctx).removeActor({ actor: parseOptions(ActorName, { name }).name }),
+        (r) => (r.removed ? `removed ${r.actor}` : `no actor ${r.actor}; nothing to remove`),
+      ),
+    );
 
   actors
     .command('whoami')
     .description('the actor this connection acts as (its Postgres role)')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const r = await withDb(({ db, config }) => actorActivities({ db, databaseUrl: config.databaseUrl }).whoAmI());
-      emit(!!o.json, r, () => `${r.actor}${r.admin ? ' (admin)' : ''}`);
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        (ctx) => actorsOf(ctx).whoAmI(),
+        (r) => `${r.actor}${r.admin ? ' (admin)' : ''}`,
+      ),
+    );
 }

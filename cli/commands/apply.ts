@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
-import { emit } from '../output';
+import { BaseOptions, commandAction, nonEmpty } from '../context';
 
 export function registerApply(program: Command): void {
   program
@@ -9,19 +8,21 @@ export function registerApply(program: Command): void {
     .description('apply a project definition (environments, hosts, flows, items, QA obligations); idempotent')
     .requiredOption('-f, --file <file>', 'project definition (YAML)')
     .option('--dry-run', 'print the change without writing it')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions.extend({ file: nonEmpty, dryRun: z.boolean().optional() }), raw);
-      const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
-      const r = await withDb(({ db, config }) =>
-        projectDefinitionActivities({ db, maxBytes: config.applyMaxBytes }).applyProjectDefinition({
-          file: o.file,
-          dryRun: o.dryRun,
-        }),
-      );
-      emit(!!o.json, r, () => {
-        const changed = r.changes.filter((c) => c.action !== 'unchanged');
-        const head = `${r.dry_run ? 'would apply' : 'applied'} ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`;
-        return [head, ...changed.map((c) => `  ${c.action === 'create' ? '+' : '~'} ${c.kind} ${c.name}`)].join('\n');
-      });
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ file: nonEmpty, dryRun: z.boolean().optional() }),
+        async ({ db, config }, o) => {
+          const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
+          return projectDefinitionActivities({ db, maxBytes: config.applyMaxBytes }).applyProjectDefinition({
+            file: o.file,
+            dryRun: o.dryRun,
+          });
+        },
+        (r) => {
+          const changed = r.changes.filter((c) => c.action !== 'unchanged');
+          const head = `${r.dry_run ? 'would apply' : 'applied'} ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`;
+          return [head, ...changed.map((c) => `  ${c.action === 'create' ? '+' : '~'} ${c.kind} ${c.name}`)].join('\n');
+        },
+      ),
+    );
 }

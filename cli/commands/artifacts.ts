@@ -3,8 +3,9 @@ import { basename } from 'node:path';
 import type { Command } from 'commander';
 import type { ArtifactView } from '../../activities/memberAuthority';
 import { usageError } from '../../domain/errors';
-import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
-import { emit, table } from '../output';
+import { actingSession, BaseOptions, commandAction, nonEmpty } from '../context';
+import type { Store } from '../../activities/store';
+import { table } from '../output';
 
 const UploadOptions = BaseOptions.extend({ item: nonEmpty, file: nonEmpty, name: nonEmpty.optional() });
 
@@ -41,6 +42,11 @@ const artifactRow = (a: ArtifactView) => [
 ];
 const ARTIFACT_HEADER = ['ID', 'ITEM', 'PROJECT', 'NAME', 'BYTES', 'SHA256', 'SESSION', 'UPLOADED'];
 
+async function memberAuthority(db: Store) {
+  const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
+  return memberAuthorityActivities({ db });
+}
+
 /** `yoke deployment-runs artifacts upload|list` (C10): files a run member stores with the run. */
 export function registerArtifacts(dr: Command): void {
   const artifacts = dr
@@ -55,31 +61,32 @@ export function registerArtifacts(dr: Command): void {
     .requiredOption('--file <path>', 'the file to store (at most 8 MiB)')
     .option('--name <name>', 'the name to store it under (default: the file name)')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(UploadOptions, raw);
-      const sessionId = actingSession(o);
-      const name = o.name ?? basename(o.file);
-      const content = await readArtifactFile(o.file, name);
-      const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
-      const r = await withDb(({ db }) =>
-        memberAuthorityActivities({ db }).uploadArtifact({ sessionId, runId, item: o.item, name, content }),
-      );
-      emit(!!o.json, r, () =>
-        [
-          `${r.replayed ? 'already stored' : 'stored'} artifact ${r.artifact.artifact_id}: ${r.artifact.name} (${r.artifact.size_bytes} bytes, sha256 ${r.artifact.sha256})`,
-          `for ${r.artifact.item} in run ${r.artifact.run_id}, under project ${r.artifact.project}${r.membership.ended ? ` (membership ended: ${r.membership.ended_by})` : ''}`,
-        ].join('\n'),
-      );
-    });
+    .action(
+      commandAction(
+        UploadOptions,
+        async ({ db }, o, [runId]) => {
+          const sessionId = actingSession(o);
+          const name = o.name ?? basename(o.file);
+          const content = await readArtifactFile(o.file, name);
+          return (await memberAuthority(db)).uploadArtifact({ sessionId, runId: runId!, item: o.item, name, content });
+        },
+        (r) =>
+          [
+            `${r.replayed ? 'already stored' : 'stored'} artifact ${r.artifact.artifact_id}: ${r.artifact.name} (${r.artifact.size_bytes} bytes, sha256 ${r.artifact.sha256})`,
+            `for ${r.artifact.item} in run ${r.artifact.run_id}, under project ${r.artifact.project}${r.membership.ended ? ` (membership ended: ${r.membership.ended_by})` : ''}`,
+          ].join('\n'),
+      ),
+    );
 
   artifacts
     .command('list')
     .description("a run's member artifacts, oldest first")
     .argument('<run>', 'run id')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
-      const rows = await withDb(({ db }) => memberAuthorityActivities({ db }).listArtifacts({ runId }));
-      emit(!!o.json, rows, () => table(ARTIFACT_HEADER, rows.map(artifactRow)));
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async ({ db }, _o, [runId]) => (await memberAuthority(db)).listArtifacts({ runId: runId! }),
+        (rows) => table(ARTIFACT_HEADER, rows.map(artifactRow)),
+      ),
+    );
 }

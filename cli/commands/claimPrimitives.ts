@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { claimPrimitiveActivities } from '../../activities/claimPrimitives';
-import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
-import { emit } from '../output';
-import { claimLine, claimsTable } from '../render';
+import { actingSession, BaseOptions, commandAction, nonEmpty } from '../context';
+import { claimLine, claimsTable, takeJson, takeLine } from '../render';
 
 const Acting = BaseOptions.extend({ reason: nonEmpty.optional() });
 const WithProject = Acting.extend({ project: nonEmpty.optional() });
@@ -22,26 +21,29 @@ export function registerClaimPrimitives(claims: Command): void {
     .description('claim an epic task')
     .argument('<PREFIX-N>')
     .argument('<TASK>', 'T###')
-    .action(async (item: string, task: string, raw) => {
-      const o = parseOptions(Acting, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(({ db }) => primitives(db).takeEpicTask({ sessionId, item, task }));
-      emit(!!o.json, { ...r.claim, reentered: r.reentered }, () =>
-        claimLine(r.reentered ? 'holding' : 'took', r.claim),
-      );
-    });
+    .action(
+      commandAction(
+        Acting,
+        ({ db }, o, [item, task]) =>
+          primitives(db).takeEpicTask({ sessionId: actingSession(o), item: item!, task: task! }),
+        takeLine('took'),
+        takeJson,
+      ),
+    );
   epic
     .command('release')
     .description('release your epic task claim')
     .argument('<PREFIX-N>')
     .argument('<TASK>', 'T###')
     .option('--reason <text>', 'why')
-    .action(async (item: string, task: string, raw) => {
-      const o = parseOptions(Acting, raw);
-      const sessionId = actingSession(o);
-      const c = await withDb(({ db }) => primitives(db).releaseEpicTask({ sessionId, item, task, reason: o.reason }));
-      emit(!!o.json, c, () => claimLine('released', c));
-    });
+    .action(
+      commandAction(
+        Acting,
+        ({ db }, o, [item, task]) =>
+          primitives(db).releaseEpicTask({ sessionId: actingSession(o), item: item!, task: task!, reason: o.reason }),
+        (c) => claimLine('released', c),
+      ),
+    );
 
   const processCmd = claims
     .command('process')
@@ -51,28 +53,34 @@ export function registerClaimPrimitives(claims: Command): void {
     .description('claim a process (rendered ⚙ KEY)')
     .argument('<KEY>', 'process key')
     .option('--project <project>', "project (default: the session's)")
-    .action(async (processKey: string, raw) => {
-      const o = parseOptions(WithProject, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(({ db }) => primitives(db).takeProcess({ sessionId, processKey, project: o.project }));
-      emit(!!o.json, { ...r.claim, reentered: r.reentered }, () =>
-        claimLine(r.reentered ? 'holding' : 'took', r.claim),
-      );
-    });
+    .action(
+      commandAction(
+        WithProject,
+        ({ db }, o, [processKey]) =>
+          primitives(db).takeProcess({ sessionId: actingSession(o), processKey: processKey!, project: o.project }),
+        takeLine('took'),
+        takeJson,
+      ),
+    );
   processCmd
     .command('release')
     .description('release your process claim')
     .argument('<KEY>', 'process key')
     .option('--project <project>', "project (default: the session's)")
     .option('--reason <text>', 'why')
-    .action(async (processKey: string, raw) => {
-      const o = parseOptions(WithProject, raw);
-      const sessionId = actingSession(o);
-      const c = await withDb(({ db }) =>
-        primitives(db).releaseProcess({ sessionId, processKey, project: o.project, reason: o.reason }),
-      );
-      emit(!!o.json, c, () => claimLine('released', c));
-    });
+    .action(
+      commandAction(
+        WithProject,
+        ({ db }, o, [processKey]) =>
+          primitives(db).releaseProcess({
+            sessionId: actingSession(o),
+            processKey: processKey!,
+            project: o.project,
+            reason: o.reason,
+          }),
+        (c) => claimLine('released', c),
+      ),
+    );
 
   const path = claims.command('path').description('path claims: one live holder per project and path');
   path
@@ -82,19 +90,21 @@ export function registerClaimPrimitives(claims: Command): void {
     .option('--item <PREFIX-N>', 'the item the paths are for')
     .option('--process <KEY>', 'the process the paths are for')
     .option('--project <project>', "project (default: the item's, else the session's)")
-    .action(async (paths: string[], raw) => {
-      const o = parseOptions(PathOptions, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(({ db }) =>
-        primitives(db).takePaths({ sessionId, paths, item: o.item, process: o.process, project: o.project }),
-      );
-      emit(
-        !!o.json,
-        r,
-        () =>
+    .action(
+      commandAction(
+        PathOptions,
+        ({ db }, o, paths) =>
+          primitives(db).takePaths({
+            sessionId: actingSession(o),
+            paths,
+            item: o.item,
+            process: o.process,
+            project: o.project,
+          }),
+        (r) =>
           `took ${r.declared_paths} path${r.declared_paths === 1 ? '' : 's'}${r.item ? ` for ${r.item}` : r.process_key ? ` for ⚙ ${r.process_key}` : ''} (claims ${r.claims.map((c) => c.claim_id).join(', ')})`,
-      );
-    });
+      ),
+    );
   path
     .command('release')
     .description('release your claims on these paths')
@@ -102,44 +112,57 @@ export function registerClaimPrimitives(claims: Command): void {
     .option('--item <PREFIX-N>', 'only the claims recorded for this item')
     .option('--project <project>', "project (default: the item's, else the session's)")
     .option('--reason <text>', 'why')
-    .action(async (paths: string[], raw) => {
-      const o = parseOptions(PathOptions, raw);
-      const sessionId = actingSession(o);
-      const released = await withDb(({ db }) =>
-        primitives(db).releasePaths({ sessionId, paths, item: o.item, project: o.project, reason: o.reason }),
-      );
-      emit(!!o.json, released, () => `released ${released.length} path claim${released.length === 1 ? '' : 's'}`);
-    });
+    .action(
+      commandAction(
+        PathOptions,
+        ({ db }, o, paths) =>
+          primitives(db).releasePaths({
+            sessionId: actingSession(o),
+            paths,
+            item: o.item,
+            project: o.project,
+            reason: o.reason,
+          }),
+        (released) => `released ${released.length} path claim${released.length === 1 ? '' : 's'}`,
+      ),
+    );
   registerPathList(path.command('list'));
 
   const doc = claims.command('doc').description('strategy-document locks: one live holder per project and document');
+  const DocOptions = WithProject.extend({ project: nonEmpty });
   doc
     .command('lock')
     .description("lock a project's strategy document (folds into your steering seat on the board)")
     .argument('<DOC>', 'document name, for example MISSION')
     .requiredOption('--project <project>', 'project')
-    .action(async (document: string, raw) => {
-      const o = parseOptions(WithProject.extend({ project: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(({ db }) => primitives(db).lockDocument({ sessionId, document, project: o.project }));
-      emit(!!o.json, { ...r.claim, reentered: r.reentered }, () =>
-        claimLine(r.reentered ? 'holding' : 'locked', r.claim),
-      );
-    });
+    .action(
+      commandAction(
+        DocOptions,
+        ({ db }, o, [document]) =>
+          primitives(db).lockDocument({ sessionId: actingSession(o), document: document!, project: o.project }),
+        takeLine('locked'),
+        takeJson,
+      ),
+    );
   doc
     .command('unlock')
     .description('unlock your strategy document lock')
     .argument('<DOC>', 'document name')
     .requiredOption('--project <project>', 'project')
     .option('--reason <text>', 'why')
-    .action(async (document: string, raw) => {
-      const o = parseOptions(WithProject.extend({ project: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const c = await withDb(({ db }) =>
-        primitives(db).unlockDocument({ sessionId, document, project: o.project, reason: o.reason }),
-      );
-      emit(!!o.json, c, () => claimLine('unlocked', c));
-    });
+    .action(
+      commandAction(
+        DocOptions,
+        ({ db }, o, [document]) =>
+          primitives(db).unlockDocument({
+            sessionId: actingSession(o),
+            document: document!,
+            project: o.project,
+            reason: o.reason,
+          }),
+        (c) => claimLine('unlocked', c),
+      ),
+    );
 }
 
 function registerPathList(cmd: Command): void {
@@ -148,20 +171,17 @@ function registerPathList(cmd: Command): void {
     .option('--item <PREFIX-N>', 'only this item')
     .option('--project <project>', 'only this project')
     .option('--active-only', 'only live claims')
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           item: nonEmpty.optional(),
           project: nonEmpty.optional(),
           activeOnly: z.boolean().optional(),
         }),
-        raw,
-      );
-      const rows = await withDb(({ db }) =>
-        primitives(db).listPathClaims({ item: o.item, project: o.project, activeOnly: o.activeOnly }),
-      );
-      emit(!!o.json, rows, () => claimsTable(rows));
-    });
+        ({ db }, o) => primitives(db).listPathClaims({ item: o.item, project: o.project, activeOnly: o.activeOnly }),
+        claimsTable,
+      ),
+    );
 }
 
 /** `yoke path-claims list --item PREFIX-N`, the drill-down the board's Claims column points to (B8). */

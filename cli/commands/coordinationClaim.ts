@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { claimActivities, type AcquireResult, type ReleaseResult } from '../../activities/claims';
 import { YokeError } from '../../domain/errors';
 import { OPERATOR_KEY_HELP, parseOperatorKey } from '../../domain/operatorKeys';
-import { actingSession, claimIdSchema, inHookContext, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
-import { emit, warn } from '../output';
+import { actingSession, BaseOptions, claimIdSchema, commandAction, inHookContext, nonEmpty } from '../context';
+import { warn } from '../output';
 import { claimLine, claimsTable } from '../render';
 
 const AcquireOptions = BaseOptions.extend({
@@ -73,51 +73,49 @@ export function registerCoordinationClaim(parent: Command): void {
     .option('--wait', 'for QA_HOST keys: wait in line until your turn is reserved, then take it')
     .option('--wait-timeout <seconds>', 'with --wait: give up waiting after this long (you keep your place)')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .action(async (raw) => {
-      const o = parseOptions(AcquireOptions, raw);
-      const sessionId = actingSession(o);
-      const key = parseOperatorKey(o.key);
-      const join = key.kind === 'qa_admission' ? { resumeCommand: resumeCommand() } : undefined;
-      const result = await withDb(async (ctx) => {
-        const claims = claimActivities({ db: ctx.db, line: ctx.line });
-        const acquire = () =>
-          claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });
-        try {
-          return await acquire();
-        } catch (err) {
-          if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
-          const wait = err.details.wait as { position: number };
-          if (!o.wait) {
-            throw new YokeError(
-              err.kind,
-              err.code,
-              err.message,
-              `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
-              err.details,
+    .action(
+      commandAction(
+        AcquireOptions,
+        async (ctx, o) => {
+          const sessionId = actingSession(o);
+          const key = parseOperatorKey(o.key);
+          const join = key.kind === 'qa_admission' ? { resumeCommand: resumeCommand() } : undefined;
+          const claims = claimActivities({ db: ctx.db, line: ctx.line });
+          const acquire = () =>
+            claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });
+          const result = await acquire().catch(async (err: unknown) => {
+            if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
+            const wait = err.details.wait as { position: number };
+            if (!o.wait) {
+              throw new YokeError(
+                err.kind,
+                err.code,
+                err.message,
+                `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
+                err.details,
+              );
+            }
+            warn(!!o.json, `${err.message}`);
+            const { waitForTurn } = await import('../waitForTurn');
+            return waitForTurn(
+              ctx,
+              {
+                testMachine: key.testMachine,
+                sessionId,
+                json: !!o.json,
+                resumeCommand: join!.resumeCommand,
+                timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
+              },
+              acquire,
             );
-          }
-          warn(!!o.json, `${err.message}`);
-          const { waitForTurn } = await import('../waitForTurn');
-          return waitForTurn(
-            ctx,
-            {
-              testMachine: key.testMachine,
-              sessionId,
-              json: !!o.json,
-              resumeCommand: join!.resumeCommand,
-              timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
-            },
-            acquire,
-          );
-        }
-      });
-      for (const w of result.warnings) warn(!!o.json, `warning: ${w}`);
-      emit(
-        !!o.json,
-        { ...result.claim, reentered: result.reentered, consumed_reservation: result.consumed_reservation },
-        () => acquiredLine(result),
-      );
-    });
+          });
+          for (const w of result.warnings) warn(!!o.json, `warning: ${w}`);
+          return result;
+        },
+        acquiredLine,
+        (r) => ({ ...r.claim, reentered: r.reentered, consumed_reservation: r.consumed_reservation }),
+      ),
+    );
 
   group
     .command('list')
@@ -125,11 +123,13 @@ export function registerCoordinationClaim(parent: Command): void {
     .option('--key <key>', `only this key; ${OPERATOR_KEY_HELP}`)
     .option('--project <project>', 'only this project (ignored for QA_HOST keys)')
     .option('--active-only', 'only live holds')
-    .action(async (raw) => {
-      const o = parseOptions(ListOptions, raw);
-      const rows = await withDb(async ({ db, line }) => claimActivities({ db, line }).listCoordinationClaims(o));
-      emit(!!o.json, rows, () => claimsTable(rows));
-    });
+    .action(
+      commandAction(
+        ListOptions,
+        ({ db, line }, o) => claimActivities({ db, line }).listCoordinationClaims(o),
+        claimsTable,
+      ),
+    );
 
   group
     .command('release')
@@ -140,30 +140,30 @@ export function registerCoordinationClaim(parent: Command): void {
     .requiredOption('--reason <text>', 'why; kept on the claim row for good')
     .option('--project <project>', "holder's project (required except for QA_HOST keys)")
     .option('--session <id>', 'acting operator session (default $YOKE_SESSION_ID)')
-    .action(async (raw) => {
-      const o = parseOptions(ReleaseOptions, raw);
-      const actingSessionId = actingSession(o);
-      const result = await withDb(async ({ db, line }) =>
-        claimActivities({ db, line }).operatorRelease({
-          actingSessionId,
-          key: o.key,
-          claimId: o.claimId,
-          holderSessionId: o.holderSessionId,
-          reason: o.reason,
-          project: o.project,
-          hookContext: inHookContext(),
-        }),
-      );
-      if (result.operator_event_id)
-        warn(
-          !!o.json,
-          `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`,
-        );
-      reportLine(!!o.json, result);
-      emit(
-        !!o.json,
-        { ...result.claim, operator_event_id: result.operator_event_id, reservations: result.reservations },
-        () => claimLine('released', result.claim) + `\nreason: ${result.claim.release_reason}`,
-      );
-    });
+    .action(
+      commandAction(
+        ReleaseOptions,
+        async ({ db, line }, o) => {
+          const actingSessionId = actingSession(o);
+          const result = await claimActivities({ db, line }).operatorRelease({
+            actingSessionId,
+            key: o.key,
+            claimId: o.claimId,
+            holderSessionId: o.holderSessionId,
+            reason: o.reason,
+            project: o.project,
+            hookContext: inHookContext(),
+          });
+          if (result.operator_event_id)
+            warn(
+              !!o.json,
+              `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`,
+            );
+          reportLine(!!o.json, result);
+          return result;
+        },
+        (r) => claimLine('released', r.claim) + `\nreason: ${r.claim.release_reason}`,
+        (r) => ({ ...r.claim, operator_event_id: r.operator_event_id, reservations: r.reservations }),
+      ),
+    );
 }

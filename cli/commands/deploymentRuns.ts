@@ -5,8 +5,18 @@ import type { CreateReceipt } from '../../activities/runs/creation';
 import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
-import { emit, table, warn } from '../output';
+import {
+  actingSession,
+  BaseOptions,
+  commandAction,
+  nonEmpty,
+  parseOptions,
+  withDb,
+  type CommandContext,
+} from '../context';
+import { table, warn } from '../output';
+import type { WorkflowHandle } from '@temporalio/client';
+import type * as Definitions from '../../workflows/definitions';
 import { registerArtifacts } from './artifacts';
 import { registerRunQa } from './runQa';
 import { registerTakeover } from './takeover';
@@ -92,13 +102,13 @@ async function createWithRecovery(
   }
 }
 
-function emitReceipt(json: boolean, r: CreateReceipt & { recovered?: string }): void {
-  if (r.recovered) warn(json, `warning: ${r.recovered}`);
+/** A receipt's JSON: a recovered timeout is one more warning. */
+function receiptJson(r: CreateReceipt & { recovered?: string }) {
   const warnings = [
     ...r.warnings,
     ...(r.recovered ? [{ code: 'deployment_run_create_timeout_recovered', message: r.recovered }] : []),
   ];
-  emit(json, { ...r, warnings }, () => receiptLine(r));
+  return { ...r, warnings };
 }
 
 /**
@@ -124,27 +134,26 @@ async function startWalking(
   return started;
 }
 
-/** Tells the run's workflow to look at Postgres again; a run with no live workflow needs nothing. */
+/**
+ * Tells the run's workflow to look at Postgres again; a run with no live workflow needs nothing.
+ * A signal that cannot be sent is a warning, not a failure: the change is already in Postgres.
+ */
 async function poke(
   ctx: CommandContext,
+  json: boolean,
   runId: string,
-  what: 'qaSettled' | 'stageApproved' | 'runTerminalized' | 'settlementReplay' | 'runTakenOver',
-  arg?: object,
-): Promise<string | null> {
+  signal: (defs: typeof Definitions, handle: WorkflowHandle) => Promise<void>,
+): Promise<void> {
   try {
     const client = await ctx.temporal.get();
     const defs = await import('../../workflows/definitions');
-    const handle = client.workflow.getHandle(defs.runWorkflowId(runId));
-    if (what === 'qaSettled') await handle.signal(defs.qaSettled);
-    else if (what === 'stageApproved') await handle.signal(defs.stageApproved, arg as { stage: string });
-    else if (what === 'settlementReplay') await handle.signal(defs.settlementReplay);
-    else if (what === 'runTakenOver') await handle.signal(defs.runTakenOver, arg as { sessionId: string });
-    else await handle.signal(defs.runTerminalized, arg as { status: string });
-    return null;
+    await signal(defs, client.workflow.getHandle(defs.runWorkflowId(runId)));
   } catch (err) {
-    const name = (err as Error).name;
-    if (name === 'WorkflowNotFoundError') return null;
-    return `could not signal run ${runId}'s workflow (${(err as Error).message}); it re-reads Postgres within 10 minutes (or now: yoke deployment-runs repair ${runId})`;
+    if ((err as Error).name === 'WorkflowNotFoundError') return;
+    warn(
+      json,
+      `warning: could not signal run ${runId}'s workflow (${(err as Error).message}); it re-reads Postgres within 10 minutes (or now: yoke deployment-runs repair ${runId})`,
+    );
   }
 }
 
@@ -199,28 +208,32 @@ export function registerDeploymentRuns(program: Command): void {
       .requiredOption('--candidate <sha>', 'commit to deliver')
       .requiredOption('--idempotency-key <key>', 'names the one run this call intends')
       .option('--item <PREFIX-N>', 'member item, repeatable', collect),
-  ).action(async (raw) => {
-    const o = parseOptions(CreateOptions, raw);
-    const r = await withDb(async (ctx) => {
-      const sessionId = o.session ?? process.env.YOKE_SESSION_ID;
-      const activities = await runs(ctx);
-      return createWithRecovery(ctx, (timeoutMs) =>
-        activities.createRun({
-          sessionId,
-          project: o.project,
-          flow: o.flow,
-          target: o.target,
-          candidate: o.candidate,
-          idempotencyKey: o.idempotencyKey,
-          items: o.item,
-          requirementIds: o.requirementId,
-          planIds: o.planId,
-          timeoutMs,
-        }),
-      );
-    });
-    emitReceipt(!!o.json, r);
-  });
+  ).action(
+    commandAction(
+      CreateOptions,
+      async (ctx, o) => {
+        const activities = await runs(ctx);
+        const r = await createWithRecovery(ctx, (timeoutMs) =>
+          activities.createRun({
+            sessionId: o.session ?? process.env.YOKE_SESSION_ID,
+            project: o.project,
+            flow: o.flow,
+            target: o.target,
+            candidate: o.candidate,
+            idempotencyKey: o.idempotencyKey,
+            items: o.item,
+            requirementIds: o.requirementId,
+            planIds: o.planId,
+            timeoutMs,
+          }),
+        );
+        if (r.recovered) warn(!!o.json, `warning: ${r.recovered}`);
+        return r;
+      },
+      receiptLine,
+      receiptJson,
+    ),
+  );
 
   selection(
     dr
@@ -231,26 +244,31 @@ export function registerDeploymentRuns(program: Command): void {
       .option('--flow <flow>', "flow (default: the project's completion flow)")
       .option('--target <env>', "target (default: the flow's last deploy stage)")
       .option('--idempotency-key <key>', 'names the one run this call intends'),
-  ).action(async (items: string[], raw) => {
-    const o = parseOptions(StartOptions, raw);
-    const r = await withDb(async (ctx) => {
-      const activities = await runs(ctx);
-      return createWithRecovery(ctx, (timeoutMs) =>
-        activities.startForItem({
-          sessionId: o.session ?? process.env.YOKE_SESSION_ID,
-          items,
-          candidate: o.candidate,
-          flow: o.flow,
-          target: o.target,
-          idempotencyKey: o.idempotencyKey,
-          requirementIds: o.requirementId,
-          planIds: o.planId,
-          timeoutMs,
-        }),
-      );
-    });
-    emitReceipt(!!o.json, r);
-  });
+  ).action(
+    commandAction(
+      StartOptions,
+      async (ctx, o, items) => {
+        const activities = await runs(ctx);
+        const r = await createWithRecovery(ctx, (timeoutMs) =>
+          activities.startForItem({
+            sessionId: o.session ?? process.env.YOKE_SESSION_ID,
+            items,
+            candidate: o.candidate,
+            flow: o.flow,
+            target: o.target,
+            idempotencyKey: o.idempotencyKey,
+            requirementIds: o.requirementId,
+            planIds: o.planId,
+            timeoutMs,
+          }),
+        );
+        if (r.recovered) warn(!!o.json, `warning: ${r.recovered}`);
+        return r;
+      },
+      receiptLine,
+      receiptJson,
+    ),
+  );
 
   selection(
     dr
@@ -258,252 +276,252 @@ export function registerDeploymentRuns(program: Command): void {
       .description('add a member (D5 admission, D6 warnings)')
       .argument('<run>', 'run id')
       .argument('<item>', 'PREFIX-N'),
-  ).action(async (runId: string, item: string, raw) => {
-    const o = parseOptions(BaseOptions.extend(Selection), raw);
-    const sessionId = actingSession(o);
-    const r = await withDb(async (ctx) =>
-      (await runs(ctx)).addItem({ sessionId, runId, item, requirementIds: o.requirementId, planIds: o.planId }),
-    );
-    emit(!!o.json, r, () =>
-      [`added ${r.item} to ${r.run_id}`, ...r.warnings.map((w) => `warning: ${w.message}`)].join('\n'),
-    );
-  });
+  ).action(
+    commandAction(
+      BaseOptions.extend(Selection),
+      async (ctx, o, [runId, item]) =>
+        (await runs(ctx)).addItem({
+          sessionId: actingSession(o),
+          runId: runId!,
+          item: item!,
+          requirementIds: o.requirementId,
+          planIds: o.planId,
+        }),
+      (r) => [`added ${r.item} to ${r.run_id}`, ...r.warnings.map((w) => `warning: ${w.message}`)].join('\n'),
+    ),
+  );
 
   dr.command('remove-item')
     .description('audited removal of a member (D1)')
     .argument('<run>', 'run id')
     .argument('<item>', 'PREFIX-N')
     .requiredOption('--reason <text>', 'why')
-    .action(async (runId: string, item: string, raw) => {
-      const o = parseOptions(BaseOptions.extend({ reason: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => (await runs(ctx)).removeItem({ sessionId, runId, item, reason: o.reason }));
-      emit(!!o.json, r, () => `removed ${r.item} from ${r.run_id}: ${r.reason}`);
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ reason: nonEmpty }),
+        async (ctx, o, [runId, item]) =>
+          (await runs(ctx)).removeItem({ sessionId: actingSession(o), runId: runId!, item: item!, reason: o.reason }),
+        (r) => `removed ${r.item} from ${r.run_id}: ${r.reason}`,
+      ),
+    );
 
   dr.command('get')
     .description('a run, or only the named fields (D1); --include-member-closure adds the diagnostic (D2)')
     .argument('<run>', 'run id')
     .argument('[fields...]', 'fields, e.g. member_items membership_removals carried_work')
     .option('--include-member-closure', 'add the member_closure diagnostic')
-    .action(async (runId: string, fields: string[], raw) => {
-      const o = parseOptions(BaseOptions.extend({ includeMemberClosure: z.boolean().optional() }), raw);
-      const v = await withDb(async (ctx) =>
-        (await runs(ctx)).getRun({ runId, fields, includeMemberClosure: o.includeMemberClosure }),
-      );
-      emit(!!o.json, v, () => (fields.length ? JSON.stringify(v, null, 2) : runText(v)));
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ includeMemberClosure: z.boolean().optional() }),
+        async (ctx, o, [runId, ...fields]) =>
+          (await runs(ctx)).getRun({ runId: runId!, fields, includeMemberClosure: o.includeMemberClosure }),
+        (v, _o, [, ...fields]) => (fields.length ? JSON.stringify(v, null, 2) : runText(v)),
+      ),
+    );
 
   dr.command('list')
     .description('runs, newest first')
     .option('--project <project>', 'only this project')
     .option('--status <status>', 'only this status')
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({ project: nonEmpty.optional(), status: z.enum(RUN_STATUSES).optional() }),
-        raw,
-      );
-      const rows = await withDb(async (ctx) => (await runs(ctx)).listRuns(o));
-      emit(!!o.json, rows, () =>
-        table(
-          ['RUN', 'PROJECT', 'FLOW', 'TARGET', 'CANDIDATE', 'STATUS', 'STAGE', 'DRIVER'],
-          rows.map((r) => [
-            r.run_id,
-            r.project,
-            r.flow,
-            r.target,
-            r.candidate_sha.slice(0, 12),
-            r.status,
-            r.current_stage,
-            r.driver_session_id,
-          ]),
-        ),
-      );
-    });
+        async (ctx, o) => (await runs(ctx)).listRuns(o),
+        (rows) =>
+          table(
+            ['RUN', 'PROJECT', 'FLOW', 'TARGET', 'CANDIDATE', 'STATUS', 'STAGE', 'DRIVER'],
+            rows.map((r) => [
+              r.run_id,
+              r.project,
+              r.flow,
+              r.target,
+              r.candidate_sha.slice(0, 12),
+              r.status,
+              r.current_stage,
+              r.driver_session_id,
+            ]),
+          ),
+      ),
+    );
 
   dr.command('execute')
     .description(
       'start the run: occupancy locks and check, freeze, then its workflow (O1-O3); you become its driver (R1)',
     )
     .argument('<run>', 'run id')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) =>
-        startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId })),
-      );
-      emit(
-        !!o.json,
-        r,
-        () =>
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, o, [runId]) => {
+          const sessionId = actingSession(o);
+          return startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId: runId! }));
+        },
+        (r) =>
           `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
-      );
-    });
+      ),
+    );
 
   dr.command('heartbeat')
     .description('keep your driver attachment live (R1)')
     .argument('<run>', 'run id')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (await runs(ctx)).heartbeatRun({ sessionId, runId });
-        if (result.took_over) {
-          const warning = await poke(ctx, runId, 'runTakenOver', { sessionId });
-          if (warning) warn(!!o.json, `warning: ${warning}`);
-        }
-        return result;
-      });
-      emit(
-        !!o.json,
-        r,
-        () =>
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, o, [runId]) => {
+          const sessionId = actingSession(o);
+          const r = await (await runs(ctx)).heartbeatRun({ sessionId, runId: runId! });
+          if (r.took_over) await poke(ctx, !!o.json, r.run_id, (defs, h) => h.signal(defs.runTakenOver, { sessionId }));
+          return r;
+        },
+        (r) =>
           `${r.run_id} driven by ${r.driver_session_id} (heartbeat ${r.driver_heartbeat_at})${r.took_over ? '; the previous attachment had lapsed' : ''}`,
-      );
-    });
+      ),
+    );
 
   dr.command('terminalize')
     .description('cancel or fail a run; unsettled run requirements are retracted (O4)')
     .argument('<run>', 'run id')
     .requiredOption('--disposition <d>', 'cancelled | failed')
     .requiredOption('--reason <text>', 'why')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({ disposition: z.enum(['cancelled', 'failed']), reason: nonEmpty }),
-        raw,
-      );
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (
-          await runs(ctx)
-        ).terminalizeRun({ sessionId, runId, disposition: o.disposition, reason: o.reason });
-        const warning = await poke(ctx, runId, 'runTerminalized', { status: result.status });
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      emit(
-        !!o.json,
-        r,
-        () => `${r.run_id} ${r.status}${r.retracted.length ? `; retracted ${r.retracted.join(', ')}` : ''}`,
-      );
-    });
+        async (ctx, o, [runId]) => {
+          const r = await (
+            await runs(ctx)
+          ).terminalizeRun({
+            sessionId: actingSession(o),
+            runId: runId!,
+            disposition: o.disposition,
+            reason: o.reason,
+          });
+          await poke(ctx, !!o.json, r.run_id, (defs, h) => h.signal(defs.runTerminalized, { status: r.status }));
+          return r;
+        },
+        (r) => `${r.run_id} ${r.status}${r.retracted.length ? `; retracted ${r.retracted.join(', ')}` : ''}`,
+      ),
+    );
 
   dr.command('retry')
     .description('retry a failed run: restores its automatic retractions and executes again (O4)')
     .argument('<run>', 'run id')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) =>
-        startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId })),
-      );
-      emit(!!o.json, r, () => `retrying ${r.run_id}, driven by ${r.driver_session_id}`);
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, o, [runId]) => {
+          const sessionId = actingSession(o);
+          return startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId: runId! }));
+        },
+        (r) => `retrying ${r.run_id}, driven by ${r.driver_session_id}`,
+      ),
+    );
 
   dr.command('qa-verdict')
     .description('record a run-level QA verdict')
     .argument('<run>', 'run id')
     .requiredOption('--check <name>', 'check name')
     .requiredOption('--status <status>', 'passed | failed | waived')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({ check: nonEmpty, status: z.enum(['passed', 'failed', 'waived']) }),
-        raw,
-      );
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (
-          await runs(ctx)
-        ).recordQaVerdict({ sessionId, runId, checkName: o.check, status: o.status });
-        const warning = await poke(ctx, runId, 'qaSettled');
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      emit(!!o.json, r, () => `${r.run_id} ${r.check_name}: ${r.status}`);
-    });
+        async (ctx, o, [runId]) => {
+          const r = await (
+            await runs(ctx)
+          ).recordQaVerdict({ sessionId: actingSession(o), runId: runId!, checkName: o.check, status: o.status });
+          await poke(ctx, !!o.json, r.run_id, (defs, h) => h.signal(defs.qaSettled));
+          return r;
+        },
+        (r) => `${r.run_id} ${r.check_name}: ${r.status}`,
+      ),
+    );
 
   dr.command('approve')
     .description('approve a waiting approval stage')
     .argument('<run>', 'run id')
     .requiredOption('--stage <name>', 'approval stage')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions.extend({ stage: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (await runs(ctx)).approveStage({ sessionId, runId, stage: o.stage });
-        const warning = await poke(ctx, runId, 'stageApproved', { stage: o.stage });
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      emit(!!o.json, r, () => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`);
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ stage: nonEmpty }),
+        async (ctx, o, [runId]) => {
+          const r = await (
+            await runs(ctx)
+          ).approveStage({ sessionId: actingSession(o), runId: runId!, stage: o.stage });
+          await poke(ctx, !!o.json, r.run_id, (defs, h) => h.signal(defs.stageApproved, { stage: o.stage }));
+          return r;
+        },
+        (r) => `${r.run_id} stage ${r.stage} approved by ${r.approved_by}`,
+      ),
+    );
 
   dr.command('update')
     .description("status succeeded: replay the run's settlement now (S5); refuses run_settlement_blocked naming why")
     .argument('<run>', 'run id')
     .argument('<field>', 'status')
     .argument('<value>', 'succeeded')
-    .action(async (runId: string, field: string, value: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const result = await (await runs(ctx)).updateRunStatus({ sessionId, runId, field, value });
-        const warning = await poke(ctx, runId, 'settlementReplay');
-        if (warning) warn(!!o.json, `warning: ${warning}`);
-        return result;
-      });
-      if (r.status !== 'succeeded') {
-        const failed = 'effects' in r ? r.effects.failed : [];
-        throw new YokeError(
-          'refusal',
-          'settlement_effects_pending',
-          `run ${r.run_id} committed its settlement but is still settling: ${failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
-          `fix the cause and replay: yoke deployment-runs update ${r.run_id} status succeeded`,
-          { run_id: r.run_id, failed },
-        );
-      }
-      emit(!!o.json, r, () =>
-        'commit' in r
-          ? `${r.run_id} succeeded; closed ${r.commit.closed.join(', ') || '(none)'}${r.commit.attributed.length ? `; attributed ${r.commit.attributed.join(', ')}` : ''}`
-          : `${r.run_id} already succeeded`,
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, o, [runId, field, value]) => {
+          const r = await (
+            await runs(ctx)
+          ).updateRunStatus({ sessionId: actingSession(o), runId: runId!, field: field!, value: value! });
+          await poke(ctx, !!o.json, r.run_id, (defs, h) => h.signal(defs.settlementReplay));
+          if (r.status !== 'succeeded') {
+            const failed = 'effects' in r ? r.effects.failed : [];
+            throw new YokeError(
+              'refusal',
+              'settlement_effects_pending',
+              `run ${r.run_id} committed its settlement but is still settling: ${failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
+              `fix the cause and replay: yoke deployment-runs update ${r.run_id} status succeeded`,
+              { run_id: r.run_id, failed },
+            );
+          }
+          return r;
+        },
+        (r) =>
+          'commit' in r
+            ? `${r.run_id} succeeded; closed ${r.commit.closed.join(', ') || '(none)'}${r.commit.attributed.length ? `; attributed ${r.commit.attributed.join(', ')}` : ''}`
+            : `${r.run_id} already succeeded`,
+      ),
+    );
 
   dr.command('validate')
     .description('validate_composition now (D6, D9, D10): exit 1 with the first refusal, naming every one')
     .argument('<run>', 'run id')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const v = await withDb(async (ctx) => (await runs(ctx)).validateRun({ runId }));
-      emit(!!o.json, v, () =>
-        [
-          `${v.run_id}: composition valid`,
-          ...v.results.map((r) => `${r.code}: ${r.message}`),
-          ...v.warnings.map((w) => `warning: ${w.message}`),
-        ].join('\n'),
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, _o, [runId]) => (await runs(ctx)).validateRun({ runId: runId! }),
+        (v) =>
+          [
+            `${v.run_id}: composition valid`,
+            ...v.results.map((r) => `${r.code}: ${r.message}`),
+            ...v.warnings.map((w) => `warning: ${w.message}`),
+          ].join('\n'),
+      ),
+    );
 
   dr.command('repair')
     .description(
       "re-attach a workflow to an executing run whose workflow is not running (what the sweep's reconciler does)",
     )
     .argument('<run>', 'run id')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const r = await withDb(async (ctx) => {
-        const client = await ctx.temporal.get();
-        const { runWorkflowActivities } = await import('../../activities/runs/runWorkflows');
-        const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');
-        const workflows = temporalRunWorkflows(client, ctx.config.taskQueue);
-        return runWorkflowActivities({ db: ctx.db, workflows }).reattachRun({ runId });
-      });
-      emit(!!o.json, r, () =>
-        r.workflow === 'running'
-          ? `${r.run_id}: its workflow ${r.workflow_id} is running (walk ${r.walk}); nothing to repair`
-          : `${r.run_id}: workflow ${r.workflow_id} ${r.workflow} for walk ${r.walk}`,
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, _o, [runId]) => {
+          const client = await ctx.temporal.get();
+          const { runWorkflowActivities } = await import('../../activities/runs/runWorkflows');
+          const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');
+          const workflows = temporalRunWorkflows(client, ctx.config.taskQueue);
+          return runWorkflowActivities({ db: ctx.db, workflows }).reattachRun({ runId: runId! });
+        },
+        (r) =>
+          r.workflow === 'running'
+            ? `${r.run_id}: its workflow ${r.workflow_id} is running (walk ${r.walk}); nothing to repair`
+            : `${r.run_id}: workflow ${r.workflow_id} ${r.workflow} for walk ${r.walk}`,
+      ),
+    );
 
   dr.command('watch')
     .description('follow a run stage by stage until it ends (JSON lines with --json)')

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import type { ItemView } from '../../activities/items';
 import type { RequirementsView } from '../../activities/memberAuthority';
-import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
-import { emit, table } from '../output';
+import { actingSession, BaseOptions, commandAction, nonEmpty } from '../context';
+import { table } from '../output';
+import type { Store } from '../../activities/store';
 
 function itemText(v: ItemView): string {
   const lines = [
@@ -45,6 +46,12 @@ function requirementsText(v: RequirementsView): string {
   return lines.join('\n');
 }
 
+/** Loaded on use: the item views pull in the completion walk. */
+async function itemsOf(db: Store) {
+  const { itemActivities } = await import('../../activities/items');
+  return itemActivities({ db });
+}
+
 /** `yoke items`: item status, delivery evidence and the completion runs it is read through (D7, D8). */
 export function registerItems(program: Command): void {
   const items = program.command('items').description('backlog items: status, delivery evidence, completion runs');
@@ -53,36 +60,33 @@ export function registerItems(program: Command): void {
     .command('get')
     .description('an item with its delivery_evidence, completed_deliveries and completion runs')
     .argument('<item>', 'PREFIX-N')
-    .action(async (item: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const { itemActivities } = await import('../../activities/items');
-      const v = await withDb(({ db }) => itemActivities({ db }).getItem({ item }));
-      emit(!!o.json, v, () => itemText(v));
-    });
+    .action(
+      commandAction(BaseOptions, async ({ db }, _o, [item]) => (await itemsOf(db)).getItem({ item: item! }), itemText),
+    );
 
   items
     .command('list')
     .description('items, with status and the run their completion walk reads')
     .option('--project <project>', 'only this project')
     .option('--status <status>', 'only this status')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions.extend({ project: nonEmpty.optional(), status: nonEmpty.optional() }), raw);
-      const { itemActivities } = await import('../../activities/items');
-      const rows = await withDb(({ db }) => itemActivities({ db }).listItems(o));
-      emit(!!o.json, rows, () =>
-        table(
-          ['ITEM', 'PROJECT', 'STATUS', 'COMPLETION RUN', 'DELIVERED TO', 'TITLE'],
-          rows.map((r) => [
-            r.item,
-            r.project,
-            r.status,
-            r.completion_run,
-            [...new Set(r.completed_deliveries.map((d) => d.environment))].join(',') || null,
-            r.title,
-          ]),
-        ),
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ project: nonEmpty.optional(), status: nonEmpty.optional() }),
+        async ({ db }, o) => (await itemsOf(db)).listItems(o),
+        (rows) =>
+          table(
+            ['ITEM', 'PROJECT', 'STATUS', 'COMPLETION RUN', 'DELIVERED TO', 'TITLE'],
+            rows.map((r) => [
+              r.item,
+              r.project,
+              r.status,
+              r.completion_run,
+              [...new Set(r.completed_deliveries.map((d) => d.environment))].join(',') || null,
+              r.title,
+            ]),
+          ),
+      ),
+    );
 
   items
     .command('requirements')
@@ -92,12 +96,16 @@ export function registerItems(program: Command): void {
       '--run <run>',
       "read under the run's stored member: its project and selection, even after the membership ended",
     )
-    .action(async (item: string, raw) => {
-      const o = parseOptions(BaseOptions.extend({ run: nonEmpty.optional() }), raw);
-      const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
-      const v = await withDb(({ db }) => memberAuthorityActivities({ db }).readRequirements({ item, runId: o.run }));
-      emit(!!o.json, v, () => requirementsText(v));
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ run: nonEmpty.optional() }),
+        async ({ db }, o, [item]) => {
+          const { memberAuthorityActivities } = await import('../../activities/memberAuthority');
+          return memberAuthorityActivities({ db }).readRequirements({ item: item!, runId: o.run });
+        },
+        requirementsText,
+      ),
+    );
 
   items
     .command('update')
@@ -106,11 +114,12 @@ export function registerItems(program: Command): void {
     .argument('<field>', 'status | lane')
     .argument('<value>', 'the new value')
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .action(async (item: string, field: string, value: string, raw) => {
-      const o = parseOptions(BaseOptions.extend({ session: nonEmpty.optional() }), raw);
-      const sessionId = actingSession(o);
-      const { itemActivities } = await import('../../activities/items');
-      const v = await withDb(({ db }) => itemActivities({ db }).updateItem({ sessionId, item, field, value }));
-      emit(!!o.json, v, () => itemText(v));
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async ({ db }, o, [item, field, value]) =>
+          (await itemsOf(db)).updateItem({ sessionId: actingSession(o), item: item!, field: field!, value: value! }),
+        itemText,
+      ),
+    );
 }

@@ -2,8 +2,16 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ExecutionView } from '../../activities/qa/executions';
 import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
-import { emit, table, warn } from '../output';
+import {
+  actingSession,
+  BaseOptions,
+  commandAction,
+  type CommandContext,
+  nonEmpty,
+  parseOptions,
+  withDb,
+} from '../context';
+import { table, warn } from '../output';
 
 const ExecutionId = z.coerce.number().int().positive().max(2_147_483_647);
 
@@ -18,7 +26,7 @@ async function qa(ctx: CommandContext) {
   });
 }
 
-function executionId(raw: string): number {
+function executionIdOf(raw: string): number {
   return parseOptions(z.object({ execution: ExecutionId }), { execution: raw }).execution;
 }
 
@@ -75,42 +83,37 @@ export function registerQa(program: Command): void {
     .requiredOption('--stage <stage>', 'QA stage of the run')
     .requiredOption('--plan <plan>', 'QA plan id')
     .option('--item <PREFIX-N>', 'the member this execution answers (item-scoped QA)')
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({ run: nonEmpty, stage: nonEmpty, plan: nonEmpty, item: nonEmpty.optional() }),
-        raw,
-      );
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        // Temporal must answer before the execution exists, so no execution is left without its workflow.
-        const client = await ctx.temporal.get();
-        if (!(await ctx.temporal.hasWorker()))
-          warn(
-            !!o.json,
-            `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the execution waits until one starts`,
-          );
-        const begun = await (
-          await qa(ctx)
-        ).beginExecution({ sessionId, runId: o.run, stage: o.stage, plan: o.plan, item: o.item });
-        const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
-        await client.workflow.start<typeof qaPlanExecution>('qaPlanExecution', {
-          workflowId: qaExecutionWorkflowId(begun.execution_id),
-          taskQueue: ctx.config.taskQueue,
-          args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps }],
-        });
-        return begun;
-      });
-      const warning = revisionWarning(r);
-      if (warning) process.stderr.write(`${warning}\n`);
-      emit(
-        !!o.json,
-        r,
-        () =>
+        async (ctx, o) => {
+          const sessionId = actingSession(o);
+          // Temporal must answer before the execution exists, so no execution is left without its workflow.
+          const client = await ctx.temporal.get();
+          if (!(await ctx.temporal.hasWorker()))
+            warn(
+              !!o.json,
+              `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the execution waits until one starts`,
+            );
+          const begun = await (
+            await qa(ctx)
+          ).beginExecution({ sessionId, runId: o.run, stage: o.stage, plan: o.plan, item: o.item });
+          const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
+          await client.workflow.start<typeof qaPlanExecution>('qaPlanExecution', {
+            workflowId: qaExecutionWorkflowId(begun.execution_id),
+            taskQueue: ctx.config.taskQueue,
+            args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps }],
+          });
+          const warning = revisionWarning(begun);
+          if (warning) process.stderr.write(`${warning}\n`);
+          return begun;
+        },
+        (r) =>
           `began QA plan execution ${r.execution_id} (${r.workflow_id}): plan ${r.plan_id} at ${r.stage} of ${r.run_id}${r.item ? ` for ${r.item}` : ''}\n` +
           `target ${r.deployment_start_identity.target}, delivered ${r.deployment_start_identity.delivered_commit}, served ${r.served_revision.observed_commit ?? '?'} (${r.served_revision.revision_check})\n` +
           `follow it: yoke qa watch ${r.execution_id}`,
-      );
-    });
+      ),
+    );
 
   q.command('verdict')
     .description(
@@ -121,67 +124,74 @@ export function registerQa(program: Command): void {
     .requiredOption('--verdict <verdict>', 'passed | failed')
     .option('--note <text>', 'a note kept with the verdict')
     .option('--run <run>', 'the run you mean (refused qa_execution_wrong_run when it is another)')
-    .action(async (rawId: string, raw) => {
-      const id = executionId(rawId);
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           case: nonEmpty,
           verdict: z.enum(['passed', 'failed']),
           note: z.string().optional(),
           run: nonEmpty.optional(),
         }),
-        raw,
-      );
-      const sessionId = actingSession(o);
-      // Issue 13: written here under the caller's role (R1 in Postgres); the workflow is only nudged to read it.
-      const request = { executionId: id, case: o.case, verdict: o.verdict, note: o.note, sessionId, runId: o.run };
-      const r = await withDb(async (ctx) => (await qa(ctx)).recordHumanVerdict(request));
-      emit(
-        !!o.json,
-        r,
-        () =>
+        async (ctx, o, [rawId]) => {
+          const executionId = executionIdOf(rawId!);
+          const sessionId = actingSession(o);
+          // Issue 13: written here under the caller's role (R1 in Postgres); the workflow is only nudged to read it.
+          const request = { executionId, case: o.case, verdict: o.verdict, note: o.note, sessionId, runId: o.run };
+          return (await qa(ctx)).recordHumanVerdict(request);
+        },
+        (r) =>
           `execution ${r.execution_id} case ${r.case}: ${r.verdict} (served ${r.observed_commit ?? '?'}, ${r.revision_check})`,
-      );
-    });
+      ),
+    );
 
   q.command('waive')
     .description("waive a case (R1: the run's live driver, else a steering seat on its project)")
     .argument('<execution>', 'execution id')
     .requiredOption('--case <case>', 'case name')
     .requiredOption('--reason <text>', 'why')
-    .action(async (rawId: string, raw) => {
-      const id = executionId(rawId);
-      const o = parseOptions(BaseOptions.extend({ case: nonEmpty, reason: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const request = { executionId: id, case: o.case, reason: o.reason, sessionId };
-      const r = await withDb(async (ctx) => (await qa(ctx)).waiveExecutionCase(request));
-      emit(!!o.json, r, () => `execution ${r.execution_id} case ${r.case}: waived`);
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ case: nonEmpty, reason: nonEmpty }),
+        async (ctx, o, [rawId]) =>
+          (await qa(ctx)).waiveExecutionCase({
+            executionId: executionIdOf(rawId!),
+            case: o.case,
+            reason: o.reason,
+            sessionId: actingSession(o),
+          }),
+        (r) => `execution ${r.execution_id} case ${r.case}: waived`,
+      ),
+    );
 
   q.command('abort')
     .description('end an execution: its waits are cancelled and its lease released in one transaction (W9)')
     .argument('<execution>', 'execution id')
     .requiredOption('--reason <text>', 'why')
-    .action(async (rawId: string, raw) => {
-      const id = executionId(rawId);
-      const o = parseOptions(BaseOptions.extend({ reason: nonEmpty }), raw);
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) =>
-        (await qa(ctx)).abortExecution({ sessionId, executionId: id, reason: o.reason }),
-      );
-      for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
-      emit(!!o.json, r, () => `execution ${r.execution_id} aborted: ${r.release_reason}`);
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ reason: nonEmpty }),
+        async (ctx, o, [rawId]) => {
+          const executionId = executionIdOf(rawId!);
+          const r = await (
+            await qa(ctx)
+          ).abortExecution({ sessionId: actingSession(o), executionId, reason: o.reason });
+          for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
+          return r;
+        },
+        (r) => `execution ${r.execution_id} aborted: ${r.release_reason}`,
+      ),
+    );
 
   q.command('get')
     .description('an execution: identity, served revision, each case with the commit it observed, its waits')
     .argument('<execution>', 'execution id')
-    .action(async (rawId: string, raw) => {
-      const id = executionId(rawId);
-      const o = parseOptions(BaseOptions, raw);
-      const v = await withDb(async (ctx) => (await qa(ctx)).getExecution({ executionId: id }));
-      emit(!!o.json, v, () => executionText(v));
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, _o, [rawId]) => (await qa(ctx)).getExecution({ executionId: executionIdOf(rawId!) }),
+        executionText,
+      ),
+    );
 
   q.command('watch')
     .description('follow an execution case by case until it ends (exit 0 if it passed)')
@@ -189,7 +199,7 @@ export function registerQa(program: Command): void {
     .option('--interval-ms <ms>', 'how often to read', '500')
     .option('--json', 'print JSON lines')
     .action(async (rawId: string, raw) => {
-      const id = executionId(rawId);
+      const id = executionIdOf(rawId);
       const o = parseOptions(BaseOptions.extend({ intervalMs: z.coerce.number().int().min(50) }), raw);
       const status = await withDb(async (ctx) => {
         const acts = await qa(ctx);

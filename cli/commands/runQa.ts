@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { QaPendingReport } from '../../activities/qa/pending';
-import { actingSession, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
+import { actingSession, BaseOptions, commandAction, nonEmpty, parseOptions, withDb } from '../context';
 import { emit } from '../output';
 
 async function lines(r: QaPendingReport): Promise<string[]> {
@@ -19,29 +19,23 @@ export function registerRunQa(dr: Command): void {
     .requiredOption('--check <name>', 'check name')
     .option('--stage <stage>', 'the QA stage that answers it')
     .option('--non-blocking', 'record it without holding the run')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({ check: nonEmpty, stage: nonEmpty.optional(), nonBlocking: z.boolean().optional() }),
-        raw,
-      );
-      const sessionId = actingSession(o);
-      const r = await withDb(async (ctx) => {
-        const { runObligationActivities } = await import('../../activities/qa/runObligations');
-        return runObligationActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs }).addRunQa({
-          sessionId,
-          runId,
-          check: o.check,
-          stage: o.stage,
-          blocking: !o.nonBlocking,
-        });
-      });
-      emit(
-        !!o.json,
-        r,
-        () =>
+        async (ctx, o, [runId]) => {
+          const { runObligationActivities } = await import('../../activities/qa/runObligations');
+          return runObligationActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs }).addRunQa({
+            sessionId: actingSession(o),
+            runId: runId!,
+            check: o.check,
+            stage: o.stage,
+            blocking: !o.nonBlocking,
+          });
+        },
+        (r) =>
           `${r.run_id} QA check ${r.check_name} at ${r.stage_name ?? '(no stage)'}: ${r.blocking ? 'blocking' : 'non-blocking'}`,
-      );
-    });
+      ),
+    );
 
   dr.command('qa-pending')
     .description(

@@ -2,9 +2,9 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { HARNESSES } from '../../domain/harnesses';
 import { sessionActivities } from '../../activities/sessions';
-import { commandAction, nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
+import { BaseOptions, commandAction, nonEmpty } from '../context';
 import { usageError } from '../../domain/errors';
-import { emit, table } from '../output';
+import { table } from '../output';
 import { claimTarget } from '../render';
 
 const SessionOpt = BaseOptions.extend({ session: nonEmpty });
@@ -77,22 +77,18 @@ export function registerSessions(program: Command): void {
     .description('end a session; its non-sticky claims are released, sticky holds stay (C5)')
     .requiredOption('--session <id>', 'session id')
     .option('--if-claim-free', 'end only if the session holds no live non-sticky claim')
-    .action(async (raw) => {
-      const o = parseOptions(SessionOpt.extend({ ifClaimFree: z.boolean().optional() }), raw);
-      const r = await withDb(({ db, line }) =>
-        sessionActivities({ db, line }).endSession({ sessionId: o.session, ifClaimFree: o.ifClaimFree }),
-      );
-      for (const w of r.warnings) process.stderr.write(`warning: ${w}\n`);
-      emit(
-        !!o.json,
-        {
-          ...r.session,
-          ended: r.ended,
-          released_claims: r.released_claims,
-          retained_sticky_claims: r.retained_sticky_claims,
-          blocking_claims: r.blocking_claims,
+    .action(
+      commandAction(
+        SessionOpt.extend({ ifClaimFree: z.boolean().optional() }),
+        async ({ db, line }, o) => {
+          const r = await sessionActivities({ db, line }).endSession({
+            sessionId: o.session,
+            ifClaimFree: o.ifClaimFree,
+          });
+          for (const w of r.warnings) process.stderr.write(`warning: ${w}\n`);
+          return r;
         },
-        () => {
+        (r) => {
           const lines = [
             r.ended
               ? `ended session ${r.session.session_id}`
@@ -104,8 +100,15 @@ export function registerSessions(program: Command): void {
           for (const c of r.blocking_claims) lines.push(`  still holds ${claimTarget(c)} (claim ${c.claim_id})`);
           return lines.join('\n');
         },
-      );
-    });
+        (r) => ({
+          ...r.session,
+          ended: r.ended,
+          released_claims: r.released_claims,
+          retained_sticky_claims: r.retained_sticky_claims,
+          blocking_claims: r.blocking_claims,
+        }),
+      ),
+    );
 
   sessions
     .command('list')
@@ -117,51 +120,49 @@ export function registerSessions(program: Command): void {
       '--session <id>',
       'viewing session (default $YOKE_SESSION_ID): the cohort shows only what its actor may read',
     )
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           project: nonEmpty.optional(),
           activeOnly: z.boolean().optional(),
           usageLast24h: z.boolean().optional(),
         }),
-        raw,
-      );
-      if (o.usageLast24h && (o.project || o.activeOnly)) {
-        throw usageError('usage_last_24h_exclusive', '--usage-last-24h is exclusive of every other filter', {
-          recovery: 'run it alone: yoke sessions list --usage-last-24h --json',
-          details: { project: o.project ?? null, active_only: !!o.activeOnly },
-        });
-      }
-      const rows = await withDb(async ({ db }) => {
-        const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
-        const usage = sessionUsageActivities({ db });
-        const sessions = sessionActivities({ db });
-        let list = await sessions.listSessions(o.usageLast24h ? {} : o);
-        if (o.usageLast24h) {
-          const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
-          const viewer = viewerId ? { sessionId: viewerId } : undefined;
-          const cohort = new Set((await usage.last24hCohort(viewer)).map((c) => c.session_id));
-          list = list.filter((s) => cohort.has(s.session_id));
-        }
-        const fields = await usage.usageFields(list.map((s) => s.session_id));
-        return list.map((s) => ({ ...s, ...fields.get(s.session_id)! }));
-      });
-      emit(!!o.json, rows, () =>
-        table(
-          ['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'TOKENS', 'COST', 'ENDED'],
-          rows.map((s) => [
-            s.session_id,
-            s.actor_id,
-            s.project,
-            s.machine_id,
-            s.harness,
-            s.usage_tokens ?? s.usage_status,
-            s.usage_cost_usd === null
-              ? s.usage_cost_status
-              : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`,
-            s.ended_at ?? s.terminated_at,
-          ]),
-        ),
-      );
-    });
+        async ({ db }, o) => {
+          if (o.usageLast24h && (o.project || o.activeOnly)) {
+            throw usageError('usage_last_24h_exclusive', '--usage-last-24h is exclusive of every other filter', {
+              recovery: 'run it alone: yoke sessions list --usage-last-24h --json',
+              details: { project: o.project ?? null, active_only: !!o.activeOnly },
+            });
+          }
+          const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
+          const usage = sessionUsageActivities({ db });
+          const sessions = sessionActivities({ db });
+          let list = await sessions.listSessions(o.usageLast24h ? {} : o);
+          if (o.usageLast24h) {
+            const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
+            const viewer = viewerId ? { sessionId: viewerId } : undefined;
+            const cohort = new Set((await usage.last24hCohort(viewer)).map((c) => c.session_id));
+            list = list.filter((s) => cohort.has(s.session_id));
+          }
+          const fields = await usage.usageFields(list.map((s) => s.session_id));
+          return list.map((s) => ({ ...s, ...fields.get(s.session_id)! }));
+        },
+        (rows) =>
+          table(
+            ['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'TOKENS', 'COST', 'ENDED'],
+            rows.map((s) => [
+              s.session_id,
+              s.actor_id,
+              s.project,
+              s.machine_id,
+              s.harness,
+              s.usage_tokens ?? s.usage_status,
+              s.usage_cost_usd === null
+                ? s.usage_cost_status
+                : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`,
+              s.ended_at ?? s.terminated_at,
+            ]),
+          ),
+      ),
+    );
 }

@@ -4,8 +4,8 @@ import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
 import type { TakeoverReceipt } from '../../activities/runs/takeover';
 import { ContainmentAttestation } from '../../domain/containment';
 import { usageError } from '../../domain/errors';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
-import { emit, warn } from '../output';
+import { actingSession, BaseOptions, commandAction, nonEmpty, type CommandContext } from '../context';
+import { warn } from '../output';
 
 /** --containment-attestation: the JSON a lane checkout relayed (T3), parsed at the edge. */
 function attestation(raw: string | undefined): ContainmentAttestation | undefined {
@@ -59,17 +59,19 @@ export function registerTakeover(dr: Command, runs: (ctx: CommandContext) => Pro
       "a lane checkout's containment verdict, when this host's repository cannot answer",
     )
     .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
-    .action(async (runId: string, raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({ successor: nonEmpty, containmentAttestation: z.string().optional() }),
-        raw,
-      );
-      const sessionId = actingSession(o);
-      const relayed = attestation(o.containmentAttestation);
-      const r = await withDb(async (ctx) =>
-        (await runs(ctx)).takeoverRun({ sessionId, runId, successorRunId: o.successor, attestation: relayed }),
-      );
-      for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
-      emit(!!o.json, r, () => receiptText(r));
-    });
+        async (ctx, o, [runId]) => {
+          const sessionId = actingSession(o);
+          const relayed = attestation(o.containmentAttestation);
+          const r = await (
+            await runs(ctx)
+          ).takeoverRun({ sessionId, runId: runId!, successorRunId: o.successor, attestation: relayed });
+          for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
+          return r;
+        },
+        receiptText,
+      ),
+    );
 }

@@ -10,7 +10,15 @@ import { YokeError, refusal, usageError } from '../../domain/errors';
 import { HostAddress } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
 import type { testMachineCheck } from '../../workflows/testMachineCheck';
-import { actingSession, nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
+import {
+  actingSession,
+  BaseOptions,
+  commandAction,
+  nonEmpty,
+  parseOptions,
+  withDb,
+  type CommandContext,
+} from '../context';
 import { emit, table, warn } from '../output';
 import { reportLine } from './coordinationClaim';
 
@@ -24,7 +32,6 @@ const AddOptions = BaseOptions.extend({
   verifyCommand: nonEmpty.optional(),
   captureCommand: nonEmpty.optional(),
 });
-const CheckOptions = BaseOptions.extend({ session: nonEmpty.optional() });
 
 // Loaded on use: ssh2 and the Temporal workflow definitions cost startup time every other command would pay.
 async function machines(ctx: CommandContext) {
@@ -127,51 +134,44 @@ export function registerTestMachine(program: Command): void {
     .option('--host-key-file <file>', "the host's public key to pin (default: trust on first use, recorded)")
     .option('--verify-command <cmd>', 'command whose success means the machine is healthy (default: true)')
     .option('--capture-command <cmd>', 'golden capture command (default: true)')
-    .action(async (name: string, raw) => {
-      const o = parseOptions(AddOptions, raw);
-      // Issue 13: the worker never opens a path a user gives; it logs in with a key of its own.
-      if (!o.credential) {
-        throw usageError(
-          'credential_required',
-          `test-machine add ${name}: name the worker's key with --credential NAME${o.identityFile ? '; --identity-file is no longer stored (the worker never opens a path a user gives)' : ''}`,
-          {
-            recovery: `${CREDENTIAL_RECOVERY}, e.g. cp KEY "$YOKE_SSH_KEY_DIR/${name}" && yoke test-machine add ${name} ... --credential ${name}`,
-            details: { option: '--credential' },
-          },
-        );
-      }
-      // bad input is a usage error before anything is written or dialled
-      if (o.identityFile) (await import('../../activities/hosts/ssh')).readIdentity(o.identityFile);
-      const credential = o.credential;
-      const m = await withDb(async (ctx) => (await machines(ctx)).addTestMachine({ name, ...o, credential }));
-      emit(
-        !!o.json,
-        m,
-        () =>
+    .action(
+      commandAction(
+        AddOptions,
+        async (ctx, o, [name]) => {
+          // Issue 13: the worker never opens a path a user gives; it logs in with a key of its own.
+          if (!o.credential) {
+            throw usageError(
+              'credential_required',
+              `test-machine add ${name}: name the worker's key with --credential NAME${o.identityFile ? '; --identity-file is no longer stored (the worker never opens a path a user gives)' : ''}`,
+              {
+                recovery: `${CREDENTIAL_RECOVERY}, e.g. cp KEY "$YOKE_SSH_KEY_DIR/${name}" && yoke test-machine add ${name} ... --credential ${name}`,
+                details: { option: '--credential' },
+              },
+            );
+          }
+          // bad input is a usage error before anything is written or dialled
+          if (o.identityFile) (await import('../../activities/hosts/ssh')).readIdentity(o.identityFile);
+          return (await machines(ctx)).addTestMachine({ name: name!, ...o, credential: o.credential });
+        },
+        (m) =>
           `added ${m.name} (${m.user}@${m.host}:${m.port}), host key ${m.host_key_fingerprint} pinned (${m.host_key_source})`,
-      );
-    });
+      ),
+    );
 
   tm.command('list')
     .description('machines with health, holder and line length')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const rows = await withDb(async (ctx) => (await machines(ctx)).listTestMachines());
-      emit(!!o.json, rows, () => machineTable(rows));
-    });
+    .action(commandAction(BaseOptions, async (ctx) => (await machines(ctx)).listTestMachines(), machineTable));
 
   tm.command('remove')
     .description('remove a machine nobody holds (its waits are cancelled)')
     .argument('<name>', 'machine')
-    .action(async (name: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const r = await withDb(async (ctx) => (await machines(ctx)).removeTestMachine({ name }));
-      emit(
-        !!o.json,
-        r,
-        () => `removed ${r.name}${r.cancelled_waits ? `; cancelled ${r.cancelled_waits} wait(s)` : ''}`,
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, _o, [name]) => (await machines(ctx)).removeTestMachine({ name: name! }),
+        (r) => `removed ${r.name}${r.cancelled_waits ? `; cancelled ${r.cancelled_waits} wait(s)` : ''}`,
+      ),
+    );
 
   for (const [command, kind] of [
     ['verify', 'verification'],
@@ -186,7 +186,7 @@ export function registerTestMachine(program: Command): void {
       .argument('<name>', 'machine')
       .option('--session <id>', 'acting session (default $YOKE_SESSION_ID)')
       .action(async (name: string, raw) => {
-        const o = parseOptions(CheckOptions, raw);
+        const o = parseOptions(BaseOptions, raw);
         const sessionId = actingSession(o);
         const report = await withDb((ctx) => runCheck(ctx, name, sessionId, kind, !!o.json));
         reportLine(!!o.json, { reservations: report.reservations, warnings: [] });
@@ -230,9 +230,11 @@ export function registerTestMachine(program: Command): void {
     .description('the waiting line: position, session, state, queued_at, resume_command, rationale')
     .argument('[name]', 'only this machine')
     .option('--all', 'include settled waits (granted, cancelled)')
-    .action(async (name: string | undefined, raw) => {
-      const o = parseOptions(BaseOptions.extend({ all: z.boolean().optional() }), raw);
-      const rows = await withDb(async (ctx) => (await machines(ctx)).listWaits({ testMachine: name, all: o.all }));
-      emit(!!o.json, rows, () => waitsTable(rows));
-    });
+    .action(
+      commandAction(
+        BaseOptions.extend({ all: z.boolean().optional() }),
+        async (ctx, o, [name]) => (await machines(ctx)).listWaits({ testMachine: name, all: o.all }),
+        waitsTable,
+      ),
+    );
 }

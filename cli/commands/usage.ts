@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { FoldRequest } from '../../workflows/definitions';
 import type { sessionUsage } from '../../workflows/sessionUsage';
 import { BACKFILL_HARNESSES, FOLDED_HARNESSES } from '../../domain/harnesses';
-import { nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
+import { BaseOptions, commandAction, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -81,31 +81,26 @@ export function registerUsage(program: Command): void {
     .requiredOption('--model <model>', 'served model, as the provider stated it')
     .option('--window <tokens>', 'served context window')
     .option('--effort <effort>', 'served effort (recorded with the model)')
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           session: nonEmpty,
           model: nonEmpty,
           window: z.coerce.number().int().positive().optional(),
           effort: nonEmpty.optional(),
         }),
-        raw,
-      );
-      const r = await withDb(async ({ db }) => {
-        const { sessionActivities } = await import('../../activities/sessions');
-        return sessionActivities({ db }).attestServed({
-          sessionId: o.session,
-          model: o.model,
-          window: o.window,
-          effort: o.effort,
-        });
-      });
-      emit(
-        !!o.json,
-        r,
-        () => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`,
-      );
-    });
+        async ({ db }, o) => {
+          const { sessionActivities } = await import('../../activities/sessions');
+          return sessionActivities({ db }).attestServed({
+            sessionId: o.session,
+            model: o.model,
+            window: o.window,
+            effort: o.effort,
+          });
+        },
+        (r) => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`,
+      ),
+    );
 
   const pricing = program
     .command('pricing')
@@ -117,38 +112,38 @@ export function registerUsage(program: Command): void {
     .option('--genai-prices', 'a new revision from the installed @pydantic/genai-prices version, effective now')
     .option('--backdate', 'allow an effective_at in the past: re-prices sessions already priced (audited)')
     .option('--reason <text>', 'why a back-dated revision re-prices the past (required with --backdate)')
-    .action(async (file: string | undefined, raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           backdate: z.boolean().optional(),
           reason: nonEmpty.optional(),
           genaiPrices: z.boolean().optional(),
         }),
-        raw,
-      );
-      const r = await withDb(async (ctx) =>
-        (await usage(ctx)).importPricing({ file, genaiPrices: o.genaiPrices, backdate: o.backdate, reason: o.reason }),
-      );
-      emit(
-        !!o.json,
-        r,
-        () =>
+        async (ctx, o, [file]) =>
+          (await usage(ctx)).importPricing({
+            file,
+            genaiPrices: o.genaiPrices,
+            backdate: o.backdate,
+            reason: o.reason,
+          }),
+        (r) =>
           `${r.imported ? 'imported' : 'shipped' in r && r.shipped ? 'shipped with yoke, already in force:' : 'already present:'} revision ${r.revision_id}${'backdated' in r && r.backdated ? ' (back-dated; audited)' : ''}`,
-      );
-    });
+      ),
+    );
   pricing
     .command('list')
     .description('pricing revisions, oldest first')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const rows = await withDb(async (ctx) => (await usage(ctx)).listPricing());
-      emit(!!o.json, rows, () =>
-        table(
-          ['REVISION', 'EFFECTIVE', 'MODELS', 'ESTIMATED'],
-          rows.map((r) => [r.revision_id, r.effective_at, r.models, r.estimated ? 'yes' : 'no']),
-        ),
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx) => (await usage(ctx)).listPricing(),
+        (rows) =>
+          table(
+            ['REVISION', 'EFFECTIVE', 'MODELS', 'ESTIMATED'],
+            rows.map((r) => [r.revision_id, r.effective_at, r.models, r.estimated ? 'yes' : 'no']),
+          ),
+      ),
+    );
 
   const usageCommand = program.command('usage').description('usage measured from harness transcripts');
   usageCommand
@@ -210,22 +205,23 @@ export function registerUsage(program: Command): void {
     .command('usage')
     .description('24-hour usage per machine (U13)')
     .option('--session <id>', 'viewing session (default $YOKE_SESSION_ID): only what its actor may read')
-    .action(async (raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
-      const rows = await withDb(async (ctx) =>
-        (await usage(ctx)).machinesUsage(viewerId ? { sessionId: viewerId } : undefined),
-      );
-      emit(!!o.json, rows, () =>
-        table(
-          ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
-          rows.map((m) => [
-            m.machine_id,
-            m['24H TOKENS'],
-            `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
-            m['24H SESSIONS'],
-          ]),
-        ),
-      );
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, o) => {
+          const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
+          return (await usage(ctx)).machinesUsage(viewerId ? { sessionId: viewerId } : undefined);
+        },
+        (rows) =>
+          table(
+            ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
+            rows.map((m) => [
+              m.machine_id,
+              m['24H TOKENS'],
+              `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
+              m['24H SESSIONS'],
+            ]),
+          ),
+      ),
+    );
 }

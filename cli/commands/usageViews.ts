@@ -2,8 +2,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { SessionShow } from '../../activities/usage/usageViews';
 import { BILLABLE_BUCKETS } from '../../domain/usage/buckets';
-import { nonEmpty, parseOptions, withDb, type CommandContext, BaseOptions } from '../context';
-import { emit, table } from '../output';
+import { BaseOptions, commandAction, nonEmpty, type CommandContext } from '../context';
+import { table } from '../output';
 
 async function views(ctx: CommandContext) {
   const { usageViewActivities } = await import('../../activities/usage/usageViews');
@@ -57,11 +57,14 @@ export function registerUsageViews(program: Command): void {
     )
     .argument('<session>', 'the session to show')
     .option('--session <viewer>', 'the viewing session (U13; default YOKE_SESSION_ID)')
-    .action(async (sessionId: string, raw) => {
-      const o = parseOptions(BaseOptions, raw);
-      const s = await withDb(async (ctx) => (await views(ctx)).showSession({ sessionId, viewer: viewerOf(o.session) }));
-      emit(!!o.json, s, () => showText(s));
-    });
+    .action(
+      commandAction(
+        BaseOptions,
+        async (ctx, o, [sessionId]) =>
+          (await views(ctx)).showSession({ sessionId: sessionId!, viewer: viewerOf(o.session) }),
+        showText,
+      ),
+    );
 
   const usage = program.commands.find((c) => c.name() === 'usage')!;
   usage
@@ -71,47 +74,44 @@ export function registerUsageViews(program: Command): void {
     .option('--since <date>', 'sessions offered on or after (YYYY-MM-DD, YYYYMMDD or ISO timestamp)')
     .option('--until <date>', 'sessions offered up to (a day includes the whole day)')
     .option('--session <viewer>', 'the viewing session (U13; default YOKE_SESSION_ID)')
-    .action(async (raw) => {
-      const o = parseOptions(
+    .action(
+      commandAction(
         BaseOptions.extend({
           by: z.enum(['day', 'session', 'model', 'machine', 'project']),
           since: nonEmpty.optional(),
           until: nonEmpty.optional(),
         }),
-        raw,
-      );
-      const r = await withDb(async (ctx) =>
-        (await views(ctx)).usageReport({ by: o.by, since: o.since, until: o.until, viewer: viewerOf(o.session) }),
-      );
-      emit(!!o.json, r, () =>
-        table(
-          [
-            o.by.toUpperCase(),
-            'SESSIONS',
-            'INPUT',
-            'CACHED',
-            'CACHE 5M',
-            'CACHE 1H',
-            'OUTPUT',
-            'REASONING',
-            'TOKENS',
-            'COST',
-            'STATUS',
-          ],
-          [...r.rows, r.totals].map((x) => [
-            x.key,
-            x.sessions,
-            x.buckets.input,
-            x.buckets.cached_input,
-            x.buckets.cache_write,
-            x.buckets.cache_write_long,
-            x.buckets.output,
-            x.buckets.reasoning,
-            x.total_tokens,
-            usd(x.cost_usd),
-            x.cost_status,
-          ]),
-        ),
-      );
-    });
+        async (ctx, o) =>
+          (await views(ctx)).usageReport({ by: o.by, since: o.since, until: o.until, viewer: viewerOf(o.session) }),
+        (r, o) =>
+          table(
+            [
+              o.by.toUpperCase(),
+              'SESSIONS',
+              'INPUT',
+              'CACHED',
+              'CACHE 5M',
+              'CACHE 1H',
+              'OUTPUT',
+              'REASONING',
+              'TOKENS',
+              'COST',
+              'STATUS',
+            ],
+            [...r.rows, r.totals].map((x) => [
+              x.key,
+              x.sessions,
+              x.buckets.input,
+              x.buckets.cached_input,
+              x.buckets.cache_write,
+              x.buckets.cache_write_long,
+              x.buckets.output,
+              x.buckets.reasoning,
+              x.total_tokens,
+              usd(x.cost_usd),
+              x.cost_status,
+            ]),
+          ),
+      ),
+    );
 }
