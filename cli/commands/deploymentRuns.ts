@@ -1,6 +1,7 @@
 import { RUN_STATUSES } from '../../domain/runStatuses';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
 import type { CreateReceipt } from '../../activities/runs/creation';
 import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
@@ -75,18 +76,19 @@ function receiptLine(r: CreateReceipt): string {
  */
 async function createWithRecovery(
   ctx: CommandContext,
-  create: (timeoutMs: number) => Promise<CreateReceipt>,
+  json: boolean,
+  create: (activities: DeploymentRunActivities, timeoutMs: number) => Promise<CreateReceipt>,
 ): Promise<CreateReceipt & { recovered?: string }> {
+  const activities = await runs(ctx);
   try {
-    return await create(ctx.config.createTimeoutMs);
+    return await create(activities, ctx.config.createTimeoutMs);
   } catch (err) {
     if (!(err instanceof YokeError) || err.code !== 'deployment_run_create_timeout') throw err;
     try {
-      const receipt = await create(ctx.config.createTimeoutMs);
-      return {
-        ...receipt,
-        recovered: `deployment_run_create_timeout_recovered: the create timed out after ${ctx.config.createTimeoutMs} ms and was repeated once under the same key; it ${receipt.replayed ? 'found' : 'created'} run ${receipt.run_id}`,
-      };
+      const receipt = await create(activities, ctx.config.createTimeoutMs);
+      const recovered = `deployment_run_create_timeout_recovered: the create timed out after ${ctx.config.createTimeoutMs} ms and was repeated once under the same key; it ${receipt.replayed ? 'found' : 'created'} run ${receipt.run_id}`;
+      warn(json, `warning: ${recovered}`);
+      return { ...receipt, recovered };
     } catch (again) {
       if (again instanceof YokeError && again.code === 'deployment_run_create_timeout') {
         throw new YokeError(
@@ -211,9 +213,8 @@ export function registerDeploymentRuns(program: Command): void {
   ).action(
     commandAction(
       CreateOptions,
-      async (ctx, o) => {
-        const activities = await runs(ctx);
-        const r = await createWithRecovery(ctx, (timeoutMs) =>
+      (ctx, o) =>
+        createWithRecovery(ctx, !!o.json, (activities, timeoutMs) =>
           activities.createRun({
             sessionId: o.session ?? process.env.YOKE_SESSION_ID,
             project: o.project,
@@ -226,10 +227,7 @@ export function registerDeploymentRuns(program: Command): void {
             planIds: o.planId,
             timeoutMs,
           }),
-        );
-        if (r.recovered) warn(!!o.json, `warning: ${r.recovered}`);
-        return r;
-      },
+        ),
       receiptLine,
       receiptJson,
     ),
@@ -247,9 +245,8 @@ export function registerDeploymentRuns(program: Command): void {
   ).action(
     commandAction(
       StartOptions,
-      async (ctx, o, items) => {
-        const activities = await runs(ctx);
-        const r = await createWithRecovery(ctx, (timeoutMs) =>
+      (ctx, o, items) =>
+        createWithRecovery(ctx, !!o.json, (activities, timeoutMs) =>
           activities.startForItem({
             sessionId: o.session ?? process.env.YOKE_SESSION_ID,
             items,
@@ -261,10 +258,7 @@ export function registerDeploymentRuns(program: Command): void {
             planIds: o.planId,
             timeoutMs,
           }),
-        );
-        if (r.recovered) warn(!!o.json, `warning: ${r.recovered}`);
-        return r;
-      },
+        ),
       receiptLine,
       receiptJson,
     ),
