@@ -1,13 +1,49 @@
 import { sql } from 'kysely';
 import type { ItemStatus } from '../domain/completion';
-import type { EnvironmentRow, FlowRow, PinnedFlow } from './database';
+import type { EnvironmentRow, FlowRow, PinnedFlow, RunRow, SessionRow } from './database';
 import { prepared, type Executor } from './pool';
-import type { ObligationRow } from './runs';
+import { runNotFound, type ObligationRow } from './runs';
+import { assertLiveSession } from './sessions';
 
 /**
  * `deployment-runs execute` (O1-O3, D5, issue 16): what the transition reads and writes, in a
  * fixed number of statements whatever the number of members, environments or occupied origins.
  */
+
+/**
+ * The acting session must be live, and the run is locked for it, in one statement: the
+ * session's refusals first, then run_not_found, as requireLiveSession and runById say them.
+ */
+export async function lockRunForSession(
+  db: Executor,
+  sessionId: string,
+  runId: string,
+): Promise<{ sessionId: string; run: RunRow }> {
+  const { rows } = await prepared(sql<
+    Partial<RunRow> & {
+      session_found: string | null;
+      session_ended_at: Date | null;
+      session_terminated_at: Date | null;
+      session_end_reason: SessionRow['end_reason'];
+    }
+  >`
+    SELECT s.session_id AS session_found, s.ended_at AS session_ended_at, s.terminated_at AS session_terminated_at,
+           s.end_reason AS session_end_reason, r.*
+      FROM (SELECT 1) AS one
+      LEFT JOIN sessions s ON s.session_id = ${sessionId}::text
+      LEFT JOIN LATERAL (SELECT * FROM deployment_runs x WHERE x.run_id = ${runId}::text FOR UPDATE) r ON true`).execute(
+    db,
+  );
+  const { session_found, session_ended_at, session_terminated_at, session_end_reason, ...run } = rows[0]!;
+  assertLiveSession(
+    sessionId,
+    session_found === null
+      ? undefined
+      : { ended_at: session_ended_at, terminated_at: session_terminated_at, end_reason: session_end_reason },
+  );
+  if (run.run_id === null || run.run_id === undefined) throw runNotFound(runId);
+  return { sessionId, run: run as RunRow };
+}
 
 /** A member as execute sees it: the membership and the item fields composition judges. */
 export interface ExecuteMember {

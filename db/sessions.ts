@@ -6,6 +6,15 @@ import type { Executor } from './pool';
 /** The acting session must be registered and still live to take or release anything. */
 export async function requireLiveSession(db: Executor, sessionId: string): Promise<SessionRow> {
   const session = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+  assertLiveSession(sessionId, session);
+  return session;
+}
+
+/** requireLiveSession's refusals, for a statement that read the session along with more. */
+export function assertLiveSession<S extends Pick<SessionRow, 'ended_at' | 'terminated_at' | 'end_reason'>>(
+  sessionId: string,
+  session: S | undefined,
+): asserts session is S {
   if (!session) {
     throw sessionNotRegistered(sessionId);
   }
@@ -13,7 +22,6 @@ export async function requireLiveSession(db: Executor, sessionId: string): Promi
   if (endedAt) {
     throw sessionEnded(sessionId, endedAt, session.end_reason);
   }
-  return session;
 }
 
 export async function sessionById(db: Executor, sessionId: string): Promise<SessionRow | undefined> {

@@ -4,9 +4,8 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, PinnedFlow, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
-import { requireLiveSession } from '../../db/sessions';
 import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
-import { attachDriver, executeContext, lockOrigins, writeExecuting } from '../../db/runExecution';
+import { attachDriver, executeContext, lockOrigins, lockRunForSession, writeExecuting } from '../../db/runExecution';
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
@@ -29,7 +28,11 @@ interface DrivenRun extends RunRow {
 
 /** Locks the run and reads whether its driver attachment is live (R1), by the database clock. */
 export async function lockRun(trx: Transaction<Database>, runId: string, freshMs: number): Promise<DrivenRun> {
-  const run = await runById(trx, runId, { lock: true });
+  return withDriverLiveness(trx, await runById(trx, runId, { lock: true }), freshMs);
+}
+
+/** R1's liveness of a locked run's driver attachment, read after the lock was granted. */
+async function withDriverLiveness(trx: Transaction<Database>, run: RunRow, freshMs: number): Promise<DrivenRun> {
   return { ...run, driver_live: await driverAttachmentLive(trx, run, freshMs) };
 }
 
@@ -97,10 +100,15 @@ export function runExecutionActivities(deps: {
 
   /** Every execution and membership call: a live session, the run locked, and R1's driver check. */
   async function asDriver(trx: Transaction<Database>, input: { sessionId: string; runId: string }) {
-    const session = await requireLiveSession(trx, input.sessionId);
-    const run = await lockRun(trx, input.runId, freshMs);
+    const { session, run } = await asLiveSession(trx, input);
     assertDriver(run, session.session_id, freshMs);
     return { session, run };
+  }
+
+  /** A live session and the run locked, in one statement, with its driver's liveness (R1). */
+  async function asLiveSession(trx: Transaction<Database>, input: { sessionId: string; runId: string }) {
+    const locked = await lockRunForSession(trx, input.sessionId, input.runId);
+    return { session: { session_id: locked.sessionId }, run: await withDriverLiveness(trx, locked.run, freshMs) };
   }
 
   /**
@@ -234,8 +242,7 @@ export function runExecutionActivities(deps: {
       });
     const ends = { lifetimeMs, effects: noEffects(), qa: noQaEffects() };
     const result = await db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const run = await lockRun(trx, input.runId, freshMs);
+      const { session, run } = await asLiveSession(trx, input);
       if (run.status === input.disposition && run.terminal_reason === input.reason)
         return {
           run_id: run.run_id,
@@ -267,8 +274,7 @@ export function runExecutionActivities(deps: {
    */
   async function retryRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
     return db.transaction().execute(async (trx) => {
-      const session = await requireLiveSession(trx, input.sessionId);
-      const run = await lockRun(trx, input.runId, freshMs);
+      const { session, run } = await asLiveSession(trx, input);
       if (run.status === 'cancelled') {
         throw refusal(
           'run_cancelled',
