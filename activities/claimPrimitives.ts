@@ -8,6 +8,7 @@ import {
   insertClaimRow,
   takeClaim,
   releaseClaim,
+  releasedBy,
   type ClaimView,
   type NewClaimInput,
 } from '../db/claims';
@@ -82,8 +83,7 @@ export function claimPrimitiveActivities(deps: { db: Kysely<Database> }) {
           details: { session_id: sessionId, target: what },
         });
       }
-      for (const r of rows)
-        await releaseClaim(trx, r.claim_id, { reason, bySessionId: session.session_id, byActorId: session.actor_id });
+      for (const r of rows) await releaseClaim(trx, r.claim_id, releasedBy(session, reason));
       return claimViews(trx, { claimIds: rows.map((r) => r.claim_id) });
     });
   }

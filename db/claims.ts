@@ -248,6 +248,11 @@ export interface ReleaseMark {
   byActorId: string | null;
 }
 
+/** The mark of a release a session makes under its own actor. */
+export function releasedBy(by: { session_id: string; actor_id: string }, reason: string): ReleaseMark {
+  return { reason, bySessionId: by.session_id, byActorId: by.actor_id };
+}
+
 /** W7: the turn a release reserved for the oldest live waiter. */
 export interface ReservedTurn {
   claim: ClaimView;

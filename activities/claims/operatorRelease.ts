@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { ClaimRow, Database } from '../../db/database';
-import { claimView, liveClaimIdOfSession, type ClaimView } from '../../db/claims';
+import { claimView, liveClaimIdOfSession, releasedBy, type ClaimView } from '../../db/claims';
 import { recordEvent } from '../../db/events';
 import { hasPermission, projectById, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
@@ -117,13 +117,7 @@ export async function releaseAsOperator(
       reason,
     },
   });
-  await releaseServingLine(
-    trx,
-    claim,
-    { reason, bySessionId: operator.session_id, byActorId: operator.actor_id },
-    deps.lifetimeMs,
-    effects,
-  );
+  await releaseServingLine(trx, claim, releasedBy(operator, reason), deps.lifetimeMs, effects);
   return { claim: await claimView(trx, claim.claim_id), operator_event_id: eventId };
 }
 

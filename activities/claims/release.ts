@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Database } from '../../db/database';
-import { claimView, liveClaimIdOfSession, releaseServingLineView, type ClaimView } from '../../db/claims';
+import { claimView, liveClaimIdOfSession, releaseServingLineView, releasedBy, type ClaimView } from '../../db/claims';
 import { ensureItem, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import type { SessionRow } from '../../db/database';
@@ -38,13 +38,7 @@ async function releaseOwn(
     const claimId = await find(trx);
     const claim = claimId === undefined ? undefined : await lockClaimForRelease(trx, claimId);
     if (!claim || claim.released_at) throw claimNotHeld(sessionId, what);
-    await releaseServingLine(
-      trx,
-      claim,
-      { reason, bySessionId: session.session_id, byActorId: session.actor_id },
-      deps.lifetimeMs,
-      effects,
-    );
+    await releaseServingLine(trx, claim, releasedBy(session, reason), deps.lifetimeMs, effects);
     return claimView(trx, claim.claim_id);
   });
   return value;
@@ -126,13 +120,7 @@ export async function releaseWorkClaim(deps: LineDeps, input: WorkReleaseInput):
     }
     const actor = await holderActorRelease(trx, claim, input.actingSessionId, input.reason);
     if (actor) {
-      await releaseServingLine(
-        trx,
-        claim,
-        { reason, bySessionId: actor.session_id, byActorId: actor.actor_id },
-        deps.lifetimeMs,
-        effects,
-      );
+      await releaseServingLine(trx, claim, releasedBy(actor, reason), deps.lifetimeMs, effects);
       return { claim: await claimView(trx, claim.claim_id), operator_event_id: null };
     }
     const holderProjectId = await holderProjectIdOf(trx, claim);
