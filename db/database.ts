@@ -5,6 +5,9 @@ import type { QaPlanDefinition, StageDefinition, TrackerConfig } from '../domain
 import type { DeliveryEvidence, ItemStatus } from '../domain/completion';
 import type { FoldedHarness, Harness } from '../domain/harnesses';
 import type { RunStatus } from '../domain/runStatuses';
+import type { UsageTotals } from '../domain/usage/buckets';
+import type { Checkpoint } from '../domain/usage/checkpoint';
+import type { PricingRevision } from '../domain/usage/pricing';
 
 /** Kysely table types, one interface per table of db/migrations. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -347,10 +350,12 @@ export interface SessionUsageTable {
   harness: FoldedHarness;
   reader_version: number;
   status: 'measured' | 'partial' | 'unavailable';
-  totals: ColumnType<Record<string, unknown>, string, string>;
+  /** JSON: absolute per-model totals (U5, U7), written as its JSON text. */
+  totals: ColumnType<UsageTotals, string, string>;
   reasons: ColumnType<string[], string | undefined, string>;
   cost_caveat: string | null;
-  checkpoint: ColumnType<Record<string, unknown>, string, string>;
+  /** JSON: the readers' watermarks and accumulators (U9, U10). */
+  checkpoint: ColumnType<Checkpoint, string, string>;
   folded_at: Timestamp;
 }
 
@@ -359,7 +364,8 @@ export interface PricingRevisionsTable {
   effective_at: Timestamp;
   source: string;
   estimated: ColumnType<boolean, boolean | undefined, boolean>;
-  rates: ColumnType<Record<string, unknown>, string, string>;
+  /** JSON: per-model rates (U12). */
+  rates: ColumnType<PricingRevision['rates'], string, string>;
   imported_at: Timestamp;
   /** U12: set only on a revision imported with --backdate: why it reprices the past. */
   backdate_reason: ColumnType<string | null, string | null | undefined, never>;

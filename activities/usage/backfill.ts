@@ -6,10 +6,10 @@ import type { Database } from '../../db/database';
 import { storedWatermarks } from '../../db/sessionUsage';
 import { registerHistoricalSessions } from '../../db/sessions';
 import { usageError } from '../../domain/errors';
-import { boundedEach, foldPool } from './foldPool';
+import { foldPool } from './foldPool';
 import { claudeArtifacts } from './readers';
-import { sessionUsageActivities } from './sessionUsage';
-import { defaultTranscriptDirs, findTranscripts, type BackfillHarness } from './transcripts';
+import { sessionUsageActivities, type FoldResult } from './sessionUsage';
+import { defaultTranscriptDirs, findTranscripts, type BackfillHarness, type FoundTranscript } from './transcripts';
 
 /**
  * `yoke usage backfill` (issue 16): every transcript of a harness found on this machine
@@ -55,6 +55,8 @@ export interface BackfillResult {
 }
 
 const REGISTER_BATCH = 500;
+/** Sessions in flight per fold thread: enough that a thread is never idle while a batch is written. */
+const FOLDS_PER_THREAD = 8;
 
 export async function backfillUsage(
   deps: { db: Kysely<Database> },
@@ -135,45 +137,54 @@ export async function backfillUsage(
   input.onStart?.({ ...progress });
   let folded = 0;
   let failed = 0;
+  const report = (t: FoundTranscript, r: FoldResult | Error) => {
+    const result: BackfillSessionResult =
+      r instanceof Error
+        ? // one unreadable transcript must not stop the others: it is named in the output
+          {
+            session_id: t.sessionId,
+            path: t.path,
+            registered: registered.has(t.sessionId),
+            status: 'failed',
+            usage_tokens: 0,
+            error: r.message,
+          }
+        : {
+            session_id: t.sessionId,
+            path: t.path,
+            registered: registered.has(t.sessionId),
+            status: r.status,
+            usage_tokens: r.usage_tokens,
+          };
+    if (r instanceof Error) failed++;
+    else folded++;
+    progress.files_done++;
+    progress.bytes_done += sizes.get(t.sessionId) ?? 0;
+    progress.tokens += result.usage_tokens;
+    progress.elapsed_s = round(elapsed());
+    progress.eta_s =
+      progress.bytes_done > 0
+        ? round((progress.elapsed_s * (progress.bytes_total - progress.bytes_done)) / progress.bytes_done)
+        : null;
+    input.onSession?.(result, { ...progress });
+  };
+  // Sessions go in batches: one read of their stored rows, their folds on every thread, one
+  // write transaction. Two batches are in flight, so one's write overlaps the next one's folds;
+  // results are reported in order.
+  const batch = pool.threads * FOLDS_PER_THREAD;
+  let previous: Promise<void> = Promise.resolve();
   try {
-    await boundedEach(found, pool.threads, async (t) => {
-      let result: BackfillSessionResult;
-      try {
-        const r = await usage.foldSessionUsage({
-          sessionId: t.sessionId,
-          harness: input.harness,
-          artifacts: [t.path],
-        });
-        folded++;
-        result = {
-          session_id: t.sessionId,
-          path: t.path,
-          registered: registered.has(t.sessionId),
-          status: r.status,
-          usage_tokens: r.usage_tokens,
-        };
-      } catch (err) {
-        // one unreadable transcript must not stop the others: it is named in the output
-        failed++;
-        result = {
-          session_id: t.sessionId,
-          path: t.path,
-          registered: registered.has(t.sessionId),
-          status: 'failed',
-          usage_tokens: 0,
-          error: (err as Error).message,
-        };
-      }
-      progress.files_done++;
-      progress.bytes_done += sizes.get(t.sessionId) ?? 0;
-      progress.tokens += result.usage_tokens;
-      progress.elapsed_s = round(elapsed());
-      progress.eta_s =
-        progress.bytes_done > 0
-          ? round((progress.elapsed_s * (progress.bytes_total - progress.bytes_done)) / progress.bytes_done)
-          : null;
-      input.onSession?.(result, { ...progress });
-    });
+    for (let i = 0; i < found.length; i += batch) {
+      const chunk = found.slice(i, i + batch);
+      const results = usage.foldSessionsUsage(
+        chunk.map((t) => ({ sessionId: t.sessionId, harness: input.harness, artifacts: [t.path] })),
+      );
+      const reported = Promise.all([previous, results]).then(([, r]) => r.forEach((x, k) => report(chunk[k]!, x)));
+      reported.catch(() => undefined); // observed when awaited: the next turn, or after the last batch
+      await previous;
+      previous = reported;
+    }
+    await previous;
   } finally {
     await pool.close();
   }

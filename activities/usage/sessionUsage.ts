@@ -1,20 +1,34 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { sql, type Kysely, type Selectable } from 'kysely';
+import type { Kysely } from 'kysely';
 import { z } from 'zod';
-import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database } from '../../db/database';
-import type { Executor } from '../../db/pool';
 import { recordEvent } from '../../db/events';
-import { sessionById } from '../../db/sessions';
-import { visibleSessionSql } from '../../db/visibility';
+import {
+  effectiveInThePast,
+  insertPricingRevision,
+  pricingRevisionById,
+  pricingRevisionRows,
+  type PricingRevisionRow,
+} from '../../db/pricingRevisions';
+import {
+  last24hSessions,
+  lockUsageFolds,
+  registeredWithUsage,
+  usageFoldedAt,
+  usageOfSessions,
+  writeUsage,
+  type SessionUsageRow,
+  type SessionUsageWrite,
+} from '../../db/sessionUsage';
+import { recordServedFacts, sessionById } from '../../db/sessions';
 import { refusal, usageError } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
 import { assertRegularArtifacts } from './artifactFile';
 import type { Folder } from './foldPool';
-import { fold, READER_VERSION, type Checkpoint, type Harness, type Reading } from './readers';
+import { fold, READER_VERSION, type Harness, type Reading } from './readers';
 import { SHIPPED_REVISIONS } from './seedPricing';
 
 export interface UsageFields {
@@ -66,21 +80,17 @@ export function backdateCaveat(revision: PricingRevision | undefined, offeredAt:
 
 /** The catalog: the imported revisions and the shipped ones (each also importable explicitly). */
 export function pricingCatalog(
-  rows: {
-    revision_id: string;
+  rows: (Pick<PricingRevisionRow, 'revision_id' | 'estimated' | 'rates' | 'backdate_reason'> & {
     effective_at: Date | string;
-    estimated: boolean;
-    rates: unknown;
-    backdate_reason: string | null;
     imported_at: Date | string;
-  }[],
+  })[],
 ): PricingRevision[] {
   const iso = (d: Date | string) => new Date(d).toISOString();
   const stored = rows.map((r) => ({
     revision_id: r.revision_id,
     effective_at: iso(r.effective_at),
     estimated: r.estimated,
-    rates: r.rates as PricingRevision['rates'],
+    rates: r.rates,
     backdated: r.backdate_reason ? { reason: r.backdate_reason, imported_at: iso(r.imported_at) } : null,
   }));
   return [...stored, ...SHIPPED_REVISIONS.filter((s) => !stored.some((r) => r.revision_id === s.revision_id))];
@@ -97,6 +107,56 @@ export function usageNote(status: UsageFields['usage_status'], reasons: string[]
 }
 
 /**
+ * What a reading makes of a session's usage: the row to write (none when a reading that
+ * measured nothing meets a measured one, which it never replaces) and the fold's result.
+ */
+function outcome(
+  input: FoldInput,
+  artifacts: string[],
+  stored: SessionUsageRow | undefined,
+  reading: Reading,
+): { row: SessionUsageWrite | undefined; result: FoldResult } {
+  const status: FoldResult['status'] = !reading.measured
+    ? 'unavailable'
+    : reading.reasons.length
+      ? 'partial'
+      : 'measured';
+  const kept = !reading.measured && stored && stored.status !== 'unavailable' ? stored : undefined;
+  const reasons = reading.measured ? reading.reasons : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
+  const totals: UsageTotals = kept ? kept.totals : reading.totals;
+  return {
+    row: kept
+      ? undefined
+      : {
+          session_id: input.sessionId,
+          harness: input.harness,
+          reader_version: READER_VERSION,
+          status,
+          totals: JSON.stringify(reading.totals),
+          reasons: JSON.stringify(reasons),
+          cost_caveat: reading.cost_caveat,
+          checkpoint: JSON.stringify(reading.checkpoint),
+        },
+    result: {
+      session_id: input.sessionId,
+      harness: input.harness,
+      status: kept ? kept.status : status,
+      totals,
+      usage_tokens: totalTokens(totals),
+      reasons: kept ? kept.reasons : reasons,
+      replaced: !kept,
+    },
+  };
+}
+
+/** One fold to do: a session, its harness and its main artifact(s). */
+export interface FoldInput {
+  sessionId: string;
+  harness: Harness;
+  artifacts: string[];
+}
+
+/**
  * `folder` reads the artifacts: `fold` in this thread by default; a backfill passes its fold
  * pool's, so many sessions are read on every core.
  */
@@ -105,8 +165,23 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
   const folder = deps.folder ?? fold;
 
   async function revisions(): Promise<PricingRevision[]> {
-    return pricingCatalog(await db.selectFrom('pricing_revisions').selectAll().execute());
+    return pricingCatalog(await pricingRevisionRows(db));
   }
+
+  function resolvedArtifacts(input: FoldInput): string[] {
+    if (input.artifacts.length === 0) {
+      throw usageError('artifact_required', 'a fold needs at least one --artifact', {
+        recovery: 'pass the transcript or rollout path with --artifact PATH',
+      });
+    }
+    const artifacts = input.artifacts.map((a) => resolve(a));
+    assertRegularArtifacts(artifacts);
+    return artifacts;
+  }
+
+  /** Reads on from the stored checkpoint (a reading of another harness starts afresh). */
+  const read = (input: FoldInput, artifacts: string[], stored: SessionUsageRow | undefined) =>
+    folder(input.harness, stored?.harness === input.harness ? stored.checkpoint : undefined, artifacts);
 
   /**
    * Folds a session's artifact (U9, U10). The artifact is read with no transaction open and no
@@ -117,115 +192,99 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
    * Absolute totals replace the stored ones, except that a reading that measured nothing never
    * replaces a measured one.
    */
-  async function foldSessionUsage(input: {
-    sessionId: string;
-    harness: Harness;
-    artifacts: string[];
-  }): Promise<FoldResult> {
-    if (input.artifacts.length === 0) {
-      throw usageError('artifact_required', 'a fold needs at least one --artifact', {
-        recovery: 'pass the transcript or rollout path with --artifact PATH',
-      });
-    }
-    const artifacts = input.artifacts.map((a) => resolve(a));
-    assertRegularArtifacts(artifacts);
-    const session = await db
-      .selectFrom('sessions')
-      .select(['session_id'])
-      .where('session_id', '=', input.sessionId)
-      .executeTakeFirst();
-    if (!session) {
-      throw sessionNotRegistered(input.sessionId, input.harness);
-    }
-    const storedRow = (executor: Executor) =>
-      executor.selectFrom('session_usage').selectAll().where('session_id', '=', input.sessionId).executeTakeFirst();
-    let stored = await storedRow(db);
+  async function foldSessionUsage(input: FoldInput): Promise<FoldResult> {
+    const artifacts = resolvedArtifacts(input);
+    const registered = await registeredWithUsage(db, [input.sessionId]);
+    if (!registered.has(input.sessionId)) throw sessionNotRegistered(input.sessionId, input.harness);
+    let stored = registered.get(input.sessionId);
     for (;;) {
-      const previous =
-        stored && stored.harness === input.harness ? (stored.checkpoint as unknown as Checkpoint) : undefined;
-      const reading = await folder(input.harness, previous, artifacts);
+      const reading = await read(input, artifacts, stored);
       const written = await db.transaction().execute(async (trx) => {
-        await advisoryXactLock(trx, `usage-fold:${input.sessionId}`);
-        const now = await storedRow(trx);
-        if (now?.folded_at.getTime() !== stored?.folded_at.getTime()) return { raced: now };
-        return { result: await writeReading(trx, input, artifacts, stored, reading) };
+        const [landed] = await writeReadings(trx, [{ input, artifacts, stored, reading }]);
+        return landed
+          ? { result: landed }
+          : { raced: (await registeredWithUsage(trx, [input.sessionId])).get(input.sessionId) };
       });
       if (written.result) return written.result;
       stored = written.raced; // another fold landed while this one read: fold on from its checkpoint
     }
   }
 
-  async function writeReading(
-    trx: Executor,
-    input: { sessionId: string; harness: Harness },
-    artifacts: string[],
-    stored: Selectable<Database['session_usage']> | undefined,
-    reading: Reading,
-  ): Promise<FoldResult> {
-    const status: FoldResult['status'] = !reading.measured
-      ? 'unavailable'
-      : reading.reasons.length
-        ? 'partial'
-        : 'measured';
-    const keepOld = !reading.measured && stored && stored.status !== 'unavailable';
-    const reasons = reading.measured
-      ? reading.reasons
-      : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
-    if (!keepOld) {
-      const row = {
-        harness: input.harness,
-        reader_version: READER_VERSION,
-        status,
-        totals: JSON.stringify(reading.totals),
-        reasons: JSON.stringify(reasons),
-        cost_caveat: reading.cost_caveat,
-        checkpoint: JSON.stringify(reading.checkpoint),
-      };
-      await trx
-        .insertInto('session_usage')
-        .values({ session_id: input.sessionId, ...row })
-        .onConflict((oc) => oc.column('session_id').doUpdateSet({ ...row, folded_at: sql`clock_timestamp()` }))
-        .execute();
+  /**
+   * Many sessions' folds, as a backfill runs them: their stored rows read in one statement,
+   * their artifacts read on the folder's threads, and their readings written in one short
+   * transaction (one lock statement, one check, one upsert). A session another fold wrote
+   * meanwhile is folded again on its own (foldSessionUsage); a failure is that session's alone.
+   */
+  async function foldSessionsUsage(inputs: FoldInput[]): Promise<(FoldResult | Error)[]> {
+    const registered = await registeredWithUsage(
+      db,
+      inputs.map((i) => i.sessionId),
+    );
+    const folded = await Promise.all(
+      inputs.map(async (input) => {
+        try {
+          const artifacts = resolvedArtifacts(input);
+          if (!registered.has(input.sessionId)) throw sessionNotRegistered(input.sessionId, input.harness);
+          const stored = registered.get(input.sessionId);
+          return { input, artifacts, stored, reading: await read(input, artifacts, stored) };
+        } catch (err) {
+          return err as Error;
+        }
+      }),
+    );
+    const readings = folded.filter((f): f is Exclude<typeof f, Error> => !(f instanceof Error));
+    const landed = await db.transaction().execute((trx) => writeReadings(trx, readings));
+    const results = new Map(readings.map((r, i) => [r.input.sessionId, landed[i]]));
+    return Promise.all(
+      folded.map(async (f, i) => {
+        if (f instanceof Error) return f;
+        try {
+          return results.get(f.input.sessionId) ?? (await foldSessionUsage(inputs[i]!));
+        } catch (err) {
+          return err as Error;
+        }
+      }),
+    );
+  }
+
+  /**
+   * Under the sessions' fold locks, writes each reading whose session no other fold wrote since
+   * its checkpoint was read; undefined for the others (they read again).
+   */
+  async function writeReadings(
+    trx: Kysely<Database>,
+    readings: { input: FoldInput; artifacts: string[]; stored: SessionUsageRow | undefined; reading: Reading }[],
+  ): Promise<(FoldResult | undefined)[]> {
+    if (readings.length === 0) return [];
+    const ids = readings.map((r) => r.input.sessionId);
+    await lockUsageFolds(trx, ids);
+    const foldedAt = await usageFoldedAt(trx, ids);
+    const rows: SessionUsageWrite[] = [];
+    const results = readings.map(({ input, artifacts, stored, reading }) => {
+      if (foldedAt.get(input.sessionId)?.getTime() !== stored?.folded_at.getTime()) return undefined;
+      const { row, result } = outcome(input, artifacts, stored, reading);
+      if (row) rows.push(row);
+      return { result, served: input.harness === 'codex' ? reading.checkpoint.served : undefined };
+    });
+    await writeUsage(trx, rows);
+    for (const [i, r] of results.entries()) {
+      // U3: facts are never unlearned: a statement without a window or effort keeps the attested one
+      if (r?.served?.model)
+        await recordServedFacts(trx, ids[i]!, {
+          model: r.served.model,
+          window: r.served.window ?? undefined,
+          effort: r.served.effort ?? undefined,
+        });
     }
-    const served = reading.checkpoint.served;
-    if (input.harness === 'codex' && (served?.model || served?.window)) {
-      await trx
-        .updateTable('sessions')
-        .set({
-          served_model: served.model,
-          // U3: facts are never unlearned: a statement without a window keeps the attested one
-          served_window: served.window ?? sql<number | null>`served_window`,
-          served_effort: served.effort ?? sql<string | null>`served_effort`,
-          served_attested_at: sql`now()`,
-        })
-        .where('session_id', '=', input.sessionId)
-        .execute();
-    }
-    const totals = keepOld ? (stored!.totals as unknown as UsageTotals) : reading.totals;
-    return {
-      session_id: input.sessionId,
-      harness: input.harness,
-      status: keepOld ? stored!.status : status,
-      totals,
-      usage_tokens: totalTokens(totals),
-      reasons: keepOld ? (stored!.reasons as string[]) : reasons,
-      replaced: !keepOld,
-    };
+    return results.map((r) => r?.result);
   }
 
   /** U12: the derived roster fields; cost from the revision effective at the session's offered_at. */
   async function usageFields(sessionIds: string[]): Promise<Map<string, UsageFields>> {
     const out = new Map<string, UsageFields>();
     if (sessionIds.length === 0) return out;
-    const [rows, catalog] = await Promise.all([
-      db
-        .selectFrom('sessions as s')
-        .leftJoin('session_usage as u', 'u.session_id', 's.session_id')
-        .select(['s.session_id', 's.offered_at', 'u.status', 'u.totals', 'u.reasons', 'u.cost_caveat'])
-        .where('s.session_id', 'in', sessionIds)
-        .execute(),
-      revisions(),
-    ]);
+    const [rows, catalog] = await Promise.all([usageOfSessions(db, sessionIds), revisions()]);
     for (const r of rows) {
       if (!r.status) {
         out.set(r.session_id, {
@@ -238,7 +297,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         });
         continue;
       }
-      const totals = r.totals as unknown as UsageTotals;
+      const totals = r.totals!;
       const revision = revisionAt(catalog, r.offered_at.toISOString());
       const cost = costOf(totals, revision);
       const caveats = [
@@ -252,7 +311,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         usage_status: r.status,
         usage_cost_usd: r.status === 'unavailable' ? null : cost.usd,
         usage_cost_status: r.status === 'unavailable' ? 'unavailable' : cost.status,
-        usage_note: usageNote(r.status, r.reasons as string[]),
+        usage_note: usageNote(r.status, r.reasons ?? []),
         cost_caveat: caveats.length ? caveats.join('; ') : null,
       });
     }
@@ -321,11 +380,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       );
     }
     const r = parsed.data;
-    const existing = await db
-      .selectFrom('pricing_revisions')
-      .selectAll()
-      .where('revision_id', '=', r.revision_id)
-      .executeTakeFirst();
+    const existing = await pricingRevisionById(db, r.revision_id);
     if (existing) {
       if (JSON.stringify(existing.rates) === JSON.stringify(r.rates))
         return { revision_id: r.revision_id, imported: false };
@@ -339,32 +394,25 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       );
     }
     return db.transaction().execute(async (trx) => {
-      const { rows } = await sql<{ past: boolean; now: Date }>`
-        SELECT ${r.effective_at}::timestamptz < now() - make_interval(secs => ${BACKDATE_GRACE_SECONDS}) AS past, now()`.execute(
-        trx,
-      );
-      const past = rows[0]!.past;
+      const { past, now } = await effectiveInThePast(trx, r.effective_at, BACKDATE_GRACE_SECONDS);
       if (past && !input.backdate) {
         throw refusal(
           'pricing_revision_backdated',
-          `pricing revision ${r.revision_id} is effective ${r.effective_at}, before now (${rows[0]!.now.toISOString()}): it would re-price sessions already priced`,
+          `pricing revision ${r.revision_id} is effective ${r.effective_at}, before now (${now.toISOString()}): it would re-price sessions already priced`,
           {
             recovery: `set effective_at to now or later, or re-price the past on purpose: yoke pricing import ${origin} --backdate --reason R`,
             details: { revision_id: r.revision_id, effective_at: r.effective_at },
           },
         );
       }
-      await trx
-        .insertInto('pricing_revisions')
-        .values({
-          revision_id: r.revision_id,
-          effective_at: r.effective_at,
-          source: r.source,
-          estimated: r.estimated,
-          rates: JSON.stringify(r.rates),
-          backdate_reason: past ? input.reason!.trim() : null,
-        })
-        .execute();
+      await insertPricingRevision(trx, {
+        revision_id: r.revision_id,
+        effective_at: r.effective_at,
+        source: r.source,
+        estimated: r.estimated,
+        rates: JSON.stringify(r.rates),
+        backdate_reason: past ? input.reason!.trim() : null,
+      });
       if (past) {
         await recordEvent(trx, {
           event_type: 'PricingRevisionBackdated',
@@ -396,14 +444,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
 
   async function last24hCohort(viewer?: UsageViewer): Promise<{ session_id: string; machine_id: string }[]> {
     // U13: a session sees usage only for what its actor may read.
-    const visible = viewer ? visibleSessionSql('sessions', await viewerActor(viewer)) : sql<boolean>`true`;
-    const { rows } = await sql<{ session_id: string; machine_id: string }>`
-      SELECT session_id, machine_id FROM sessions
-       WHERE NOT probe AND machine_id IS NOT NULL AND ${visible}
-         AND (coalesce(ended_at, terminated_at) >= now() - interval '24 hours'
-              OR (coalesce(ended_at, terminated_at) IS NULL AND offered_at >= now() - interval '24 hours'))
-       ORDER BY offered_at`.execute(db);
-    return rows;
+    return last24hSessions(db, viewer ? await viewerActor(viewer) : undefined);
   }
 
   async function machinesUsage(viewer?: UsageViewer) {
@@ -430,7 +471,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       }));
   }
 
-  return { foldSessionUsage, usageFields, importPricing, listPricing, last24hCohort, machinesUsage };
+  return { foldSessionUsage, foldSessionsUsage, usageFields, importPricing, listPricing, last24hCohort, machinesUsage };
 }
 
 export type SessionUsageActivities = ReturnType<typeof sessionUsageActivities>;

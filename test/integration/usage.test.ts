@@ -2,6 +2,7 @@ import { appendFileSync, renameSync, truncateSync, writeFileSync } from 'node:fs
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { sessionActivities } from '../../activities/sessions';
+import { fold as readerFold } from '../../activities/usage/readers';
 import { sessionUsageActivities } from '../../activities/usage/sessionUsage';
 import { UNRECORDED_USAGE_UNDERCOUNT } from '../../domain/usage/buckets';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
@@ -265,6 +266,37 @@ describe('Claude transcripts', () => {
     const pools = Array.from({ length: 5 }, () => sessionUsageActivities({ db: t.connect(1) }));
     await Promise.all(pools.map((p) => p.foldSessionUsage({ sessionId: 'c1', harness: 'claude', artifacts: [main] })));
     expect((await fields('c1')).usage_tokens).toBe(400);
+  });
+
+  test('U10 a batch of folds (as a backfill runs them) counts every call once: a session another fold wrote meanwhile is folded again from the newer checkpoint; an unregistered session fails alone', async () => {
+    const s = sessionActivities({ db: t.db });
+    await s.registerSession({ sessionId: 'c2', actorId: 'a', harness: 'claude', machine: 'm1' });
+    const [a, b] = [join(dir, 'a.jsonl'), join(dir, 'b.jsonl')];
+    writeLines(a, [claudeAssistant('a1', { input: 10, output: 5 }), claudeAssistant('a2', { input: 10, output: 5 })]);
+    writeLines(b, [claudeAssistant('b1', { input: 1, output: 1 })]);
+    let raced = false;
+    const batch = sessionUsageActivities({
+      db: t.db,
+      folder: async (harness, previous, artifacts) => {
+        const reading = await readerFold(harness, previous, artifacts);
+        if (!raced && artifacts[0] === a) {
+          raced = true; // after the batch read c1, more rows come and another fold of c1 lands
+          writeLines(a, [claudeAssistant('a3', { input: 100, output: 50 })], true);
+          await u.foldSessionUsage({ sessionId: 'c1', harness: 'claude', artifacts: [a] });
+        }
+        return reading;
+      },
+    });
+    const results = await batch.foldSessionsUsage([
+      { sessionId: 'c1', harness: 'claude', artifacts: [a] },
+      { sessionId: 'c2', harness: 'claude', artifacts: [b] },
+      { sessionId: 'nobody', harness: 'claude', artifacts: [b] },
+    ]);
+    expect(results[0]).toMatchObject({ session_id: 'c1', usage_tokens: 30 + 150 });
+    expect(results[1]).toMatchObject({ session_id: 'c2', usage_tokens: 2 });
+    expect(results[2]).toBeInstanceOf(Error);
+    expect((await fields('c1')).usage_tokens).toBe(180);
+    expect((await u.foldSessionUsage({ sessionId: 'c1', harness: 'claude', artifacts: [a] })).usage_tokens).toBe(180);
   });
 
   test('U9 a new reader version re-folds once from the start', async () => {
