@@ -16,7 +16,6 @@ const STATEMENTS_NOT_YET_IN_DB = [
   'activities/settlement/commit.ts',
   'activities/settlement/members.ts',
   'activities/settlement/settlement.ts',
-  'activities/usage/sessionUsage.ts',
   'activities/usage/usageViews.ts',
 ];
 
