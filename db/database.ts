@@ -8,6 +8,7 @@ import type { RunStatus } from '../domain/runStatuses';
 import type { UsageTotals } from '../domain/usage/buckets';
 import type { Checkpoint } from '../domain/usage/checkpoint';
 import type { PricingRevision } from '../domain/usage/pricing';
+import type { CreateRequest } from '../domain/canonicalRequest';
 
 /** Kysely table types, one interface per table of db/migrations. */
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -211,7 +212,8 @@ export interface DeploymentRunsTable {
   current_stage: string | null;
   cursor_ordinal: ColumnType<number, number | undefined, number>;
   create_idempotency_key: string | null;
-  create_request: Json<Record<string, unknown>>;
+  /** I1: the canonical request the run was created from (a repeat under its key is compared with it). */
+  create_request: Json<CreateRequest>;
   created_by_session_id: string | null;
   created_at: Timestamp;
   executing_at: NullableTimestamp;

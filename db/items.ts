@@ -109,14 +109,20 @@ export async function completionWalks(
 }
 
 /** The project's default completion flow (D8), or undefined for a merge-only project. */
-export async function defaultCompletionFlowId(db: Executor, projectId: number): Promise<number | undefined> {
-  const row = await db
+export async function defaultCompletionFlow(
+  db: Executor,
+  projectId: number,
+): Promise<{ flow_id: number; name: string } | undefined> {
+  return db
     .selectFrom('flows')
-    .select('flow_id')
+    .select(['flow_id', 'name'])
     .where('project_id', '=', projectId)
     .where('completion_flow', '=', true)
     .executeTakeFirst();
-  return row?.flow_id;
+}
+
+export async function defaultCompletionFlowId(db: Executor, projectId: number): Promise<number | undefined> {
+  return (await defaultCompletionFlow(db, projectId))?.flow_id;
 }
 
 export interface DependencyRow {

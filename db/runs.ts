@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { Obligation } from '../domain/admission';
 import type { RunStatus } from '../domain/runStatuses';
+import type { CreateRequest } from '../domain/canonicalRequest';
 import type { DeployHostRow, EnvironmentRow, FlowRow, RunRow } from './database';
 import type { Executor } from './pool';
 
@@ -188,4 +189,38 @@ export async function listRunRows(
 export async function executingRunIds(db: Executor): Promise<string[]> {
   const rows = await db.selectFrom('deployment_runs').select('run_id').where('status', '=', 'executing').execute();
   return rows.map((r) => r.run_id);
+}
+
+/** I1: the run a project's idempotency key created, with the request it was created from. */
+export async function runByIdempotencyKey(
+  db: Executor,
+  projectId: number,
+  key: string,
+): Promise<Pick<RunRow, 'run_id' | 'status' | 'create_request'> | undefined> {
+  return db
+    .selectFrom('deployment_runs')
+    .select(['run_id', 'status', 'create_request'])
+    .where('project_id', '=', projectId)
+    .where('create_idempotency_key', '=', key)
+    .executeTakeFirst();
+}
+
+export interface NewRun {
+  project_id: number;
+  flow_id: number;
+  target_environment_id: number;
+  candidate_sha: string;
+  create_idempotency_key: string | null;
+  create_request: CreateRequest;
+  created_by_session_id: string | null;
+}
+
+/** Inserts a created run under the next run number (`run-N`). */
+export async function insertCreatedRun(db: Executor, run: NewRun): Promise<RunRow> {
+  const { rows } = await sql<{ n: string }>`SELECT nextval('deployment_run_numbers') AS n`.execute(db);
+  return db
+    .insertInto('deployment_runs')
+    .values({ ...run, run_id: `run-${rows[0]!.n}`, create_request: JSON.stringify(run.create_request) })
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }

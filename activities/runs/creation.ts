@@ -1,11 +1,14 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { Database, FlowRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
-import { existingItem, requireProject } from '../../db/projects';
+import { defaultCompletionFlow } from '../../db/items';
+import { setLocalTimeouts } from '../../db/localTimeouts';
+import { existingItem, projectByPrefix, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
 import type { Executor } from '../../db/pool';
-import { environmentByName, flowByName } from '../../db/runs';
+import { membersOf } from '../../db/runMembers';
+import { environmentByName, flowByName, insertCreatedRun, runByIdempotencyKey } from '../../db/runs';
 import type { UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
 import { refusal, unreachable, usageError, YokeError } from '../../domain/errors';
@@ -133,14 +136,9 @@ export function runCreationActivities(deps: {
       warnings,
     });
     if (input.idempotencyKey) {
-      const existing = await trx
-        .selectFrom('deployment_runs')
-        .select(['run_id', 'status', 'create_request'])
-        .where('project_id', '=', projectId)
-        .where('create_idempotency_key', '=', input.idempotencyKey)
-        .executeTakeFirst();
+      const existing = await runByIdempotencyKey(trx, projectId, input.idempotencyKey);
       if (existing) {
-        const differing = differingFields(request, existing.create_request as unknown as CreateRequest);
+        const differing = differingFields(request, existing.create_request);
         if (differing.length === 0) return receipt(existing.run_id, existing.status, true, []);
         throw refusal(
           'idempotency_key_conflict',
@@ -158,21 +156,15 @@ export function runCreationActivities(deps: {
         );
       }
     }
-    const { rows } = await sql<{ n: string }>`SELECT nextval('deployment_run_numbers') AS n`.execute(trx);
-    const run = await trx
-      .insertInto('deployment_runs')
-      .values({
-        run_id: `run-${rows[0]!.n}`,
-        project_id: projectId,
-        flow_id: flow.flow_id,
-        target_environment_id: targetId,
-        candidate_sha: request.candidate,
-        create_idempotency_key: input.idempotencyKey ?? null,
-        create_request: JSON.stringify(request),
-        created_by_session_id: input.sessionId ?? null,
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const run = await insertCreatedRun(trx, {
+      project_id: projectId,
+      flow_id: flow.flow_id,
+      target_environment_id: targetId,
+      candidate_sha: request.candidate,
+      create_idempotency_key: input.idempotencyKey ?? null,
+      create_request: request,
+      created_by_session_id: input.sessionId ?? null,
+    });
     await materializeFlowDefaults(trx, run, flow);
     // D4: the takeover moves the waiting run's members before enrolment, so a moved item is
     // enrolled once: as it was moved, with its snapshots and QA.
@@ -198,14 +190,7 @@ export function runCreationActivities(deps: {
     });
     const made = receipt(run.run_id, run.status, false, warnings);
     if (!taken) return made;
-    const chained = await trx
-      .selectFrom('deployment_run_items as m')
-      .innerJoin('backlog_items as i', 'i.item_id', 'm.item_id')
-      .innerJoin('projects as p', 'p.project_id', 'i.project_id')
-      .select(sql<string>`p.item_prefix || '-' || i.number`.as('item'))
-      .where('m.run_id', '=', run.run_id)
-      .orderBy('m.item_id')
-      .execute();
+    const chained = await membersOf(trx, run.run_id);
     return { ...made, member_items: chained.map((m) => m.item), takeover: { ...taken, warnings: [] } };
   }
 
@@ -255,9 +240,7 @@ export function runCreationActivities(deps: {
       .execute(async (trx) => {
         if (timeoutMs) {
           const ms = `${Math.ceil(timeoutMs)}ms`;
-          await sql`SELECT set_config('lock_timeout', ${ms}, true), set_config('statement_timeout', ${ms}, true)`.execute(
-            trx,
-          );
+          await setLocalTimeouts(trx, { lockTimeout: ms, statementTimeout: ms });
         }
         return fn(trx);
       })
@@ -287,11 +270,7 @@ export function runCreationActivities(deps: {
         details: { items: input.items },
       });
     }
-    const project = await executor
-      .selectFrom('projects')
-      .selectAll()
-      .where('item_prefix', '=', prefixes[0]!)
-      .executeTakeFirst();
+    const project = await projectByPrefix(executor, prefixes[0]!);
     if (!project) {
       throw refusal('item_prefix_unknown', `no project uses the item prefix ${prefixes[0]}`, {
         recovery: 'apply the project definition first: yoke apply -f project.yaml',
@@ -300,12 +279,7 @@ export function runCreationActivities(deps: {
     }
     let flowName = input.flow;
     if (!flowName) {
-      const completion = await executor
-        .selectFrom('flows')
-        .select('name')
-        .where('project_id', '=', project.project_id)
-        .where('completion_flow', '=', true)
-        .executeTakeFirst();
+      const completion = await defaultCompletionFlow(executor, project.project_id);
       if (!completion) {
         throw refusal(
           'completion_flow_missing',
