@@ -300,3 +300,25 @@ export async function settlingRunsOfItem(db: Executor, itemId: number, exceptRun
     .execute();
   return rows.map((r) => r.run_id);
 }
+
+/** Whether the run owns any QA plan execution, of any status. */
+export async function runHasExecutions(db: Executor, runId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('qa_plan_executions')
+    .select('execution_id')
+    .where('run_id', '=', runId)
+    .executeTakeFirst();
+  return !!row;
+}
+
+/** The run's executions still running, in id order (O4 aborts them). */
+export async function liveExecutionIdsOfRun(db: Executor, runId: string): Promise<number[]> {
+  const rows = await db
+    .selectFrom('qa_plan_executions')
+    .select('execution_id')
+    .where('run_id', '=', runId)
+    .where('status', '=', 'running')
+    .orderBy('execution_id')
+    .execute();
+  return rows.map((r) => r.execution_id);
+}

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import type { RunRow } from './database';
 import type { Executor } from './pool';
 
 /**
@@ -17,6 +18,37 @@ export async function unclosedMemberIds(db: Executor, runId: string): Promise<nu
     .orderBy('item_id')
     .execute();
   return rows.map((r) => r.item_id);
+}
+
+/** The predecessor's members a commit already closed (they stay with it). */
+export async function closedMemberIds(db: Executor, runId: string): Promise<number[]> {
+  const rows = await db
+    .selectFrom('deployment_run_items')
+    .select('item_id')
+    .where('run_id', '=', runId)
+    .where('closed_at', 'is not', null)
+    .execute();
+  return rows.map((r) => r.item_id);
+}
+
+/**
+ * D4: the runs a new run of this project, flow and target might take over: not yet superseded,
+ * executing or failed, newest first.
+ */
+export async function takeoverCandidates(
+  db: Executor,
+  scope: { projectId: number; flowId: number; targetId: number },
+): Promise<RunRow[]> {
+  return db
+    .selectFrom('deployment_runs')
+    .selectAll()
+    .where('project_id', '=', scope.projectId)
+    .where('flow_id', '=', scope.flowId)
+    .where('target_environment_id', '=', scope.targetId)
+    .where('superseded_by_run_id', 'is', null)
+    .where('status', 'in', ['executing', 'failed'])
+    .orderBy('created_at', 'desc')
+    .execute();
 }
 
 /**

@@ -1,6 +1,12 @@
 import type { ExecutionRow, ExecutionStatus } from '../../db/database';
 import type { Executor } from '../../db/pool';
-import { answerPlanRows, itemLabel, markExecutionEnded, settlingRunsOfItem } from '../../db/qaExecutions';
+import {
+  answerPlanRows,
+  itemLabel,
+  liveExecutionIdsOfRun,
+  markExecutionEnded,
+  settlingRunsOfItem,
+} from '../../db/qaExecutions';
 import { cancelWaitsOfExecution, lockClaimForRelease, releaseServingLine, type LineEffects } from '../waitingLine';
 
 /** What an ended execution owes its observers after commit: the run re-reads its QA, the workflow stops. */
@@ -74,15 +80,8 @@ export async function abortLiveExecutionsOfRun(
   effects: LineEffects,
   qa: QaEffects,
 ): Promise<number[]> {
-  const live = await trx
-    .selectFrom('qa_plan_executions')
-    .select('execution_id')
-    .where('run_id', '=', runId)
-    .where('status', '=', 'running')
-    .orderBy('execution_id')
-    .execute();
   const aborted: number[] = [];
-  for (const { execution_id } of live) {
+  for (const execution_id of await liveExecutionIdsOfRun(trx, runId)) {
     const ended = await endExecution(
       trx,
       execution_id,

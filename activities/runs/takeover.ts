@@ -1,15 +1,22 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
+import { setLocalTimeouts } from '../../db/localTimeouts';
+import { projectById } from '../../db/projects';
+import { runHasExecutions } from '../../db/qaExecutions';
+import { runHasQa } from '../../db/runQa';
+import { stageStatuses } from '../../db/runStages';
 import type { Executor } from '../../db/pool';
 import { qaStageOutstanding } from '../../db/qaOutstanding';
 import { driverAttachmentLive, runById } from '../../db/runs';
 import { requireLiveSession } from '../../db/sessions';
 import {
+  closedMemberIds,
   itemLabels,
   lockMovingExecutions,
   markSuperseded,
   moveToSuccessor,
+  takeoverCandidates,
   unclosedMemberIds,
   type MoveResult,
 } from '../../db/takeover';
@@ -148,24 +155,10 @@ async function predecessorEligibility(db: Executor, pred: RunRow, successor: str
       details: { ...ids, superseded_by_run_id: pred.superseded_by_run_id },
     });
   if (pred.status === 'failed' && pred.supersedes_run_id) {
-    const owned = await db
-      .selectFrom('deployment_run_qa')
-      .select('check_name')
-      .where('run_id', '=', pred.run_id)
-      .executeTakeFirst();
-    const executions = await db
-      .selectFrom('qa_plan_executions')
-      .select('execution_id')
-      .where('run_id', '=', pred.run_id)
-      .executeTakeFirst();
-    if (owned || executions) return;
+    if ((await runHasQa(db, pred.run_id)) || (await runHasExecutions(db, pred.run_id))) return;
   }
   if (pred.status === 'executing' && !pred.settling_at) {
-    const stages = await db
-      .selectFrom('deployment_run_stages')
-      .select(['ordinal', 'kind', 'status'])
-      .where('run_id', '=', pred.run_id)
-      .execute();
+    const stages = await stageStatuses(db, pred.run_id);
     const running = stages.some((s) => s.status === 'running');
     const atQa = stages.some((s) => s.ordinal === pred.cursor_ordinal && s.kind === 'qa' && s.status === 'waiting');
     if (!running && (atQa || (await qaStageOutstanding(db, pred.run_id, null)).length > 0)) return;
@@ -198,11 +191,7 @@ export function takeoverActivities(deps: {
 
   /** Containment read in the predecessor's project repository (or from the relayed attestation). */
   async function containmentOf(pred: RunRow, successorCommit: string, attestation?: ContainmentAttestation) {
-    const project = await db
-      .selectFrom('projects')
-      .select('repository')
-      .where('project_id', '=', pred.project_id)
-      .executeTakeFirstOrThrow();
+    const project = await projectById(db, pred.project_id);
     return prepareContainment({
       repository: project.repository,
       predecessorCommit: pred.candidate_sha,
@@ -246,16 +235,7 @@ export function takeoverActivities(deps: {
     candidate: string;
     sessionId: string | null;
   }): Promise<{ prepared: PreparedTakeover | null; skipped: { run_id: string; reason: string }[] }> {
-    const waiting = await db
-      .selectFrom('deployment_runs')
-      .selectAll()
-      .where('project_id', '=', input.projectId)
-      .where('flow_id', '=', input.flowId)
-      .where('target_environment_id', '=', input.targetId)
-      .where('superseded_by_run_id', 'is', null)
-      .where('status', 'in', ['executing', 'failed'])
-      .orderBy('created_at', 'desc')
-      .execute();
+    const waiting = await takeoverCandidates(db, input);
     const skipped: { run_id: string; reason: string }[] = [];
     for (const pred of waiting) {
       try {
@@ -307,7 +287,7 @@ export function takeoverActivities(deps: {
     prepared: PreparedTakeover,
     sessionId: string | null,
   ): Promise<Omit<TakeoverReceipt, 'warnings'>> {
-    await sql`SELECT set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`.execute(trx);
+    await setLocalTimeouts(trx, { lockTimeout: `${lockTimeoutMs}ms` });
     const ids = [prepared.predecessor_run_id, prepared.successor_run_id];
     const locked = new Map<string, Awaited<ReturnType<typeof lockRun>>>();
     for (const id of [...ids].sort()) locked.set(id, await lockRun(trx, id, freshMs));
@@ -336,13 +316,7 @@ export function takeoverActivities(deps: {
       );
     }
     await eligibility(trx, pred, succ);
-    const closed = await trx
-      .selectFrom('deployment_run_items')
-      .select('item_id')
-      .where('run_id', '=', pred.run_id)
-      .where('closed_at', 'is not', null)
-      .execute();
-    const closedIds = closed.map((c) => c.item_id);
+    const closedIds = await closedMemberIds(trx, pred.run_id);
     const executions = await lockMovingExecutions(trx, pred.run_id, closedIds);
     const moved: MoveResult = await moveToSuccessor(trx, pred.run_id, succ.run_id, {
       members: now.unclosed_members,
