@@ -11,7 +11,7 @@ import {
 import type { Executor } from '../db/pool';
 import { flowById, obligationsOf, runById } from '../db/runs';
 import { requireLiveSession } from '../db/sessions';
-import { requirementId } from '../domain/admission';
+import { requirementId, type Obligation } from '../domain/admission';
 import { ARTIFACT_MAX_BYTES, ArtifactName } from '../domain/artifacts';
 import { refusal, usageError } from '../domain/errors';
 import { parseItemRef } from '../domain/itemRef';
@@ -39,15 +39,12 @@ export interface MembershipView {
   delivery_intent: 'progress' | 'final' | null;
 }
 
-export interface RequirementView {
+export interface RequirementView extends Pick<
+  Obligation,
+  'qa_phase' | 'target_env' | 'plan_id' | 'blocking' | 'waived' | 'superseded'
+> {
   requirement_id: string;
   case: string;
-  qa_phase: 'pre_merge' | 'post_deploy';
-  target_env: string | null;
-  plan_id: string | null;
-  blocking: boolean;
-  waived: boolean;
-  superseded: boolean;
   bound_run_id: string | null;
   /** With --run: whether the member's requirement selection names it; null without a run. */
   selected: boolean | null;

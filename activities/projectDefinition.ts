@@ -281,21 +281,14 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           : await upsertDeclaredItem(trx, projectId, number, { title: item.title ?? null, ...selected });
         if (row) itemIds.set(item.id, row.item_id);
         for (const o of item.obligations) {
-          const values = {
-            qa_phase: o.qa_phase,
-            target_env: o.target_env,
-            plan_id: o.plan_id,
-            blocking: o.blocking,
-            waived: o.waived,
-            superseded: o.superseded,
-          };
+          const { case: caseKey, ...values } = o;
           // a dry run compares against the rows it would change, so unchanged ones read unchanged
-          const current = row ? await declaredObligation(trx, row.item_id, o.case) : undefined;
+          const current = row ? await declaredObligation(trx, row.item_id, caseKey) : undefined;
           const unchanged =
             !!current && (Object.keys(values) as (keyof typeof values)[]).every((k) => current[k] === values[k]);
-          note('obligation', `${item.id}/${o.case}`, current, unchanged);
+          note('obligation', `${item.id}/${caseKey}`, current, unchanged);
           if (unchanged || input.dryRun || !row) continue;
-          await upsertObligation(trx, row.item_id, o.case, values);
+          await upsertObligation(trx, row.item_id, caseKey, values);
         }
       }
       // D7: the declared dependencies replace the item's previous ones.
