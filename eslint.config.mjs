@@ -10,9 +10,6 @@ const STATEMENTS_NOT_YET_IN_DB = [
   'activities/runs/composition.ts',
   'activities/runs/execution.ts',
   'activities/runs/occupancy.ts',
-  'activities/settlement/commit.ts',
-  'activities/settlement/members.ts',
-  'activities/settlement/settlement.ts',
   'activities/usage/usageViews.ts',
 ];
 

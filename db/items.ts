@@ -304,3 +304,18 @@ export async function releaseClaimsOfItems(
     .execute();
   return rows.map((r) => ({ claim_id: r.claim_id, session_id: r.session_id, item_id: r.item_id! }));
 }
+
+/** Locks the items in id order and reads their status and evidence (a commit re-reads its members so). */
+export async function lockItemStates(
+  db: Executor,
+  itemIds: number[],
+): Promise<{ item_id: number; status: ItemStatus; delivery_evidence: DeliveryEvidence }[]> {
+  if (itemIds.length === 0) return [];
+  return db
+    .selectFrom('backlog_items')
+    .select(['item_id', 'status', 'delivery_evidence'])
+    .where('item_id', 'in', itemIds)
+    .orderBy('item_id')
+    .forUpdate()
+    .execute();
+}

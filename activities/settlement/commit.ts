@@ -1,10 +1,11 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../../db/database';
-import { itemsById, markMembersClosed, stampEvidenceOfItems, type ItemRow } from '../../db/items';
+import { itemsById, lockItemStates, markMembersClosed, stampEvidenceOfItems, type ItemRow } from '../../db/items';
 import { recordEvents } from '../../db/events';
 import type { Executor } from '../../db/pool';
 import { openQaStatuses } from '../../db/runQa';
 import { approvalsOf } from '../../db/runStages';
+import { lockSettlementState, markSettlementCommitted, recordSettlementBlocked } from '../../db/settlement';
 import { doneGateReasons, type BlockReason } from '../../domain/completion';
 import { refusal, YokeError } from '../../domain/errors';
 import { readDoneGateFacts, writeItemsDone } from '../completion/doneGate';
@@ -117,19 +118,10 @@ export async function commitSettlement(
     }
     try {
       return await conn.transaction().execute(async (trx) => {
-        const locked = await trx
-          .selectFrom('deployment_runs')
-          .select(['status', 'settlement_committed_at'])
-          .where('run_id', '=', run.run_id)
-          .forUpdate()
-          .executeTakeFirstOrThrow();
+        const locked = await lockSettlementState(trx, run.run_id);
         if (locked.status !== 'executing' || locked.settlement_committed_at) return outcome([], [], true);
         const written = await writeMembers(trx, ctx, facts);
-        await trx
-          .updateTable('deployment_runs')
-          .set({ settlement_committed_at: sql`clock_timestamp()`, settlement_blocked: null })
-          .where('run_id', '=', run.run_id)
-          .execute();
+        await markSettlementCommitted(trx, run.run_id);
         return outcome(written.closed, written.attributed, false);
       });
     } catch (err) {
@@ -195,18 +187,7 @@ async function writeMembers(
 ): Promise<{ closed: string[]; attributed: string[] }> {
   // Re-read the members under lock, in item order: their prerequisites committed above.
   const ids = ctx.members.map((m) => m.item.item_id);
-  const locked = new Map(
-    (ids.length
-      ? await trx
-          .selectFrom('backlog_items')
-          .select(['item_id', 'status', 'delivery_evidence'])
-          .where('item_id', 'in', ids)
-          .orderBy('item_id')
-          .forUpdate()
-          .execute()
-      : []
-    ).map((r) => [r.item_id, r]),
-  );
+  const locked = new Map((await lockItemStates(trx, ids)).map((r) => [r.item_id, r]));
   const writing: ItemRow[] = [];
   const blocked: BlockedMember[] = [];
   for (const m of ctx.members) {
@@ -251,10 +232,6 @@ async function writeMembers(
 
 /** The last refusal stays readable on the run (get, watch) until a commit clears it. */
 async function recordBlocked(db: Executor, runId: string, err: YokeError): Promise<YokeError> {
-  await db
-    .updateTable('deployment_runs')
-    .set({ settlement_blocked: JSON.stringify({ ...err.toJSON(), at: new Date().toISOString() }) })
-    .where('run_id', '=', runId)
-    .execute();
+  await recordSettlementBlocked(db, runId, { ...err.toJSON(), at: new Date().toISOString() });
   return err;
 }

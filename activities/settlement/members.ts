@@ -1,7 +1,9 @@
 import type { RunRow } from '../../db/database';
 import { defaultCompletionFlowId, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
+import { memberStates } from '../../db/runMembers';
 import { runById } from '../../db/runs';
+import { closingNames } from '../../db/settlement';
 import { completionAuthority, type ClosingRun } from '../completion/doneGate';
 
 /** A run's members as settlement sees them: which ones it must close (S2, S6). */
@@ -23,18 +25,8 @@ export interface SettlementContext {
 export async function settlementContext(db: Executor, runId: string): Promise<SettlementContext> {
   const run = await runById(db, runId);
   const [names, rows, defaultFlowId] = await Promise.all([
-    db
-      .selectFrom('projects as p')
-      .innerJoin('environments as e', 'e.project_id', 'p.project_id')
-      .select(['p.name as project', 'e.name as environment'])
-      .where('e.environment_id', '=', run.target_environment_id)
-      .executeTakeFirstOrThrow(),
-    db
-      .selectFrom('deployment_run_items')
-      .select(['item_id', 'delivery_intent', 'closed_at'])
-      .where('run_id', '=', runId)
-      .orderBy('item_id')
-      .execute(),
+    closingNames(db, run),
+    memberStates(db, runId),
     defaultCompletionFlowId(db, run.project_id),
   ]);
   const items = new Map(

@@ -1,8 +1,12 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { itemsById } from '../../db/items';
+import { memberStates } from '../../db/runMembers';
 import { runById } from '../../db/runs';
+import { openStages } from '../../db/runStages';
+import { markSettling, markSucceeded } from '../../db/settlement';
+import { appliedEffectCount } from '../../db/settlementEffects';
 import type { ErrorBody } from '../../domain/errors';
 import { refusal, usageError, YokeError } from '../../domain/errors';
 import { requireLiveSession } from '../../db/sessions';
@@ -52,13 +56,7 @@ export function settlementActivities(deps: SettlementDeps) {
       const run = await runById(trx, input.runId, { lock: true });
       if (run.status !== 'executing')
         return { status: run.status, settling_at: run.settling_at?.toISOString() ?? null };
-      const open = await trx
-        .selectFrom('deployment_run_stages')
-        .select(['name', 'status'])
-        .where('run_id', '=', run.run_id)
-        .where('status', '!=', 'passed')
-        .orderBy('ordinal')
-        .execute();
+      const open = await openStages(trx, run.run_id);
       if (open.length) {
         throw refusal(
           'run_not_at_settlement',
@@ -69,12 +67,7 @@ export function settlementActivities(deps: SettlementDeps) {
           },
         );
       }
-      const row = await trx
-        .updateTable('deployment_runs')
-        .set({ settling_at: sql`coalesce(settling_at, clock_timestamp())`, current_stage: null })
-        .where('run_id', '=', run.run_id)
-        .returning('settling_at')
-        .executeTakeFirstOrThrow();
+      const settlingAt = await markSettling(trx, run.run_id);
       if (!run.settling_at) {
         await recordEvent(trx, {
           event_type: 'DeploymentRunSettling',
@@ -82,7 +75,7 @@ export function settlementActivities(deps: SettlementDeps) {
           payload: { run_id: run.run_id },
         });
       }
-      return { status: 'executing', settling_at: row.settling_at!.toISOString() };
+      return { status: 'executing', settling_at: settlingAt.toISOString() };
     });
   }
 
@@ -118,19 +111,8 @@ export function settlementActivities(deps: SettlementDeps) {
           details: { run_id: run.run_id },
         });
       }
-      const members = await trx
-        .selectFrom('deployment_run_items')
-        .select(['item_id', 'delivery_intent', 'closed_at'])
-        .where('run_id', '=', run.run_id)
-        .execute();
-      const closed = members.filter((m) => m.closed_at);
-      const applied = await trx
-        .selectFrom('deployment_run_member_effects')
-        .select(({ fn }) => fn.countAll<string>().as('n'))
-        .where('run_id', '=', run.run_id)
-        .where('applied_at', 'is not', null)
-        .executeTakeFirstOrThrow();
-      const pending = closed.length * SETTLEMENT_EFFECTS.length - Number(applied.n);
+      const closed = (await memberStates(trx, run.run_id)).filter((m) => m.closed_at);
+      const pending = closed.length * SETTLEMENT_EFFECTS.length - (await appliedEffectCount(trx, run.run_id));
       if (pending > 0) return answer('executing', pending);
       // S6: every final member this run closes must now read done.
       const ctx = await settlementContext(trx, run.run_id);
@@ -151,17 +133,7 @@ export function settlementActivities(deps: SettlementDeps) {
           ctx.members.filter((m) => !waiting.includes(m)).map((m) => m.item.item),
         );
       }
-      await trx
-        .updateTable('deployment_runs')
-        .set({
-          status: 'succeeded',
-          terminal_at: sql`clock_timestamp()`,
-          current_stage: null,
-          // a terminal run never occupies (yoke doctor: no_terminal_run_occupies)
-          occupancy_released_at: sql`coalesce(occupancy_released_at, clock_timestamp())`,
-        })
-        .where('run_id', '=', run.run_id)
-        .execute();
+      await markSucceeded(trx, run.run_id);
       await recordEvent(trx, {
         event_type: 'DeploymentRunSucceeded',
         project_id: run.project_id,
