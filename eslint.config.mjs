@@ -10,7 +10,6 @@ const STATEMENTS_NOT_YET_IN_DB = [
   'activities/runs/composition.ts',
   'activities/runs/execution.ts',
   'activities/runs/occupancy.ts',
-  'activities/usage/usageViews.ts',
 ];
 
 export default tseslint.config(

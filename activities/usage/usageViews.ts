@@ -1,12 +1,11 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
-import { visibleSessionSql } from '../../db/visibility';
+import { readSessionShow, readUsageReport } from '../../db/usageViews';
 import { refusal, usageError } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { BILLABLE_BUCKETS, addBuckets, billableTokens, zeroBuckets, type Buckets } from '../../domain/usage/buckets';
 import { modelCost, type ModelCost } from '../../domain/usage/bucketCost';
 import { costOf, revisionAt, type PricingRevision } from '../../domain/usage/pricing';
-import type { UsageTotals } from '../../domain/usage/buckets';
 import { backdateCaveat, pricingCatalog, usageNote, type UsageViewer } from './sessionUsage';
 
 /**
@@ -78,16 +77,6 @@ export function parseReportDate(raw: string, option: '--since' | '--until'): { a
 export function usageViewActivities(deps: { db: Kysely<Database> }) {
   const { db } = deps;
 
-  /**
-   * U13 inside the report's own statement: the viewer's actor is read by a subquery, so the
-   * whole view stays one statement; an operator at the control plane (no viewer) sees all.
-   */
-  function visibility(viewer: UsageViewer | undefined) {
-    if (!viewer) return { visible: sql<boolean>`true`, viewerActor: sql<string | null>`NULL::text` };
-    const actor = sql<string>`(SELECT va.actor_id FROM sessions va WHERE va.session_id = ${viewer.sessionId})`;
-    return { visible: visibleSessionSql('s', actor), viewerActor: actor };
-  }
-
   function requireViewer(viewer: UsageViewer | undefined, actor: string | null) {
     if (viewer && actor === null) {
       throw sessionNotRegistered(viewer.sessionId);
@@ -96,54 +85,16 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
 
   /** `yoke sessions show S`: identity (requested vs served), per-model buckets, cost per bucket, status, caveats. */
   async function showSession(input: { sessionId: string; viewer?: UsageViewer }): Promise<SessionShow> {
-    const { visible, viewerActor } = visibility(input.viewer);
-    const { rows } = await sql<{
-      viewer_actor: string | null;
-      session: {
-        session_id: string;
-        actor_id: string;
-        project: string | null;
-        machine_id: string | null;
-        harness: string;
-        offered_at: string;
-        ended_at: string | null;
-        terminated_at: string | null;
-        end_reason: string | null;
-        requested_model: string | null;
-        requested_effort: string | null;
-        requested_window: number | null;
-        served_model: string | null;
-        served_effort: string | null;
-        served_window: number | null;
-        served_attested_at: string | null;
-        usage_status: 'measured' | 'partial' | 'unavailable' | null;
-        totals: UsageTotals | null;
-        reasons: string[] | null;
-        cost_caveat: string | null;
-        folded_at: string | null;
-      } | null;
-      revisions: Parameters<typeof pricingCatalog>[0] | null;
-    }>`
-      SELECT (SELECT to_jsonb(x) FROM (
-                SELECT s.session_id, s.actor_id, p.name AS project, s.machine_id, s.harness, s.offered_at,
-                       s.ended_at, s.terminated_at, s.end_reason, s.requested_model, s.requested_effort,
-                       s.requested_window, s.served_model, s.served_effort, s.served_window, s.served_attested_at,
-                       u.status AS usage_status, u.totals, u.reasons, u.cost_caveat, u.folded_at
-                  FROM sessions s
-                  LEFT JOIN projects p ON p.project_id = s.project_id
-                  LEFT JOIN session_usage u ON u.session_id = s.session_id
-                 WHERE s.session_id = ${input.sessionId} AND ${visible}) x) AS session,
-             (SELECT jsonb_agg(r) FROM pricing_revisions r) AS revisions,
-             ${viewerActor} AS viewer_actor`.execute(db);
-    requireViewer(input.viewer, rows[0]!.viewer_actor);
-    const s = rows[0]!.session;
+    const read = await readSessionShow(db, input.sessionId, input.viewer?.sessionId);
+    requireViewer(input.viewer, read.viewer_actor);
+    const s = read.rows;
     if (!s) {
       throw refusal('session_not_found', `no session "${input.sessionId}" is recorded or visible to this session`, {
         recovery: 'list the sessions you may read: yoke sessions list',
         details: { session_id: input.sessionId },
       });
     }
-    const catalog = pricingCatalog(rows[0]!.revisions ?? []);
+    const catalog = pricingCatalog(read.revisions);
     const offered = new Date(s.offered_at);
     const revision = revisionAt(catalog, offered.toISOString());
     const totals = s.totals ?? {};
@@ -211,34 +162,9 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
     const until = input.until ? parseReportDate(input.until, '--until') : undefined;
     // a day given to --until includes that whole day
     const untilAt = until ? new Date(Date.parse(until.at) + (until.day ? 86_400_000 : 0)).toISOString() : null;
-    const { visible, viewerActor } = visibility(input.viewer);
-    const { rows } = await sql<{
-      viewer_actor: string | null;
-      usage:
-        | {
-            session_id: string;
-            offered_at: string;
-            project: string | null;
-            machine_id: string | null;
-            model: string;
-            usage: UsageTotals[string];
-          }[]
-        | null;
-      revisions: Parameters<typeof pricingCatalog>[0] | null;
-    }>`
-      SELECT (SELECT jsonb_agg(x ORDER BY x.offered_at, x.session_id, x.model) FROM (
-                SELECT s.session_id, s.offered_at, p.name AS project, s.machine_id, m.key AS model, m.value AS usage
-                  FROM sessions s
-                  JOIN session_usage u ON u.session_id = s.session_id AND u.status <> 'unavailable'
-                  LEFT JOIN projects p ON p.project_id = s.project_id
-                 CROSS JOIN LATERAL jsonb_each(u.totals) m
-                 WHERE NOT s.probe AND ${visible}
-                   AND (${since?.at ?? null}::timestamptz IS NULL OR s.offered_at >= ${since?.at ?? null}::timestamptz)
-                   AND (${untilAt}::timestamptz IS NULL OR s.offered_at < ${untilAt}::timestamptz)) x) AS usage,
-             (SELECT jsonb_agg(r) FROM pricing_revisions r) AS revisions,
-             ${viewerActor} AS viewer_actor`.execute(db);
-    requireViewer(input.viewer, rows[0]!.viewer_actor);
-    const catalog = pricingCatalog(rows[0]!.revisions ?? []);
+    const read = await readUsageReport(db, { sinceAt: since?.at ?? null, untilAt }, input.viewer?.sessionId);
+    requireViewer(input.viewer, read.viewer_actor);
+    const catalog = pricingCatalog(read.revisions);
     const groups = new Map<
       string,
       { sessions: Set<string>; models: Set<string>; buckets: Buckets; usd: number; statuses: Set<string> }
@@ -250,7 +176,7 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
       usd: 0,
       statuses: new Set<string>(),
     };
-    for (const r of rows[0]!.usage ?? []) {
+    for (const r of read.rows) {
       const offered = new Date(r.offered_at).toISOString();
       const key =
         input.by === 'day'
