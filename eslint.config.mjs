@@ -7,9 +7,6 @@ const STATEMENTS_NOT_YET_IN_DB = [
   'activities/qa/executions.ts',
   'activities/qa/pending.ts',
   'activities/qa/runObligations.ts',
-  'activities/runs/composition.ts',
-  'activities/runs/execution.ts',
-  'activities/runs/occupancy.ts',
 ];
 
 export default tseslint.config(

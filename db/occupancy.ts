@@ -23,3 +23,12 @@ export async function releaseTerminalOccupancy(db: Executor, runId: string): Pro
     .where('occupancy_released_at', 'is', null)
     .execute();
 }
+
+/** O1: a run whose QA stages have settled stops occupying its origins. */
+export async function releaseOccupancy(db: Executor, runId: string): Promise<void> {
+  await db
+    .updateTable('deployment_runs')
+    .set({ occupancy_released_at: sql`clock_timestamp()` })
+    .where('run_id', '=', runId)
+    .execute();
+}

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { ItemStatus } from '../domain/completion';
-import type { EnvironmentRow, FlowRow, PinnedFlow, RunRow, SessionRow } from './database';
+import type { CarriedWorkItem, EnvironmentRow, FlowRow, PinnedFlow, RunRow, SessionRow } from './database';
 import { prepared, type Executor } from './pool';
 import { runNotFound, type ObligationRow } from './runs';
 import { assertLiveSession } from './sessions';
@@ -147,7 +147,7 @@ export interface ExecutingWrite {
   rollUps: RollUpRow[];
   /** `PREFIX-N/%` of each derived member: its other live roll-ups are retracted. */
   rollUpPatterns: string[];
-  carriedWork: unknown;
+  carriedWork: CarriedWorkItem[];
   pinnedFlow: PinnedFlow;
 }
 

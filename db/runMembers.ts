@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { CarriedWorkItem, RunRow } from './database';
+import type { RunRow } from './database';
 import type { Executor } from './pool';
 
 /** A run's members (deployment_run_items), their audited removals, and the work they carry (D1, D3, D5). */
@@ -62,25 +62,6 @@ export async function insertMember(
       requirement_selection: selection ? JSON.stringify(selection) : null,
       delivered_source_sha: run.candidate_sha,
     })
-    .execute();
-}
-
-/** D5 freeze: a derived selection is written back concrete. */
-export async function storeSelection(db: Executor, runId: string, itemId: number, selection: string[]): Promise<void> {
-  await db
-    .updateTable('deployment_run_items')
-    .set({ requirement_selection: JSON.stringify(selection) })
-    .where('run_id', '=', runId)
-    .where('item_id', '=', itemId)
-    .execute();
-}
-
-/** D1: the carried work as recorded at the freeze. */
-export async function recordCarriedWork(db: Executor, runId: string, items: CarriedWorkItem[]): Promise<void> {
-  await db
-    .updateTable('deployment_runs')
-    .set({ carried_work: JSON.stringify(items), frozen_at: sql`clock_timestamp()` })
-    .where('run_id', '=', runId)
     .execute();
 }
 

@@ -98,19 +98,3 @@ export async function insertOperatorCheck(db: Executor, row: Omit<NewRunQa, 'pla
     .returningAll()
     .executeTakeFirst();
 }
-
-/**
- * D5 freeze: a member's open roll-ups other than `keep` are retracted (manually: an obligation
- * waived or superseded since admission no longer holds the QA stage).
- */
-export async function retractStaleRollUps(db: Executor, runId: string, item: string, keep: string[]): Promise<void> {
-  let stale = db
-    .updateTable('deployment_run_qa')
-    .set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
-    .where('run_id', '=', runId)
-    .where('source', '=', 'item-rollup')
-    .where('check_name', 'like', `${item}/%`)
-    .where('retracted_at', 'is', null);
-  if (keep.length) stale = stale.where('check_name', 'not in', keep);
-  await stale.execute();
-}

@@ -1,8 +1,10 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { owedDeliveryReadyItems } from '../../db/composition';
 import type { Database, FlowRow, RunRow } from '../../db/database';
 import { completionWalks, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
-import { flowById, obligationsOf, runById, type ObligationRow } from '../../db/runs';
+import { environmentById, flowById, obligationsOf, runById, type ObligationRow } from '../../db/runs';
+import { memberStates } from '../../db/runMembers';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { refusal, type YokeError } from '../../domain/errors';
 import { completionAuthority, hasCompletionAuthority } from '../completion/doneGate';
@@ -43,21 +45,12 @@ export interface CompositionInputs {
 }
 
 async function readCompositionInputs(db: Executor, run: RunRow): Promise<CompositionInputs> {
-  const memberRows = await db
-    .selectFrom('deployment_run_items')
-    .select(['item_id', 'delivery_intent'])
-    .where('run_id', '=', run.run_id)
-    .orderBy('item_id')
-    .execute();
+  const memberRows = await memberStates(db, run.run_id);
   const items = await itemsById(
     db,
     memberRows.map((m) => m.item_id),
   );
-  const target = await db
-    .selectFrom('environments')
-    .select(['name', 'tier'])
-    .where('environment_id', '=', run.target_environment_id)
-    .executeTakeFirstOrThrow();
+  const target = await environmentById(db, run.target_environment_id);
   const obligations = await obligationsOf(
     db,
     items.map((m) => m.item_id),
@@ -107,7 +100,7 @@ export async function composition(
   // D9: a memberless item-scoped QA run of the completion flow owes the delivery-ready items
   // no other release holds by landing custody.
   if (itemScoped.length && members.length === 0 && (when === 'validate' || when === 'freeze')) {
-    const owed = await owedDeliveryReadyItems(db, run, flow);
+    const owed = await owedDeliveryReadyItems(db, run, flow.flow_id);
     if (owed.length) {
       out.refusals.push(
         refusal(
@@ -182,26 +175,6 @@ export function assertComposition(c: Composition): void {
   const [first, ...rest] = c.refusals;
   first!.details.other_refusals = rest.map((r) => r.toJSON());
   throw first;
-}
-
-/** Delivery-ready items whose completion flow is this flow and no live custody release holds. */
-async function owedDeliveryReadyItems(db: Executor, run: RunRow, flow: FlowRow): Promise<string[]> {
-  const { rows } = await sql<{ item: string }>`
-    SELECT p.item_prefix || '-' || i.number AS item
-      FROM backlog_items i
-      JOIN projects p ON p.project_id = i.project_id
-     WHERE i.project_id = ${run.project_id}
-       AND i.status = 'delivery_ready'
-       AND coalesce(i.completion_flow_id,
-             (SELECT f.flow_id FROM flows f WHERE f.project_id = i.project_id AND f.completion_flow)) = ${flow.flow_id}
-       AND NOT EXISTS (
-         SELECT 1 FROM deployment_run_items m
-           JOIN deployment_runs r ON r.run_id = m.run_id
-           JOIN flows f ON f.flow_id = r.flow_id
-          WHERE m.item_id = i.item_id AND r.run_id <> ${run.run_id}
-            AND r.status IN ('created', 'executing') AND f.delivery_custody)
-     ORDER BY i.number`.execute(db);
-  return rows.map((r) => r.item);
 }
 
 /** `yoke deployment-runs validate RUN`: the composition now, refusing with the first refusal. */

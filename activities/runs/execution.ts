@@ -1,10 +1,18 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { isTerminalRunStatus } from '../../domain/runStatuses';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database, PinnedFlow, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
+import { deleteMember, isMember, recordRemoval, retractPendingRollUpsOf } from '../../db/memberChanges';
+import {
+  cancelUnfinishedStages,
+  markRunTerminal,
+  resetUnpassedStages,
+  restoreAutomaticRetractions,
+  retractUnsettledRequirements,
+} from '../../db/runTerminal';
 import { attachDriver, executeContext, lockOrigins, lockRunForSession, writeExecuting } from '../../db/runExecution';
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
@@ -298,18 +306,8 @@ export function runExecutionActivities(deps: {
       }
       if (run.status !== 'failed') throw terminalRefusal(run, 'retry (only failed runs retry)');
       assertDriver(run, session.session_id, freshMs);
-      await trx
-        .updateTable('deployment_run_qa')
-        .set({ retracted_at: null, retraction: null, updated_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id)
-        .where('retraction', '=', 'automatic')
-        .execute();
-      await trx
-        .updateTable('deployment_run_stages')
-        .set({ status: 'pending', started_at: null, finished_at: null, detail: null })
-        .where('run_id', '=', run.run_id)
-        .where('status', 'in', ['failed', 'cancelled', 'running', 'waiting'])
-        .execute();
+      await restoreAutomaticRetractions(trx, run.run_id);
+      await resetUnpassedStages(trx, run.run_id);
       await recordEvent(trx, {
         event_type: 'DeploymentRunRetried',
         project_id: run.project_id,
@@ -339,13 +337,7 @@ export function runExecutionActivities(deps: {
           details: { item: item.item },
         });
       }
-      const already = await trx
-        .selectFrom('deployment_run_items')
-        .select('item_id')
-        .where('run_id', '=', run.run_id)
-        .where('item_id', '=', item.item_id)
-        .executeTakeFirst();
-      if (already) {
+      if (await isMember(trx, run.run_id, item.item_id)) {
         throw refusal('item_already_member', `item ${item.item} is already a member of run ${run.run_id}`, {
           recovery: 'nothing to do',
           details: { run_id: run.run_id, item: item.item },
@@ -387,36 +379,19 @@ export function runExecutionActivities(deps: {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'remove members');
       const item = await ensureItem(trx, parseItemRef(input.item));
-      const removed = await trx
-        .deleteFrom('deployment_run_items')
-        .where('run_id', '=', run.run_id)
-        .where('item_id', '=', item.item_id)
-        .returning('item_id')
-        .executeTakeFirst();
-      if (!removed) {
+      if (!(await deleteMember(trx, run.run_id, item.item_id))) {
         throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
           recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`,
           details: { run_id: run.run_id, item: item.item },
         });
       }
-      const row = await trx
-        .insertInto('deployment_run_item_removals')
-        .values({
-          run_id: run.run_id,
-          item_id: item.item_id,
-          reason: input.reason,
-          removed_by_session_id: session.session_id,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      await trx
-        .updateTable('deployment_run_qa')
-        .set({ retracted_at: sql`clock_timestamp()`, retraction: 'manual', updated_at: sql`clock_timestamp()` })
-        .where('run_id', '=', run.run_id)
-        .where('source', '=', 'item-rollup')
-        .where('check_name', 'like', `${item.item}/%`)
-        .where('status', '=', 'pending')
-        .execute();
+      const row = await recordRemoval(trx, {
+        run_id: run.run_id,
+        item_id: item.item_id,
+        reason: input.reason,
+        removed_by_session_id: session.session_id,
+      });
+      await retractPendingRollUpsOf(trx, run.run_id, item.item);
       await recordEvent(trx, {
         event_type: 'DeploymentRunItemRemoved',
         project_id: run.project_id,
@@ -456,35 +431,14 @@ export async function markTerminal(
   ends: TerminalEnds,
 ): Promise<string[]> {
   await abortLiveExecutionsOfRun(trx, run.run_id, disposition, sessionId, ends.lifetimeMs, ends.effects, ends.qa);
-  await trx
-    .updateTable('deployment_runs')
-    .set({
-      status: disposition,
-      terminal_at: sql`clock_timestamp()`,
-      terminal_reason: reason,
-      occupancy_released_at: sql`coalesce(occupancy_released_at, clock_timestamp())`,
-    })
-    .where('run_id', '=', run.run_id)
-    .execute();
-  await trx
-    .updateTable('deployment_run_stages')
-    .set({ status: 'cancelled', finished_at: sql`clock_timestamp()` })
-    .where('run_id', '=', run.run_id)
-    .where('status', 'in', ['pending', 'running', 'waiting'])
-    .execute();
-  const retracted = await trx
-    .updateTable('deployment_run_qa')
-    .set({ retracted_at: sql`clock_timestamp()`, retraction: 'automatic', updated_at: sql`clock_timestamp()` })
-    .where('run_id', '=', run.run_id)
-    .where('status', '=', 'pending')
-    .where('retracted_at', 'is', null)
-    .returning('check_name')
-    .execute();
+  await markRunTerminal(trx, run.run_id, disposition, reason);
+  await cancelUnfinishedStages(trx, run.run_id);
+  const retracted = await retractUnsettledRequirements(trx, run.run_id);
   await recordEvent(trx, {
     event_type: disposition === 'failed' ? 'DeploymentRunFailed' : 'DeploymentRunCancelled',
     project_id: run.project_id,
     session_id: sessionId,
     payload: { run_id: run.run_id, reason },
   });
-  return retracted.map((r) => r.check_name);
+  return retracted;
 }

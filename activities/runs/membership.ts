@@ -1,7 +1,7 @@
 import type { CarriedWorkItem, FlowRow, RunRow } from '../../db/database';
 import type { Executor } from '../../db/pool';
-import { insertFlowDefault, retractStaleRollUps, upsertRollUp } from '../../db/runQa';
-import { insertMember, membersOf, noteLaterRun, recordCarriedWork, storeSelection } from '../../db/runMembers';
+import { insertFlowDefault, upsertRollUp } from '../../db/runQa';
+import { insertMember, membersOf, noteLaterRun } from '../../db/runMembers';
 import { obligationsOf, type ObligationRow } from '../../db/runs';
 import {
   answeringStage,
@@ -188,25 +188,6 @@ export async function admitMembers(
     warnings.push(...untargetedObligations(await obligationsOf(db, [member.item_id]), flow.stages));
   }
   return warnings;
-}
-
-/**
- * D5 freeze: every derived selection is resolved now and written back concrete, and its
- * roll-ups are derived again: an obligation waived or superseded since admission loses the
- * provisional row it had (retracted, so it cannot hold the QA stage), a new one gains a row.
- */
-export async function freezeComposition(db: Executor, run: RunRow, flow: FlowRow): Promise<CarriedWork> {
-  const items: CarriedWork['items'] = [];
-  for (const m of await membersOf(db, run.run_id)) {
-    const selection = await selectionOf(db, flow, m, m.requirement_selection);
-    if (!m.requirement_selection) {
-      await storeSelection(db, run.run_id, m.item_id, selection);
-      await retractStaleRollUps(db, run.run_id, m.item, await rollUp(db, run, flow, m, selection));
-    }
-    items.push({ item: m.item, requirement_ids: selection, derived: !m.requirement_selection });
-  }
-  await recordCarriedWork(db, run.run_id, items);
-  return { recorded: true, items };
 }
 
 export interface CarriedWork {

@@ -1,7 +1,8 @@
-import { sql } from 'kysely';
+import { releaseOccupancy } from '../../db/occupancy';
 import type { Executor } from '../../db/pool';
 import { qaStageOutstanding } from '../../db/qaOutstanding';
 import { runById, runFlow } from '../../db/runs';
+import { stageStatuses } from '../../db/runStages';
 
 /**
  * What a QA stage still waits for, through the one reader (Q5, deployment_qa_stage_outstanding):
@@ -49,18 +50,10 @@ export async function releaseOccupancyIfSettled(db: Executor, runId: string): Pr
   const qa = flow.stages.map((s, ordinal) => ({ ...s, ordinal })).filter((s) => s.kind === 'qa');
   if (qa.length === 0 || run.cursor_ordinal < qa[0]!.ordinal) return false;
   const lastQa = qa[qa.length - 1]!;
-  const stages = await db
-    .selectFrom('deployment_run_stages')
-    .select(['ordinal', 'status'])
-    .where('run_id', '=', runId)
-    .execute();
+  const stages = await stageStatuses(db, runId);
   if (stages.find((s) => s.ordinal === lastQa.ordinal)?.status !== 'passed') return false;
   // Q5: the same reader as the QA wait and the held report.
   if ((await qaStageOutstanding(db, runId, null)).some((r) => r.status === 'pending')) return false;
-  await db
-    .updateTable('deployment_runs')
-    .set({ occupancy_released_at: sql`clock_timestamp()` })
-    .where('run_id', '=', runId)
-    .execute();
+  await releaseOccupancy(db, runId);
   return true;
 }
