@@ -322,3 +322,16 @@ export async function liveExecutionIdsOfRun(db: Executor, runId: string): Promis
     .execute();
   return rows.map((r) => r.execution_id);
 }
+
+/** The claim an execution holds as its lease, with the machine it leases. */
+export async function leaseOf(
+  db: Executor,
+  claimId: number,
+): Promise<{ claim_id: number; released_at: Date | null; machine: string } | undefined> {
+  return db
+    .selectFrom('work_claims')
+    .select(['claim_id', 'released_at'])
+    .select(sql<string>`scope->>'test_machine'`.as('machine'))
+    .where('claim_id', '=', claimId)
+    .executeTakeFirst();
+}

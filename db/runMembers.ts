@@ -106,3 +106,14 @@ export async function removalsOf(db: Executor, runId: string): Promise<RemovalRo
     .orderBy('r.removal_id')
     .execute();
 }
+
+/** Whether the item is a member of the run now. */
+export async function isMember(db: Executor, runId: string, itemId: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('deployment_run_items')
+    .select('item_id')
+    .where('run_id', '=', runId)
+    .where('item_id', '=', itemId)
+    .executeTakeFirst();
+  return !!row;
+}

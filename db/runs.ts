@@ -40,6 +40,26 @@ export async function driverAttachmentLive(
   return rows[0]!.live;
 }
 
+/**
+ * R1 for approvals and waivers, read by the database clock: whether the run's driver heartbeat
+ * is fresh, whether the session holds a live steering seat on the run's project, and the
+ * project's name (for the refusal).
+ */
+export async function runAuthorityFacts(
+  db: Executor,
+  run: Pick<RunRow, 'driver_heartbeat_at' | 'project_id'>,
+  sessionId: string,
+  freshMs: number,
+): Promise<{ driver_live: boolean; seat: boolean; project: string }> {
+  const { rows } = await sql<{ driver_live: boolean; seat: boolean; project: string }>`
+    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS driver_live,
+           EXISTS (SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
+                    WHERE c.target_kind = 'steering' AND c.project_id = ${run.project_id} AND c.session_id = ${sessionId}
+                      AND c.released_at IS NULL AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS seat,
+           (SELECT name FROM projects WHERE project_id = ${run.project_id}) AS project`.execute(db);
+  return rows[0]!;
+}
+
 export async function flowByName(db: Executor, projectId: number, projectName: string, name: string): Promise<FlowRow> {
   const flow = await db
     .selectFrom('flows')

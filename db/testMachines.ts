@@ -61,11 +61,17 @@ export async function lastCheck(
     .executeTakeFirst();
 }
 
-/** Records a check once: a retried record (same request id) finds its own row. */
-export async function insertCheck(db: Executor, check: Insertable<TestMachineChecksTable>): Promise<void> {
+/**
+ * Records a check once: a retried record (same request id) finds its own row. A check given
+ * no start started now, by the database's clock.
+ */
+export async function insertCheck(
+  db: Executor,
+  check: Omit<Insertable<TestMachineChecksTable>, 'started_at'> & { started_at?: Date | string },
+): Promise<void> {
   await db
     .insertInto('test_machine_checks')
-    .values(check)
+    .values({ ...check, started_at: check.started_at ?? sql<Date>`clock_timestamp()` })
     .onConflict((oc) => oc.column('request_id').doNothing())
     .execute();
 }

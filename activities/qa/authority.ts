@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
 import type { RunRow, SessionRow } from '../../db/database';
 import type { Executor } from '../../db/pool';
+import { runAuthorityFacts } from '../../db/runs';
 import { requireLiveSession } from '../../db/sessions';
 import { refusal } from '../../domain/errors';
 
@@ -18,13 +18,7 @@ export async function requireRunAuthority(
   doing: string,
 ): Promise<SessionRow> {
   const session = await requireLiveSession(db, sessionId);
-  const { rows } = await sql<{ driver_live: boolean; seat: boolean; project: string }>`
-    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS driver_live,
-           EXISTS (SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
-                    WHERE c.target_kind = 'steering' AND c.project_id = ${run.project_id} AND c.session_id = ${sessionId}
-                      AND c.released_at IS NULL AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS seat,
-           (SELECT name FROM projects WHERE project_id = ${run.project_id}) AS project`.execute(db);
-  const { driver_live, seat, project } = rows[0]!;
+  const { driver_live, seat, project } = await runAuthorityFacts(db, run, sessionId, freshMs);
   if ((run.driver_session_id === sessionId && driver_live) || seat) return session;
   if (run.driver_session_id && driver_live) {
     throw refusal(

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
@@ -10,14 +10,17 @@ import {
   insertExecution,
   insertResult,
   itemLabel,
+  leaseOf,
   planIdsOf,
   planOf,
   predecessorOnHost,
   recordLease,
   resultsOf,
 } from '../../db/qaExecutions';
-import { flowById, runById } from '../../db/runs';
+import { isMember } from '../../db/runMembers';
+import { flowById, runById, stageEnvironment } from '../../db/runs';
 import { requireLiveSession, sessionById } from '../../db/sessions';
+import { insertCheck, testMachineByName } from '../../db/testMachines';
 import { waitViews, type WaitView } from '../../db/waits';
 import { refusal, YokeError } from '../../domain/errors';
 import { operatorKeyOf } from '../../domain/operatorKeys';
@@ -217,13 +220,7 @@ export function qaExecutionActivities(deps: {
     let itemId: number | null = null;
     if (input.item) {
       const item = await ensureItem(db, parseItemRef(input.item));
-      const member = await db
-        .selectFrom('deployment_run_items')
-        .select('item_id')
-        .where('run_id', '=', run.run_id)
-        .where('item_id', '=', item.item_id)
-        .executeTakeFirst();
-      if (!member) {
+      if (!(await isMember(db, run.run_id, item.item_id))) {
         throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
           recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`,
           details: { run_id: run.run_id, item: item.item },
@@ -231,12 +228,7 @@ export function qaExecutionActivities(deps: {
       }
       itemId = item.item_id;
     }
-    const env = await db
-      .selectFrom('environments')
-      .selectAll()
-      .where('project_id', '=', run.project_id)
-      .where('name', '=', stage.target)
-      .executeTakeFirstOrThrow();
+    const env = await stageEnvironment(db, run.project_id, stage.target);
     // Q2: asked before the execution exists, so before any host reset or gate can run.
     const served = await askServedRevision(env.url, env.served_revision_path, run.candidate_sha);
     const row = await db.transaction().execute(async (trx) => {
@@ -330,12 +322,7 @@ export function qaExecutionActivities(deps: {
     if (e.status !== 'running') return { held: false, ended: true, status: e.status };
     const machine = stepAt(e, input.ordinal).test_machine!;
     if (e.held_claim_id !== null) {
-      const held = await db
-        .selectFrom('work_claims')
-        .select(['claim_id', 'released_at'])
-        .select(sql<string>`scope->>'test_machine'`.as('machine'))
-        .where('claim_id', '=', e.held_claim_id)
-        .executeTakeFirst();
+      const held = await leaseOf(db, e.held_claim_id);
       if (held && !held.released_at && held.machine === machine) return { held: true, claim_id: held.claim_id };
       if (held && !held.released_at) await releaseLease(e, `moving to test machine ${machine}`);
     }
@@ -411,11 +398,7 @@ export function qaExecutionActivities(deps: {
   ): Promise<StepOutcome> {
     const e = await executionById(db, input.executionId);
     const step = stepAt(e, input.ordinal);
-    const machine = await db
-      .selectFrom('test_machines')
-      .selectAll()
-      .where('name', '=', step.test_machine!)
-      .executeTakeFirst();
+    const machine = await testMachineByName(db, step.test_machine!);
     if (!machine)
       return { kind: 'ssh_unavailable', test_machine: step.test_machine!, detail: 'no such test machine is added' };
     const command = fillCommand(step.command!, {
@@ -520,21 +503,16 @@ export function qaExecutionActivities(deps: {
     const { value } = await inLineTransaction(db, notifier, async (trx, effects) => {
       const locked = await executionById(trx, e.execution_id, { lock: true });
       const session = await requireLiveSession(trx, e.session_id);
-      await trx
-        .insertInto('test_machine_checks')
-        .values({
-          request_id: `qa-plan-execution/${e.execution_id}/${input.ordinal}/${locked.held_claim_id ?? 'unheld'}`,
-          test_machine: machine,
-          kind: 'verification',
-          passed: false,
-          reason: 'ssh_unavailable',
-          output_excerpt: input.detail.slice(0, EXCERPT_CHARS),
-          session_id: e.session_id,
-          qa_plan_execution_id: e.execution_id,
-          started_at: sql`clock_timestamp()`,
-        })
-        .onConflict((oc) => oc.column('request_id').doNothing())
-        .execute();
+      await insertCheck(trx, {
+        request_id: `qa-plan-execution/${e.execution_id}/${input.ordinal}/${locked.held_claim_id ?? 'unheld'}`,
+        test_machine: machine,
+        kind: 'verification',
+        passed: false,
+        reason: 'ssh_unavailable',
+        output_excerpt: input.detail.slice(0, EXCERPT_CHARS),
+        session_id: e.session_id,
+        qa_plan_execution_id: e.execution_id,
+      });
       if (locked.held_claim_id !== null) {
         const claim = await lockClaimForRelease(trx, locked.held_claim_id);
         if (claim && !claim.released_at)

@@ -1,8 +1,10 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
+import { setLocalTimeouts } from '../../db/localTimeouts';
 import type { Executor } from '../../db/pool';
 import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
 import { flowById, runById } from '../../db/runs';
+import { stageStatuses } from '../../db/runStages';
 import { refusal } from '../../domain/errors';
 
 export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;
@@ -61,9 +63,7 @@ export async function readQaPending(
 ): Promise<QaPendingReport> {
   try {
     return await db.transaction().execute(async (trx) => {
-      await sql`SELECT set_config('statement_timeout', ${String(Math.max(1, Math.round(deadlineMs)))}, true)`.execute(
-        trx,
-      );
+      await setLocalTimeouts(trx, { statementTimeout: String(Math.max(1, Math.round(deadlineMs))) });
       return await readIn(trx, input);
     });
   } catch (err) {
@@ -112,11 +112,7 @@ async function readIn(db: Executor, input: { runId: string; stage?: string | nul
   }
   const last = flow.stages.length - 1;
   const completing = flow.stages[last]!.name;
-  const stages = await db
-    .selectFrom('deployment_run_stages')
-    .select(['ordinal', 'status'])
-    .where('run_id', '=', run.run_id)
-    .execute();
+  const stages = await stageStatuses(db, run.run_id);
   const statusOf = (ordinal: number) => stages.find((s) => s.ordinal === ordinal)?.status ?? 'pending';
   // Held: every earlier stage is done and the completing one has not started.
   const atCompleting =

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
+import { insertOperatorCheck } from '../../db/runQa';
 import { flowById, runById } from '../../db/runs';
 import { refusal } from '../../domain/errors';
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
@@ -50,18 +51,12 @@ export function runObligationActivities(deps: { db: Kysely<Database>; driverFres
           details: { run_id: run.run_id, stage: input.stage },
         });
       }
-      const row = await trx
-        .insertInto('deployment_run_qa')
-        .values({
-          run_id: run.run_id,
-          check_name: input.check,
-          source: 'operator',
-          blocking: input.blocking,
-          stage_name: input.stage ?? null,
-        })
-        .onConflict((oc) => oc.doNothing())
-        .returningAll()
-        .executeTakeFirst();
+      const row = await insertOperatorCheck(trx, {
+        run_id: run.run_id,
+        check_name: input.check,
+        blocking: input.blocking,
+        stage_name: input.stage ?? null,
+      });
       if (!row) {
         throw refusal('qa_check_exists', `run ${run.run_id} already has a QA check ${input.check}`, {
           recovery: `see it: yoke deployment-runs qa-pending ${run.run_id}`,
