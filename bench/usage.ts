@@ -101,15 +101,26 @@ function writeSession(dir: string, index: number, bytes: number): void {
 function timed(command: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
   const rssFile = join(tmpdir(), `yoke-rss-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const started = process.hrtime.bigint();
-  const stdout = execFileSync('/usr/bin/time', ['-o', rssFile, '-f', '%M', command, ...args], {
+  const stdout = execFileSync('/usr/bin/time', ['-o', rssFile, '-f', '%M %U %S', command, ...args], {
     env,
     encoding: 'utf8',
     maxBuffer: 1 << 28,
   });
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const rssKb = Number(execFileSync('cat', [rssFile], { encoding: 'utf8' }).trim().split('\n').pop());
+  const [rssKb, user, system] = execFileSync('cat', [rssFile], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .pop()!
+    .split(' ')
+    .map(Number);
   rmSync(rssFile, { force: true });
-  return { stdout, seconds: Math.round(seconds * 1000) / 1000, peak_rss_mb: Math.round(rssKb / 1024) };
+  return {
+    stdout,
+    seconds: Math.round(seconds * 1000) / 1000,
+    peak_rss_mb: Math.round(rssKb! / 1024),
+    // the process's CPU time, every thread: on a shared machine a steadier measure of work than wall time
+    cpu_seconds: round3(user! + system!),
+  };
 }
 
 /**
@@ -162,30 +173,43 @@ async function main(): Promise<void> {
     const yokeFullResult = JSON.parse(yokeFull.stdout.trim());
     const ccFull = timed(ccusage, ['session', '--offline', '--json'], env);
     const ccFullTokens = (JSON.parse(ccFull.stdout) as { totals: { totalTokens: number } }).totals.totalTokens;
-    // the user's path end to end: `yoke usage backfill` registers every transcript and folds it into Postgres
-    const backfill = await withBenchDatabase('usage_backfill', async ({ url }) =>
-      timed(node, [join(root, 'bin', 'yoke'), 'usage', 'backfill', '--harness', 'claude', '--dir', config, '--json'], {
-        ...process.env,
-        DATABASE_URL: url,
-      }),
+    // the user's path end to end: `yoke usage backfill` registers every transcript and folds it into
+    // Postgres; after the 1 % append, the same command again (the incremental fold through Postgres)
+    const backfillArgs = [
+      join(root, 'bin', 'yoke'),
+      'usage',
+      'backfill',
+      '--harness',
+      'claude',
+      '--dir',
+      config,
+      '--json',
+    ];
+    const { backfill, backfillAgain, yokeIncremental, ccAgain } = await withBenchDatabase(
+      'usage_backfill',
+      async ({ url }) => {
+        const backfillEnv = { ...process.env, DATABASE_URL: url };
+        const backfill = timed(node, backfillArgs, backfillEnv);
+        // append 1% of the corpus as new calls at the end of the main transcripts
+        const appendBytes = Math.floor((yokeFullResult.corpus_bytes * 0.01) / SESSIONS);
+        for (let i = 0; i < SESSIONS; i++) {
+          let text = '';
+          let call = 0;
+          while (text.length < appendBytes) text += `${assistant(`late_${i}_${call++}`, 500, `session-${i}`)}\n`;
+          appendFileSync(join(projects, `project-${i % 10}`, `session-${i}.jsonl`), text);
+        }
+        const yokeIncremental = timed(node, [fold, config, checkpoints, 'incremental']);
+        const backfillAgain = timed(node, backfillArgs, backfillEnv);
+        const ccAgain = timed(ccusage, ['session', '--offline', '--json'], env);
+        return { backfill, backfillAgain, yokeIncremental, ccAgain };
+      },
     );
-    const backfillDone = JSON.parse(backfill.stdout.trim().split('\n').pop()!) as {
-      registered: number;
-      usage_tokens: number;
-      threads: number;
-    };
-
-    // append 1% of the corpus as new calls at the end of the main transcripts
-    const appendBytes = Math.floor((yokeFullResult.corpus_bytes * 0.01) / SESSIONS);
-    for (let i = 0; i < SESSIONS; i++) {
-      let text = '';
-      let call = 0;
-      while (text.length < appendBytes) text += `${assistant(`late_${i}_${call++}`, 500, `session-${i}`)}\n`;
-      appendFileSync(join(projects, `project-${i % 10}`, `session-${i}.jsonl`), text);
-    }
-    const yokeIncremental = timed(node, [fold, config, checkpoints, 'incremental']);
+    const lastLine = (stdout: string) =>
+      JSON.parse(stdout.trim().split('\n').pop()!) as { registered: number; usage_tokens: number; threads: number };
+    const backfillDone = lastLine(backfill.stdout);
+    const backfillAgainDone = lastLine(backfillAgain.stdout);
     const yokeIncrementalResult = JSON.parse(yokeIncremental.stdout.trim());
-    const ccAgain = timed(ccusage, ['session', '--offline', '--json'], env);
+    const ccAgainTokens = (JSON.parse(ccAgain.stdout) as { totals: { totalTokens: number } }).totals.totalTokens;
 
     const mb = yokeFullResult.corpus_bytes / (1024 * 1024);
     console.log(
@@ -202,6 +226,7 @@ async function main(): Promise<void> {
               fold_seconds: round3(yokeFullResult.seconds),
               fold_cpu_seconds: round3(yokeFullResult.cpu_seconds),
               threads: yokeFullResult.threads,
+              cpu_seconds: yokeFull.cpu_seconds,
             },
             backfill: {
               seconds: backfill.seconds,
@@ -210,6 +235,15 @@ async function main(): Promise<void> {
               tokens: backfillDone.usage_tokens,
               registered: backfillDone.registered,
               threads: backfillDone.threads,
+              cpu_seconds: backfill.cpu_seconds,
+            },
+            // the same command after the 1 % append: only new bytes are read, every session's row rewritten
+            backfill_after_1pct: {
+              seconds: backfillAgain.seconds,
+              cpu_seconds: backfillAgain.cpu_seconds,
+              peak_rss_mb: backfillAgain.peak_rss_mb,
+              tokens: backfillAgainDone.usage_tokens,
+              registered: backfillAgainDone.registered,
             },
             incremental_after_1pct: {
               seconds: yokeIncremental.seconds,
@@ -217,6 +251,7 @@ async function main(): Promise<void> {
               peak_rss_mb: yokeIncremental.peak_rss_mb,
               fold_seconds: round3(yokeIncrementalResult.seconds),
               fold_cpu_seconds: round3(yokeIncrementalResult.cpu_seconds),
+              cpu_seconds: yokeIncremental.cpu_seconds,
             },
           },
           ccusage_20_0_24: {
@@ -225,13 +260,23 @@ async function main(): Promise<void> {
               mb_per_s: Math.round(mb / ccFull.seconds),
               peak_rss_mb: ccFull.peak_rss_mb,
               tokens: ccFullTokens,
+              cpu_seconds: ccFull.cpu_seconds,
             },
-            after_1pct_append: { seconds: ccAgain.seconds, peak_rss_mb: ccAgain.peak_rss_mb },
+            after_1pct_append: {
+              seconds: ccAgain.seconds,
+              peak_rss_mb: ccAgain.peak_rss_mb,
+              cpu_seconds: ccAgain.cpu_seconds,
+              tokens: ccAgainTokens,
+            },
           },
           speedup: {
             full: Math.round((ccFull.seconds / yokeFull.seconds) * 100) / 100,
             backfill: Math.round((ccFull.seconds / backfill.seconds) * 100) / 100,
             incremental_vs_ccusage_rescan: Math.round((ccAgain.seconds / yokeIncremental.seconds) * 100) / 100,
+            // the same ratios in CPU seconds (work done, whatever share of the cores each process got)
+            full_cpu: Math.round((ccFull.cpu_seconds / yokeFull.cpu_seconds) * 100) / 100,
+            backfill_cpu: Math.round((ccFull.cpu_seconds / backfill.cpu_seconds) * 100) / 100,
+            backfill_after_1pct_vs_ccusage_rescan: Math.round((ccAgain.seconds / backfillAgain.seconds) * 100) / 100,
           },
           // issue 16's targets, each computed from the figures above
           targets: {
@@ -241,6 +286,9 @@ async function main(): Promise<void> {
             },
             full_fold_peak_rss_mb: { value: yokeFull.peak_rss_mb, at_most: 100 },
             totals_identical: yokeFullResult.tokens === ccFullTokens && backfillDone.usage_tokens === ccFullTokens,
+            // the incremental fold and the backfill run again count what a full rescan counts
+            totals_identical_after_1pct:
+              yokeIncrementalResult.tokens === ccAgainTokens && backfillAgainDone.usage_tokens === ccAgainTokens,
             // the fold's own time (both in-process, so node's start is not counted twice)
             incremental_share_of_full: {
               ratio: round3(yokeIncrementalResult.seconds / yokeFullResult.seconds),
