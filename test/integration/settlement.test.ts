@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { itemActivities } from '../../activities/items';
@@ -8,6 +9,7 @@ import { projectDefinitionActivities } from '../../activities/projectDefinition'
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import { commitSettlement } from '../../activities/settlement/commit';
+import * as stageApprovals from '../../db/migrations/0020_stage_approvals';
 import type { IssueTracker } from '../../activities/settlement/tracker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
@@ -334,35 +336,35 @@ test("S5 an execution's end on another run retries the close-out of every settli
   expect(poked).toEqual(expect.arrayContaining([other.run_id, settlingRun]));
 });
 
-test('R1 an approval is recorded in its own columns: the waiting stage passes, the preflight lists it approved, a retried walk asks again', async () => {
-  /** A run of WEB-2 walked to its approval stage, which now waits. */
-  async function atApproval(key: string) {
-    const { run_id: runId } = await r.createRun({
-      sessionId: 'd1',
-      project: 'web',
-      flow: 'release',
-      target: 'stage',
-      candidate: SHA,
-      idempotencyKey: key,
-      items: ['WEB-2'],
-    });
-    await r.executeRun({ sessionId: 'd1', runId });
-    const { stages } = await r.loadRunPlan({ runId });
-    const signoff = stages.find((s) => s.kind === 'approval')!;
-    for (const stage of stages) {
-      await r.beginStage({ runId, ordinal: stage.ordinal, walk: 1 });
-      if (stage === signoff) break;
-      await r.finishStage({ runId, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
-    }
-    const approval = () =>
-      t.db
-        .selectFrom('deployment_run_stages')
-        .select(['approved_by_actor_id', 'approved_by_session_id', 'approved_at', 'detail'])
-        .where('run_id', '=', runId)
-        .where('ordinal', '=', signoff.ordinal)
-        .executeTakeFirstOrThrow();
-    return { runId, stages, signoff, approval };
+/** A run of WEB-2 walked to its approval stage, which now waits. */
+async function atApproval(key: string) {
+  const { run_id: runId } = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: SHA,
+    idempotencyKey: key,
+    items: ['WEB-2'],
+  });
+  await r.executeRun({ sessionId: 'd1', runId });
+  const { stages } = await r.loadRunPlan({ runId });
+  const signoff = stages.find((s) => s.kind === 'approval')!;
+  for (const stage of stages) {
+    await r.beginStage({ runId, ordinal: stage.ordinal, walk: 1 });
+    if (stage === signoff) break;
+    await r.finishStage({ runId, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
   }
+  const approval = () =>
+    t.db
+      .selectFrom('deployment_run_stages')
+      .select(['approved_by_actor_id', 'approved_by_session_id', 'approved_at', 'detail'])
+      .where('run_id', '=', runId)
+      .where('ordinal', '=', signoff.ordinal)
+      .executeTakeFirstOrThrow();
+  return { runId, stages, signoff, approval };
+}
+test('R1 an approval is recorded in its own columns: the waiting stage passes, the preflight lists it approved, a retried walk asks again', async () => {
   const a = await atApproval('k-approved');
   // a detail line alone approves nothing
   await t.db
@@ -403,6 +405,32 @@ test('R1 an approval is recorded in its own columns: the waiting stage passes, t
     approved_at: null,
     detail: null,
   });
+});
+
+test('R1 migration 0020 carries approvals over from their detail text', async () => {
+  const a = await atApproval('k-migrated');
+  await stageApprovals.down(t.db);
+  await sql`UPDATE deployment_run_stages SET detail = 'approved by alice (session s-1)'
+             WHERE run_id = ${a.runId} AND ordinal = ${a.signoff.ordinal}`.execute(t.db);
+  await stageApprovals.up(t.db);
+  expect(await a.approval()).toEqual({
+    approved_by_actor_id: 'alice',
+    approved_by_session_id: 's-1',
+    approved_at: expect.any(Date),
+    detail: 'approved by alice (session s-1)',
+  });
+  expect((await r.stageWait({ runId: a.runId, ordinal: a.signoff.ordinal })).result).toEqual({
+    ok: true,
+    detail: 'approved by alice (session s-1)',
+  });
+  // a stage whose detail approves nothing stays unapproved
+  const others = await t.db
+    .selectFrom('deployment_run_stages')
+    .select('approved_by_actor_id')
+    .where('run_id', '=', a.runId)
+    .where('ordinal', '!=', a.signoff.ordinal)
+    .execute();
+  expect(others.every((o) => o.approved_by_actor_id === null)).toBe(true);
 });
 
 test('S6 success refuses while a final member still owes an unanswered post-deploy obligation, naming it', async () => {
