@@ -1,4 +1,5 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
 import type { Checkpoint, CodexFileMark, FileMark } from '../../domain/usage/checkpoint';
@@ -531,6 +532,8 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
       );
       continue;
     }
+    let folded = 0;
+    let unreadable = 0;
     /** A record that parses whole is folded; an unreadable line is passed over. */
     const record = (bytes: Buffer): boolean => {
       let value: unknown;
@@ -556,12 +559,35 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
         },
       },
       (row) => {
-        if (row.kind === 'line') record(row.bytes);
+        if (row.kind !== 'line') return;
+        if (record(row.bytes)) folded++;
+        else unreadable++;
       },
     );
+    if (tailEnd) folded++;
+    if (folded === 0 && unreadable > 0) {
+      // No line is a record: a pretty-printed result spans lines. Read it as one document (the
+      // file is at most MAX_LINE_BYTES); until it parses whole it is still being written, and
+      // the watermark stays where it was.
+      if (record(await readFrom(path, resume.from))) cp.files[path] = markAfter(resume.stat, resume.stat.size, budget);
+      continue;
+    }
     cp.files[path] = markAfter(resume.stat, Math.max(complete, tailEnd), budget);
   }
   return cp;
+}
+
+/** The bytes of a small file from `offset` to its end. */
+async function readFrom(path: string, offset: number): Promise<Buffer> {
+  const file = await open(path, 'r');
+  try {
+    const { size } = await file.stat();
+    const bytes = Buffer.alloc(Math.max(0, size - offset));
+    await file.read(bytes, 0, bytes.length, offset);
+    return bytes;
+  } finally {
+    await file.close();
+  }
 }
 
 function foldCursorRecord(

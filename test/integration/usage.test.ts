@@ -509,6 +509,32 @@ describe('Cursor', () => {
     expect(none.reasons).toEqual(expect.arrayContaining([expect.stringContaining('without usage')]));
   });
 
+  test('U11 a pretty-printed print-mode result is folded once it is whole; while half-written it is not read', async () => {
+    const capture = join(dir, 'pretty-result.json');
+    const result = JSON.stringify(
+      {
+        type: 'result',
+        subtype: 'success',
+        is_error: false,
+        session_id: 'k',
+        request_id: 'pretty-1',
+        usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 50, cacheWriteTokens: 5 },
+      },
+      null,
+      2,
+    );
+    const s = sessionActivities({ db: t.db });
+    await s.registerSession({ sessionId: 'k3', actorId: 'a', harness: 'cursor' });
+    writeFileSync(capture, result.slice(0, 80));
+    const half = await u.foldSessionUsage({ sessionId: 'k3', harness: 'cursor', artifacts: [capture] });
+    expect(half.status).toBe('unavailable');
+    writeFileSync(capture, `${result}\n`);
+    const whole = await u.foldSessionUsage({ sessionId: 'k3', harness: 'cursor', artifacts: [capture] });
+    expect(whole.usage_tokens).toBe(175);
+    const again = await u.foldSessionUsage({ sessionId: 'k3', harness: 'cursor', artifacts: [capture] });
+    expect(again.usage_tokens).toBe(175);
+  });
+
   test('U6 Cursor child turns flagged is_subagent_session count, deduplicated by generation_id', async () => {
     const hooks = join(dir, 'hooks.jsonl');
     writeLines(hooks, [
