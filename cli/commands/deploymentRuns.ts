@@ -113,6 +113,45 @@ function receiptJson(r: CreateReceipt & { recovered?: string }) {
   return { ...r, warnings };
 }
 
+/** What create and start-for-item send alike: the acting session, the explicit selection, I2's timeout. */
+interface CreationRequest {
+  sessionId: string | undefined;
+  requirementIds: string[];
+  planIds: string[];
+  timeoutMs: number;
+}
+
+/** create and start-for-item: a run made under I2's timeout recovery, answered with its receipt. */
+function creation<O extends z.infer<typeof BaseOptions> & { requirementId: string[]; planId: string[] }>(
+  schema: z.ZodType<O>,
+  create: (
+    activities: DeploymentRunActivities,
+    request: CreationRequest,
+    o: O,
+    args: string[],
+  ) => Promise<CreateReceipt>,
+) {
+  return commandAction(
+    schema,
+    (ctx, o, args) =>
+      createWithRecovery(ctx, !!o.json, (activities, timeoutMs) =>
+        create(
+          activities,
+          {
+            sessionId: o.session ?? process.env.YOKE_SESSION_ID,
+            requirementIds: o.requirementId,
+            planIds: o.planId,
+            timeoutMs,
+          },
+          o,
+          args,
+        ),
+      ),
+    receiptLine,
+    receiptJson,
+  );
+}
+
 /**
  * execute / retry: Temporal must answer before anything is occupied (a missing worker only
  * delays the walk); then the Postgres transition, then the workflow of the run's walk,
@@ -211,25 +250,16 @@ export function registerDeploymentRuns(program: Command): void {
       .requiredOption('--idempotency-key <key>', 'names the one run this call intends')
       .option('--item <PREFIX-N>', 'member item, repeatable', collect),
   ).action(
-    commandAction(
-      CreateOptions,
-      (ctx, o) =>
-        createWithRecovery(ctx, !!o.json, (activities, timeoutMs) =>
-          activities.createRun({
-            sessionId: o.session ?? process.env.YOKE_SESSION_ID,
-            project: o.project,
-            flow: o.flow,
-            target: o.target,
-            candidate: o.candidate,
-            idempotencyKey: o.idempotencyKey,
-            items: o.item,
-            requirementIds: o.requirementId,
-            planIds: o.planId,
-            timeoutMs,
-          }),
-        ),
-      receiptLine,
-      receiptJson,
+    creation(CreateOptions, (activities, request, o) =>
+      activities.createRun({
+        ...request,
+        project: o.project,
+        flow: o.flow,
+        target: o.target,
+        candidate: o.candidate,
+        idempotencyKey: o.idempotencyKey,
+        items: o.item,
+      }),
     ),
   );
 
@@ -243,24 +273,15 @@ export function registerDeploymentRuns(program: Command): void {
       .option('--target <env>', "target (default: the flow's last deploy stage)")
       .option('--idempotency-key <key>', 'names the one run this call intends'),
   ).action(
-    commandAction(
-      StartOptions,
-      (ctx, o, items) =>
-        createWithRecovery(ctx, !!o.json, (activities, timeoutMs) =>
-          activities.startForItem({
-            sessionId: o.session ?? process.env.YOKE_SESSION_ID,
-            items,
-            candidate: o.candidate,
-            flow: o.flow,
-            target: o.target,
-            idempotencyKey: o.idempotencyKey,
-            requirementIds: o.requirementId,
-            planIds: o.planId,
-            timeoutMs,
-          }),
-        ),
-      receiptLine,
-      receiptJson,
+    creation(StartOptions, (activities, request, o, items) =>
+      activities.startForItem({
+        ...request,
+        items,
+        candidate: o.candidate,
+        flow: o.flow,
+        target: o.target,
+        idempotencyKey: o.idempotencyKey,
+      }),
     ),
   );
 
