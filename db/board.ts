@@ -1,20 +1,12 @@
 import { sql } from 'kysely';
+import type { ScheduleInput } from '../domain/schedule';
+import type { SessionListing } from './database';
 import type { Executor } from './pool';
 
 /** Raw rows of the board read, before the domain renders them. */
 export interface BoardReadRows {
   generated_at: string;
-  sessions: {
-    state: 'active' | 'recent';
-    session_id: string;
-    actor_id: string;
-    project: string | null;
-    machine_id: string | null;
-    harness: string;
-    offered_at: string;
-    heartbeat_at: string;
-    ended_at: string | null;
-  }[];
+  sessions: (SessionListing & { state: 'active' | 'recent'; heartbeat_at: string })[];
   claims: {
     claim_id: number;
     session_id: string;
@@ -27,15 +19,9 @@ export interface BoardReadRows {
     released_at: string | null;
   }[];
   doc_pairings: { seat_claim_id: number; lock_claim_id: number }[];
-  runs: {
-    run_id: string;
-    project: string;
-    status: string;
-    driver_session_id: string | null;
-    driver_heartbeat_at: string | null;
-    members: string[];
-  }[];
-  items: { item: string; project: string; delivered: boolean }[];
+  /** Runs and items in the shape the schedule (U1) takes them. */
+  runs: ScheduleInput['runs'];
+  items: ScheduleInput['items'];
 }
 
 export interface BoardReadFilter {

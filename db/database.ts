@@ -58,6 +58,17 @@ export interface SessionsTable {
   registered_by: ColumnType<string, never, never>;
 }
 
+/** A session as the board and the usage views read it through JSON: its project by name, its times as ISO text. */
+export interface SessionListing {
+  session_id: string;
+  actor_id: string;
+  project: string | null;
+  machine_id: string | null;
+  harness: string;
+  offered_at: string;
+  ended_at: string | null;
+}
+
 export interface BacklogItemsTable {
   item_id: Generated<number>;
   project_id: number;

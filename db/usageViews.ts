@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { UsageTotals } from '../domain/usage/buckets';
 import type { ModelRates } from '../domain/usage/pricing';
-import type { Database } from './database';
+import type { Database, SessionListing } from './database';
 import { visibleSessionSql } from './visibility';
 
 /**
@@ -20,14 +20,7 @@ export interface PricingRevisionRow {
   imported_at: string;
 }
 
-export interface SessionShowRow {
-  session_id: string;
-  actor_id: string;
-  project: string | null;
-  machine_id: string | null;
-  harness: string;
-  offered_at: string;
-  ended_at: string | null;
+export interface SessionShowRow extends SessionListing {
   terminated_at: string | null;
   end_reason: string | null;
   requested_model: string | null;
