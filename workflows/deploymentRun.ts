@@ -1,5 +1,4 @@
 import {
-  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
@@ -14,6 +13,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { ONCE_HEARTBEATING } from './activityOptions';
 import type { RunStageActivities, StagePlan, StageResult } from '../activities/runs/stages';
 import {
   RUN_STATUS_KEY,
@@ -44,12 +44,7 @@ const steps = proxyActivities<RunSteps>({
 // A deploy action heartbeats while its command or call runs, and is not retried: deploying
 // twice is the driver's decision (yoke deployment-runs retry), never an automatic one. A worker
 // that dies mid-deploy stops heartbeating; the stage then fails naming that.
-const deploy = proxyActivities<Pick<RunStageActivities, 'runDeployAction'>>({
-  startToCloseTimeout: '15 minutes',
-  heartbeatTimeout: '30 seconds',
-  retry: { maximumAttempts: 1 },
-  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-});
+const deploy = proxyActivities<Pick<RunStageActivities, 'runDeployAction'>>(ONCE_HEARTBEATING);
 
 /**
  * Waits are woken by signals (verdict, approval, takeover, terminalize); this slow re-read of

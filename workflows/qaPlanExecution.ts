@@ -1,5 +1,4 @@
 import {
-  ActivityCancellationType,
   allHandlersFinished,
   CancellationScope,
   condition,
@@ -10,6 +9,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
+import { ONCE_HEARTBEATING } from './activityOptions';
 import type { QaExecutionActivities, StepOutcome } from '../activities/qa/executions';
 import type { PlanStep } from '../domain/qaPlan';
 import {
@@ -39,12 +39,7 @@ const steps = proxyActivities<
 
 // A case's command heartbeats while it runs and is never retried automatically: running a
 // test twice is a decision, not a side effect of a lost worker.
-const ssh = proxyActivities<Pick<QaExecutionActivities, 'runStepCommand'>>({
-  startToCloseTimeout: '15 minutes',
-  heartbeatTimeout: '30 seconds',
-  retry: { maximumAttempts: 1 },
-  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-});
+const ssh = proxyActivities<Pick<QaExecutionActivities, 'runStepCommand'>>(ONCE_HEARTBEATING);
 
 /** The safety net under the casesRecorded nudge: a verdict recorded without one is read this late. */
 const REREAD_EVERY = '5 minutes';
