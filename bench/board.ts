@@ -4,6 +4,7 @@ import { readBoard } from '../db/board';
 import { toPayload } from '../activities/board';
 import { boardMarkdown, renderBoard } from '../domain/board/render';
 import { withBenchDatabase } from './benchDatabase';
+import { runBench } from './benchMain';
 
 /**
  * The board at size: 1,000 sessions (800 live, 200 ended in the last day) holding 10,000
@@ -135,7 +136,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

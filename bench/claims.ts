@@ -5,6 +5,7 @@ import { sessionActivities } from '../activities/sessions';
 import { YokeError } from '../domain/errors';
 import { CountingPlugin } from './countingPlugin';
 import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
+import { runBench } from './benchMain';
 
 /**
  * Claims throughput: acquire+release pairs per second through yoke (session check, unique
@@ -162,7 +163,4 @@ async function main(): Promise<void> {
   );
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

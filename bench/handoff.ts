@@ -14,6 +14,7 @@ import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 import { findTemporalCli } from '../scripts/temporalCli';
 import { startDevServerOnFreePort } from '../scripts/temporalServer';
 import { ascending, quantile } from './stats';
+import { runBench } from './benchMain';
 
 /**
  * Hand-off latency: from the moment a holder releases a test machine to the moment the next
@@ -174,7 +175,4 @@ async function main(): Promise<void> {
   );
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

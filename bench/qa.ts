@@ -1,15 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
-import { stringify } from 'yaml';
 import { deploymentRunActivities } from '../activities/deploymentRuns';
-import { projectDefinitionActivities } from '../activities/projectDefinition';
 import { readQaPending } from '../activities/qa/pending';
-import { sessionActivities } from '../activities/sessions';
 import { withBenchDatabase } from './benchDatabase';
+import { applyBenchProject, fleetItems, qaFleetDefinition } from './benchProject';
 import { CountingPlugin } from './countingPlugin';
 import { ascending, quantile } from './stats';
+import { runBench } from './benchMain';
 
 /**
  * The blocking-QA reader (Q5, `deployment-runs qa-pending`): latency and the number of SQL
@@ -18,8 +14,6 @@ import { ascending, quantile } from './stats';
  */
 const MEMBERS = [1, 10, 100, 500];
 const READS = Number(process.env.BENCH_READS ?? 50);
-/** Items of the run with n members are numbered after those of the smaller runs. */
-const offset = (n: number) => MEMBERS.filter((m) => m < n).reduce((a, b) => a + b, 0);
 
 function stats(samples: number[]) {
   const sorted = ascending(samples);
@@ -31,39 +25,7 @@ const since = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
 
 async function main(): Promise<void> {
   await withBenchDatabase('qa', async ({ db, postgres }) => {
-    const definition = {
-      project: 'bench',
-      item_prefix: 'B',
-      environments: MEMBERS.map((n) => ({ name: `env-${n}`, url: `http://env-${n}.bench.test`, tier: 'stage' })),
-      plans: [{ id: 'accept', cases: [{ name: 'look', manual: { instructions: 'look' } }] }],
-      flows: MEMBERS.map((n) => ({
-        name: `flow-${n}`,
-        delivery_custody: true,
-        stages: [
-          {
-            name: 'item-qa',
-            kind: 'qa',
-            target: `env-${n}`,
-            scope: 'item',
-            checks: [{ name: 'accept', plan: 'accept' }],
-          },
-          { name: 'run-qa', kind: 'qa', target: `env-${n}`, scope: 'run', checks: [{ name: 'smoke' }] },
-          { name: 'go', kind: 'auto', target: `env-${n}` },
-        ],
-      })),
-      // Each run's members complete on that run's flow (its own items), so the runs can close them.
-      items: MEMBERS.flatMap((n) =>
-        Array.from({ length: n }, (_, i) => ({
-          id: `B-${offset(n) + i + 1}`,
-          completion_flow: `flow-${n}`,
-          obligations: [{ case: 'e2e', qa_phase: 'post_deploy', target_env: null }],
-        })),
-      ),
-    };
-    const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
-    writeFileSync(file, stringify(definition));
-    await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
-    await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
+    await applyBenchProject(db, qaFleetDefinition(MEMBERS, { deploy: 'last' }));
     const runs = deploymentRunActivities({ db });
 
     const counter = new CountingPlugin();
@@ -77,7 +39,7 @@ async function main(): Promise<void> {
         target: `env-${n}`,
         candidate: 'abcdef1234',
         idempotencyKey: `k-${n}`,
-        items: Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`),
+        items: fleetItems(MEMBERS, n),
       });
       await readQaPending(db, { runId: run.run_id }, 30_000); // warm
       counter.count = 0;
@@ -122,7 +84,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

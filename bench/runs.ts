@@ -1,14 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
-import { stringify } from 'yaml';
 import { deploymentRunActivities } from '../activities/deploymentRuns';
-import { projectDefinitionActivities } from '../activities/projectDefinition';
-import { sessionActivities } from '../activities/sessions';
 import { withBenchDatabase } from './benchDatabase';
+import { applyBenchProject } from './benchProject';
 import { CountingPlugin } from './countingPlugin';
 import { ascending, quantile } from './stats';
+import { runBench } from './benchMain';
 
 /**
  * Deployment-run throughput: creates per second, and the latency of `execute` (advisory
@@ -40,10 +36,7 @@ async function main(): Promise<void> {
       flows: envs.map((e) => ({ name: e, stages: [{ name: 'go', kind: 'auto', target: e }] })),
       items: [{ id: 'B-1', obligations: [{ case: 'smoke', qa_phase: 'post_deploy', target_env: 'free' }] }],
     };
-    const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
-    writeFileSync(file, stringify(definition));
-    await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
-    await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
+    await applyBenchProject(db, definition);
     const runs = deploymentRunActivities({ db });
     const counter = new CountingPlugin();
     const counted = deploymentRunActivities({ db: db.withPlugin(counter) });
@@ -123,7 +116,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -1,14 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
-import { stringify } from 'yaml';
 import { deploymentRunActivities } from '../activities/deploymentRuns';
-import { projectDefinitionActivities } from '../activities/projectDefinition';
-import { sessionActivities } from '../activities/sessions';
 import { commitSettlement } from '../activities/settlement/commit';
 import { withBenchDatabase } from './benchDatabase';
+import { applyBenchProject } from './benchProject';
 import { CountingPlugin } from './countingPlugin';
+import { runBench } from './benchMain';
 
 /**
  * The commit phase of settlement (S2) for runs of 1, 10, 100 and 500 members: its time and the
@@ -41,10 +37,7 @@ async function main(): Promise<void> {
       // The bare transaction's rows are items of their own, never members of a run.
       items: Array.from({ length: TOTAL * 2 }, (_, i) => ({ id: `B-${i + 1}` })),
     };
-    const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
-    writeFileSync(file, stringify(definition));
-    await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
-    await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench', project: 'bench' });
+    await applyBenchProject(db, definition, { project: 'bench' });
     const runs = deploymentRunActivities({ db, driverFreshMs: 3_600_000 });
 
     const counter = new CountingPlugin();
@@ -124,7 +117,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sessionActivities } from '../activities/sessions';
 import { projectRoot } from '../config/yokeConfig';
 import { withBenchDatabase } from './benchDatabase';
-import { ascending, quantile } from './stats';
+import { ascending, machine, quantile } from './stats';
+import { runBench } from './benchMain';
 
 /**
  * The status-line hook (issue 16: within 1.3x of a bare node start): a cold `yoke hooks
@@ -90,7 +91,7 @@ async function main(): Promise<void> {
                 at_most: 1.3,
               },
             },
-            machine: { cores: availableParallelism(), load_average_1m: Math.round(loadavg()[0]! * 100) / 100 },
+            machine: machine(),
           },
           null,
           2,
@@ -102,7 +103,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -1,15 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
-import { stringify } from 'yaml';
 import { deploymentRunActivities } from '../activities/deploymentRuns';
-import { projectDefinitionActivities } from '../activities/projectDefinition';
-import { sessionActivities } from '../activities/sessions';
 import { insertExecution } from '../db/qaExecutions';
 import { withBenchDatabase } from './benchDatabase';
+import { scratchRepository } from './gitRepository';
+import { applyBenchProject, fleetItems, qaFleetDefinition } from './benchProject';
 import { ascending, quantile } from './stats';
+import { runBench } from './benchMain';
 
 /**
  * Takeover (T2) latency with 1, 10 and 100 moved members, each with a live QA plan execution:
@@ -20,7 +17,6 @@ import { ascending, quantile } from './stats';
  */
 const SIZES = [1, 10, 100];
 const REPS = Number(process.env.BENCH_TAKEOVERS ?? 10);
-const offset = (n: number) => SIZES.filter((m) => m < n).reduce((a, b) => a + b, 0);
 
 function stats(samples: number[]) {
   const sorted = ascending(samples);
@@ -32,61 +28,14 @@ const since = (t: bigint) => Number(process.hrtime.bigint() - t) / 1e6;
 
 /** A repository with commits A -> C: every successor (at C) contains the first run (at A) and itself. */
 function repository(): { dir: string; A: string; C: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'yoke-bench-repo-'));
-  const env = {
-    ...process.env,
-    GIT_AUTHOR_NAME: 'b',
-    GIT_AUTHOR_EMAIL: 'b@b',
-    GIT_COMMITTER_NAME: 'b',
-    GIT_COMMITTER_EMAIL: 'b@b',
-  };
-  const git = (...a: string[]) => execFileSync('git', ['-C', dir, ...a], { env, encoding: 'utf8' }).trim();
-  git('init', '-q', '-b', 'main');
-  const commit = (text: string) => {
-    writeFileSync(join(dir, 'f'), text);
-    git('add', 'f');
-    git('commit', '-q', '-m', text);
-    return git('rev-parse', 'HEAD');
-  };
-  return { dir, A: commit('A'), C: commit('C') };
+  const { dir, commit } = scratchRepository('yoke-bench-repo-', { name: 'b', email: 'b@b' });
+  return { dir, A: commit('f', 'A', 'A'), C: commit('f', 'C', 'C') };
 }
 
 async function main(): Promise<void> {
   const repo = repository();
   await withBenchDatabase('takeover', async ({ db, postgres }) => {
-    const definition = {
-      project: 'bench',
-      item_prefix: 'B',
-      repository: repo.dir,
-      environments: SIZES.map((n) => ({ name: `env-${n}`, url: `http://env-${n}.bench.test`, tier: 'stage' })),
-      plans: [{ id: 'accept', cases: [{ name: 'look', manual: { instructions: 'look' } }] }],
-      flows: SIZES.map((n) => ({
-        name: `flow-${n}`,
-        delivery_custody: true,
-        stages: [
-          { name: 'go', kind: 'auto', target: `env-${n}` },
-          {
-            name: 'item-qa',
-            kind: 'qa',
-            target: `env-${n}`,
-            scope: 'item',
-            checks: [{ name: 'accept', plan: 'accept' }],
-          },
-          { name: 'run-qa', kind: 'qa', target: `env-${n}`, scope: 'run', checks: [{ name: 'smoke' }] },
-        ],
-      })),
-      items: SIZES.flatMap((n) =>
-        Array.from({ length: n }, (_, i) => ({
-          id: `B-${offset(n) + i + 1}`,
-          completion_flow: `flow-${n}`,
-          obligations: [{ case: 'e2e', qa_phase: 'post_deploy', target_env: null }],
-        })),
-      ),
-    };
-    const file = join(mkdtempSync(join(tmpdir(), 'yoke-bench-')), 'project.yaml');
-    writeFileSync(file, stringify(definition));
-    await projectDefinitionActivities({ db }).applyProjectDefinition({ file });
-    await sessionActivities({ db }).registerSession({ sessionId: 'bench', actorId: 'bench' });
+    await applyBenchProject(db, qaFleetDefinition(SIZES, { deploy: 'first', repository: repo.dir }));
     const runs = deploymentRunActivities({ db });
     let key = 0;
     const create = async (n: number, candidate: string, items: string[]) =>
@@ -111,7 +60,7 @@ async function main(): Promise<void> {
 
     const figures: Record<string, unknown>[] = [];
     for (const n of SIZES) {
-      const items = Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`);
+      const items = fleetItems(SIZES, n);
       let pred = await create(n, repo.A, items);
       await toQa(pred);
       const members = await db
@@ -190,7 +139,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

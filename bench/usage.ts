@@ -1,9 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../config/yokeConfig';
 import { withBenchDatabase } from './benchDatabase';
+import { machine } from './stats';
+import { runBench } from './benchMain';
 
 /**
  * Usage readers against ccusage on one synthetic Claude corpus (default 512 MB across many
@@ -298,7 +300,7 @@ async function main(): Promise<void> {
               at_most: 0.02,
             },
           },
-          machine: { cores: availableParallelism(), load_average_1m: Math.round(loadavg()[0]! * 100) / 100 },
+          machine: machine(),
           note: 'token totals differ where the tools count differently: yoke keeps one row per message id (the largest streaming snapshot) across main and subagent files',
         },
         null,
@@ -310,7 +312,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { totalTokens } from '../domain/usage/buckets';
 import { boundedEach, foldPool } from '../activities/usage/foldPool';
 import { unreadBytes, type Checkpoint } from '../activities/usage/readers';
+import { runBench } from './benchMain';
 
 /**
  * One fold pass of bench/usage over a Claude config dir (projects/<project>/<session>.jsonl
@@ -77,7 +78,4 @@ function corpusBytes(dir: string): number {
   return total;
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

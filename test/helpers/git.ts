@@ -1,7 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { scratchRepository } from '../../bench/gitRepository';
 
 /** A real git repository made by the test: commits A -> B -> C on one line, and D unrelated to them. */
 export interface TestRepository {
@@ -13,28 +10,14 @@ export interface TestRepository {
 }
 
 export function createTestRepository(): TestRepository {
-  const dir = mkdtempSync(join(tmpdir(), 'yoke-repo-'));
-  const env = {
-    ...process.env,
-    GIT_AUTHOR_NAME: 'yoke test',
-    GIT_AUTHOR_EMAIL: 'test@yoke.invalid',
-    GIT_COMMITTER_NAME: 'yoke test',
-    GIT_COMMITTER_EMAIL: 'test@yoke.invalid',
-  };
-  const git = (...args: string[]) => execFileSync('git', ['-C', dir, ...args], { env, encoding: 'utf8' }).trim();
-  git('init', '-q', '-b', 'main');
-  const commit = (file: string, text: string) => {
-    writeFileSync(join(dir, file), text);
-    git('add', file);
-    git('commit', '-q', '-m', `${file}: ${text}`);
-    return git('rev-parse', 'HEAD');
-  };
+  const repo = scratchRepository('yoke-repo-', { name: 'yoke test', email: 'test@yoke.invalid' });
+  const commit = (file: string, text: string) => repo.commit(file, text, `${file}: ${text}`);
   const A = commit('app.txt', 'A');
   const B = commit('app.txt', 'B');
   const C = commit('app.txt', 'C');
-  git('checkout', '-q', '--orphan', 'elsewhere');
-  git('rm', '-q', '-rf', '.');
+  repo.git('checkout', '-q', '--orphan', 'elsewhere');
+  repo.git('rm', '-q', '-rf', '.');
   const D = commit('other.txt', 'D');
-  git('checkout', '-q', 'main');
-  return { dir, A, B, C, D };
+  repo.git('checkout', '-q', 'main');
+  return { dir: repo.dir, A, B, C, D };
 }

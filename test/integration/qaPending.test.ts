@@ -1,60 +1,21 @@
-import { sql, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs } from 'kysely';
+import { sql } from 'kysely';
 import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { readQaPending } from '../../activities/qa/pending';
 import { sessionActivities } from '../../activities/sessions';
 import { YokeError } from '../../domain/errors';
+import { fleetItems, qaFleetDefinition } from '../../bench/benchProject';
+import { CountingPlugin } from '../../bench/countingPlugin';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { writeDefinition } from '../helpers/runs';
 
 let t: TestDatabase;
 const sizes = [1, 40];
-/** Items of the run with n members are numbered after those of the smaller runs. */
-const offset = (n: number) => sizes.filter((m) => m < n).reduce((a, b) => a + b, 0);
-
-class CountingPlugin implements KyselyPlugin {
-  count = 0;
-  transformQuery(args: PluginTransformQueryArgs) {
-    this.count++;
-    return args.node;
-  }
-  async transformResult(args: PluginTransformResultArgs) {
-    return args.result;
-  }
-}
 
 beforeAll(async () => {
   t = await createTestDatabase();
   await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({
-    file: writeDefinition({
-      project: 'bench',
-      item_prefix: 'B',
-      environments: sizes.map((n) => ({ name: `env-${n}`, url: `http://env-${n}.test`, tier: 'stage' })),
-      plans: [{ id: 'accept', cases: [{ name: 'look', manual: {} }] }],
-      flows: sizes.map((n) => ({
-        name: `flow-${n}`,
-        delivery_custody: true,
-        stages: [
-          {
-            name: 'item-qa',
-            kind: 'qa',
-            target: `env-${n}`,
-            scope: 'item',
-            checks: [{ name: 'accept', plan: 'accept' }],
-          },
-          { name: 'run-qa', kind: 'qa', target: `env-${n}`, scope: 'run', checks: [{ name: 'smoke' }] },
-          { name: 'go', kind: 'auto', target: `env-${n}` },
-        ],
-      })),
-      // Each run's members complete on that run's flow (its own items), so the runs can close them.
-      items: sizes.flatMap((n) =>
-        Array.from({ length: n }, (_, i) => ({
-          id: `B-${offset(n) + i + 1}`,
-          completion_flow: `flow-${n}`,
-          obligations: [{ case: 'e2e', qa_phase: 'post_deploy' }],
-        })),
-      ),
-    }),
+    file: writeDefinition(qaFleetDefinition(sizes, { deploy: 'last' })),
   });
   await sessionActivities({ db: t.db }).registerSession({ sessionId: 's', actorId: 's' });
 }, 120_000);
@@ -72,16 +33,17 @@ test('Q5 the blocking-QA read answers its whole run in a fixed number of stateme
       target: `env-${n}`,
       candidate: 'abcdef1234',
       idempotencyKey: `k-${n}`,
-      items: Array.from({ length: n }, (_, i) => `B-${offset(n) + i + 1}`),
+      items: fleetItems(sizes, n),
     });
     const counter = new CountingPlugin();
     const report = await readQaPending(t.db.withPlugin(counter), { runId: run.run_id }, 10_000);
     counts.push(counter.count);
     expect(report.members).toHaveLength(n);
-    expect(report.members.find((m) => m.item === `B-${offset(n) + 1}`)).toEqual({
-      item: `B-${offset(n) + 1}`,
+    const first = fleetItems(sizes, n)[0]!;
+    expect(report.members.find((m) => m.item === first)).toEqual({
+      item: first,
       stage_name: 'item-qa',
-      blockers: [`B-${offset(n) + 1}/e2e`, 'plan accept has no passed execution'],
+      blockers: [`${first}/e2e`, 'plan accept has no passed execution'],
     });
     expect(report.run_obligations).toEqual([{ check_name: 'smoke', stage_name: 'run-qa', status: 'pending' }]);
     const scoped = await readQaPending(t.db, { runId: run.run_id, stage: 'run-qa' }, 10_000);
