@@ -280,6 +280,10 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
       seen.add(v);
     });
   };
+  // A name or id the file refers to must be one it defines (a value of the wrong type is the parse's issue).
+  const reference = (known: Set<unknown>, value: unknown, path: PropertyKey[], message: string) => {
+    if (typeof value === 'string' && !known.has(value)) issues.push({ path, message });
+  };
   unique(d.environments, 'name', 'environments');
   unique(d.hosts, 'name', 'hosts');
   unique(d.flows, 'name', 'flows');
@@ -301,14 +305,9 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
       if (stageNames.has(s.name))
         issues.push({ path: ['flows', fi, 'stages', si, 'name'], message: `duplicate stage "${s.name}"` });
       stageNames.add(s.name);
-      if (typeof s.target === 'string' && !envs.has(s.target))
-        issues.push({ path: ['flows', fi, 'stages', si, 'target'], message: `no environment named "${s.target}"` });
+      reference(envs, s.target, ['flows', fi, 'stages', si, 'target'], `no environment named "${s.target}"`);
       s.checks.forEach((c, ci) => {
-        if (typeof c.plan === 'string' && !plans.has(c.plan))
-          issues.push({
-            path: ['flows', fi, 'stages', si, 'checks', ci, 'plan'],
-            message: `no plan with id "${c.plan}"`,
-          });
+        reference(plans, c.plan, ['flows', fi, 'stages', si, 'checks', ci, 'plan'], `no plan with id "${c.plan}"`);
       });
       if (s.action && 'ssh' in s.action && s.action.ssh && !hosts.has(s.action.ssh.host)) {
         issues.push({
@@ -324,18 +323,22 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
   const flowNames = new Set(d.flows.map((f) => f.name));
   const itemIds = new Set(d.items.map((i) => i.id));
   d.items.forEach((item, ii) => {
-    if (typeof item.completion_flow === 'string' && !flowNames.has(item.completion_flow))
-      issues.push({ path: ['items', ii, 'completion_flow'], message: `no flow named "${item.completion_flow}"` });
+    reference(
+      flowNames,
+      item.completion_flow,
+      ['items', ii, 'completion_flow'],
+      `no flow named "${item.completion_flow}"`,
+    );
     list(item.depends_on).forEach((dep, di) => {
-      if (typeof dep.item === 'string' && !itemIds.has(dep.item))
-        issues.push({ path: ['items', ii, 'depends_on', di, 'item'], message: `no item "${dep.item}" in this file` });
+      reference(itemIds, dep.item, ['items', ii, 'depends_on', di, 'item'], `no item "${dep.item}" in this file`);
       if (dep.item === item.id)
         issues.push({ path: ['items', ii, 'depends_on', di, 'item'], message: 'an item cannot depend on itself' });
-      if (typeof dep.environment === 'string' && !envs.has(dep.environment))
-        issues.push({
-          path: ['items', ii, 'depends_on', di, 'environment'],
-          message: `no environment named "${dep.environment}"`,
-        });
+      reference(
+        envs,
+        dep.environment,
+        ['items', ii, 'depends_on', di, 'environment'],
+        `no environment named "${dep.environment}"`,
+      );
     });
     if (prefix && typeof item.id === 'string' && !item.id.startsWith(`${prefix}-`))
       issues.push({ path: ['items', ii, 'id'], message: `item ids of this project start with ${prefix}-` });
@@ -344,16 +347,13 @@ export function crossReferenceIssues(document: unknown): DefinitionIssue[] {
       if (cases.has(o.case))
         issues.push({ path: ['items', ii, 'obligations', oi, 'case'], message: `duplicate case "${o.case}"` });
       cases.add(o.case);
-      if (typeof o.plan_id === 'string' && !plans.has(o.plan_id))
-        issues.push({
-          path: ['items', ii, 'obligations', oi, 'plan_id'],
-          message: `no plan with id "${o.plan_id}"`,
-        });
-      if (typeof o.target_env === 'string' && !envs.has(o.target_env))
-        issues.push({
-          path: ['items', ii, 'obligations', oi, 'target_env'],
-          message: `no environment named "${o.target_env}"`,
-        });
+      reference(plans, o.plan_id, ['items', ii, 'obligations', oi, 'plan_id'], `no plan with id "${o.plan_id}"`);
+      reference(
+        envs,
+        o.target_env,
+        ['items', ii, 'obligations', oi, 'target_env'],
+        `no environment named "${o.target_env}"`,
+      );
     });
   });
   return issues;
