@@ -1,16 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Kysely } from 'kysely';
-import { z } from 'zod';
 import type { Database } from '../../db/database';
-import { recordEvent } from '../../db/events';
-import {
-  effectiveInThePast,
-  insertPricingRevision,
-  pricingRevisionById,
-  pricingRevisionRows,
-  type PricingRevisionRow,
-} from '../../db/pricingRevisions';
 import {
   last24hSessions,
   lockUsageFolds,
@@ -22,14 +12,14 @@ import {
   type SessionUsageWrite,
 } from '../../db/sessionUsage';
 import { recordServedFacts, sessionById } from '../../db/sessions';
-import { refusal, usageError } from '../../domain/errors';
+import { usageError } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
-import { costOf, revisionAt, type Cost, type PricingRevision } from '../../domain/usage/pricing';
+import { costOf, revisionAt, type Cost } from '../../domain/usage/pricing';
 import { assertRegularArtifacts } from './artifactFile';
 import type { Folder } from './foldPool';
 import { fold, READER_VERSION, type Harness, type Reading } from './readers';
-import { SHIPPED_REVISIONS } from './seedPricing';
+import { backdateCaveat, currentCatalog, importPricing, listPricing, type PricingImport } from './pricingCatalog';
 
 export interface UsageFields {
   usage_tokens: number | null;
@@ -48,52 +38,6 @@ export interface FoldResult {
   usage_tokens: number;
   reasons: string[];
   replaced: boolean;
-}
-
-const RateSchema = z
-  .object({
-    input: z.number().nonnegative(),
-    cached_input: z.number().nonnegative(),
-    cache_write: z.number().nonnegative(),
-    cache_write_long: z.number().nonnegative(),
-    output: z.number().nonnegative(),
-  })
-  .partial();
-export const PricingFile = z
-  .object({
-    revision_id: z.string().min(1),
-    effective_at: z.string().datetime({ offset: true }),
-    source: z.string().min(1),
-    estimated: z.boolean().default(false),
-    rates: z.record(z.string(), RateSchema.extend({ above_200k: RateSchema.optional() })),
-  })
-  .strict();
-
-/** U12: a revision effective this long before its import is back-dated (clock skew is not). */
-const BACKDATE_GRACE_SECONDS = 60;
-
-/** U12: a cost priced by a revision imported after the session began names that revision. */
-export function backdateCaveat(revision: PricingRevision | undefined, offeredAt: Date): string | null {
-  if (!revision?.backdated || Date.parse(revision.backdated.imported_at) <= offeredAt.getTime()) return null;
-  return `priced by back-dated revision ${revision.revision_id} (effective ${revision.effective_at}, imported ${revision.backdated.imported_at}): ${revision.backdated.reason}`;
-}
-
-/** The catalog: the imported revisions and the shipped ones (each also importable explicitly). */
-export function pricingCatalog(
-  rows: (Pick<PricingRevisionRow, 'revision_id' | 'estimated' | 'rates' | 'backdate_reason'> & {
-    effective_at: Date | string;
-    imported_at: Date | string;
-  })[],
-): PricingRevision[] {
-  const iso = (d: Date | string) => new Date(d).toISOString();
-  const stored = rows.map((r) => ({
-    revision_id: r.revision_id,
-    effective_at: iso(r.effective_at),
-    estimated: r.estimated,
-    rates: r.rates,
-    backdated: r.backdate_reason ? { reason: r.backdate_reason, imported_at: iso(r.imported_at) } : null,
-  }));
-  return [...stored, ...SHIPPED_REVISIONS.filter((s) => !stored.some((r) => r.revision_id === s.revision_id))];
 }
 
 /** The session whose actor's grants bound what a usage read shows (U13); absent for an operator at the control plane. */
@@ -163,10 +107,6 @@ export interface FoldInput {
 export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Folder }) {
   const { db } = deps;
   const folder = deps.folder ?? fold;
-
-  async function revisions(): Promise<PricingRevision[]> {
-    return pricingCatalog(await pricingRevisionRows(db));
-  }
 
   function resolvedArtifacts(input: FoldInput): string[] {
     if (input.artifacts.length === 0) {
@@ -284,7 +224,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
   async function usageFields(sessionIds: string[]): Promise<Map<string, UsageFields>> {
     const out = new Map<string, UsageFields>();
     if (sessionIds.length === 0) return out;
-    const [rows, catalog] = await Promise.all([usageOfSessions(db, sessionIds), revisions()]);
+    const [rows, catalog] = await Promise.all([usageOfSessions(db, sessionIds), currentCatalog(db)]);
     for (const r of rows) {
       if (!r.status) {
         out.set(r.session_id, {
@@ -316,117 +256,6 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       });
     }
     return out;
-  }
-
-  /**
-   * U12: prices cannot be rewritten after the fact. A revision takes effect from now on; one
-   * effective in the past would re-price sessions already priced, so it needs `backdate` with
-   * a reason, is audited, and every cost it prices names it in cost_caveat.
-   */
-  async function importPricing(input: { file?: string; genaiPrices?: boolean; backdate?: boolean; reason?: string }) {
-    if (input.backdate && !input.reason?.trim()) {
-      throw usageError('backdate_reason_required', '--reason: a back-dated pricing revision needs a reason', {
-        recovery: 'yoke pricing import FILE --backdate --reason "why past sessions are re-priced"',
-        details: { option: '--reason' },
-      });
-    }
-    if (!input.file === !input.genaiPrices) {
-      throw usageError('pricing_source_required', 'name one pricing source: a revision FILE or --genai-prices', {
-        recovery: 'yoke pricing import FILE, or: yoke pricing import --genai-prices',
-        details: { file: input.file ?? null, genai_prices: !!input.genaiPrices },
-      });
-    }
-    if (input.genaiPrices) return importGenaiPrices(input);
-    const file = input.file!;
-    let document: unknown;
-    try {
-      document = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (err) {
-      throw usageError(
-        'invalid_pricing_file',
-        `cannot read pricing revision ${input.file}: ${(err as Error).message}`,
-        {
-          recovery: 'pass a JSON file with revision_id, effective_at, source and rates',
-          details: { file: input.file },
-        },
-      );
-    }
-    return storeRevision(document, file, input);
-  }
-
-  /**
-   * `--genai-prices`: a new revision from the installed @pydantic/genai-prices, effective now
-   * (U12: never re-pricing the past). The version the shipped revision came from is already
-   * in force and is not imported again.
-   */
-  async function importGenaiPrices(input: { backdate?: boolean; reason?: string }) {
-    const { installedGenaiPrices } = await import('./genaiPricesPackage');
-    const { revisionFromGenaiPrices } = await import('../../domain/usage/genaiPrices');
-    const { version, providers } = installedGenaiPrices();
-    const shipped = SHIPPED_REVISIONS.find((r) => r.revision_id === `genai-prices-${version}`);
-    if (shipped) return { revision_id: shipped.revision_id, imported: false, shipped: true };
-    const { revision, notes } = revisionFromGenaiPrices(providers, version, new Date().toISOString());
-    return { ...(await storeRevision(revision, `@pydantic/genai-prices ${version}`, input)), notes };
-  }
-
-  async function storeRevision(document: unknown, origin: string, input: { backdate?: boolean; reason?: string }) {
-    const parsed = PricingFile.safeParse(document);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      throw usageError(
-        'invalid_pricing_file',
-        `${origin}: ${issue.path.join('.') || '(top level)'}: ${issue.message}`,
-        { recovery: 'fix the named field and import again', details: { file: origin } },
-      );
-    }
-    const r = parsed.data;
-    const existing = await pricingRevisionById(db, r.revision_id);
-    if (existing) {
-      if (JSON.stringify(existing.rates) === JSON.stringify(r.rates))
-        return { revision_id: r.revision_id, imported: false };
-      throw refusal(
-        'pricing_revision_immutable',
-        `pricing revision ${r.revision_id} already exists with other rates; revisions are immutable`,
-        {
-          recovery: 'import the new prices as a new revision_id with its own effective_at',
-          details: { revision_id: r.revision_id },
-        },
-      );
-    }
-    return db.transaction().execute(async (trx) => {
-      const { past, now } = await effectiveInThePast(trx, r.effective_at, BACKDATE_GRACE_SECONDS);
-      if (past && !input.backdate) {
-        throw refusal(
-          'pricing_revision_backdated',
-          `pricing revision ${r.revision_id} is effective ${r.effective_at}, before now (${now.toISOString()}): it would re-price sessions already priced`,
-          {
-            recovery: `set effective_at to now or later, or re-price the past on purpose: yoke pricing import ${origin} --backdate --reason R`,
-            details: { revision_id: r.revision_id, effective_at: r.effective_at },
-          },
-        );
-      }
-      await insertPricingRevision(trx, {
-        revision_id: r.revision_id,
-        effective_at: r.effective_at,
-        source: r.source,
-        estimated: r.estimated,
-        rates: JSON.stringify(r.rates),
-        backdate_reason: past ? input.reason!.trim() : null,
-      });
-      if (past) {
-        await recordEvent(trx, {
-          event_type: 'PricingRevisionBackdated',
-          payload: { revision_id: r.revision_id, effective_at: r.effective_at, reason: input.reason!.trim() },
-        });
-      }
-      return { revision_id: r.revision_id, imported: true, backdated: past };
-    });
-  }
-
-  async function listPricing() {
-    return (await revisions())
-      .sort((a, b) => Date.parse(a.effective_at) - Date.parse(b.effective_at))
-      .map((r) => ({ ...r, models: Object.keys(r.rates).length }));
   }
 
   /**
@@ -471,7 +300,15 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       }));
   }
 
-  return { foldSessionUsage, foldSessionsUsage, usageFields, importPricing, listPricing, last24hCohort, machinesUsage };
+  return {
+    foldSessionUsage,
+    foldSessionsUsage,
+    usageFields,
+    importPricing: (input: PricingImport) => importPricing(db, input),
+    listPricing: () => listPricing(db),
+    last24hCohort,
+    machinesUsage,
+  };
 }
 
 export type SessionUsageActivities = ReturnType<typeof sessionUsageActivities>;

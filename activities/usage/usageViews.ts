@@ -6,7 +6,8 @@ import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { BILLABLE_BUCKETS, addBuckets, billableTokens, zeroBuckets, type Buckets } from '../../domain/usage/buckets';
 import { modelCost, type ModelCost } from '../../domain/usage/bucketCost';
 import { costOf, revisionAt, type PricingRevision } from '../../domain/usage/pricing';
-import { backdateCaveat, pricingCatalog, usageNote, type UsageViewer } from './sessionUsage';
+import { backdateCaveat, pricingCatalog } from './pricingCatalog';
+import { usageNote, type UsageViewer } from './sessionUsage';
 
 /**
  * The usage views people expect (ccusage's daily / per-session / per-model tables) and one
