@@ -21,6 +21,21 @@ export function freshPollers(
 }
 
 /**
+ * A notifier whose Temporal adapter is loaded (and the client connected) only when one of its
+ * methods is called: each call waits for `load`, then forwards its arguments. `methods` names
+ * every method of the port, so the compiler refuses a port that gains one not forwarded here.
+ */
+function onFirstCall<T extends object>(load: () => Promise<T>, methods: { [K in keyof Required<T>]: true }): T {
+  const port: Record<string, (...args: unknown[]) => Promise<unknown>> = {};
+  for (const name of Object.keys(methods))
+    port[name] = async (...args) => {
+      const adapter = await load();
+      return Reflect.apply(adapter[name as keyof T] as (...a: unknown[]) => Promise<unknown>, adapter, args);
+    };
+  return port as T;
+}
+
+/**
  * The CLI's Temporal client, connected on first use only: most commands never need it, and
  * loading it costs half a second (DESIGN.md, "The CLI starts fast").
  */
@@ -55,40 +70,21 @@ export class LazyTemporal {
 
   /** A waiting-line notifier that connects only when there is something to signal. */
   lineNotifier(): LineNotifier {
-    const notifier = async () => {
-      const { temporalLineNotifier } = await import('../temporal/lineSignals');
-      return temporalLineNotifier(await this.get(), this.config.taskQueue);
-    };
-    return {
-      joined: async (w) => (await notifier()).joined(w),
-      reserved: async (r) => (await notifier()).reserved(r),
-      cancelled: async (c) => (await notifier()).cancelled(c),
-    };
+    const load = async () =>
+      (await import('../temporal/lineSignals')).temporalLineNotifier(await this.get(), this.config.taskQueue);
+    return onFirstCall(load, { joined: true, reserved: true, cancelled: true });
   }
 
   /** Tells QA workflows and run workflows about an execution's end, connecting only when needed. */
   qaNotifier(): QaNotifier {
-    const notifier = async () => {
-      const { temporalQaNotifier } = await import('../temporal/qaSignals');
-      return temporalQaNotifier(await this.get());
-    };
-    return {
-      executionEnded: async (id, status) => (await notifier()).executionEnded(id, status),
-      runQaSettled: async (runId) => (await notifier()).runQaSettled(runId),
-      casesRecorded: async (id) => (await notifier()).casesRecorded!(id),
-    };
+    const load = async () => (await import('../temporal/qaSignals')).temporalQaNotifier(await this.get());
+    return onFirstCall(load, { executionEnded: true, runQaSettled: true, casesRecorded: true });
   }
 
   /** Tells moved executions and the superseded run's workflow after a takeover (T2), connecting only when needed. */
   takeoverNotifier(): TakeoverNotifier {
-    const notifier = async () => {
-      const { temporalTakeoverNotifier } = await import('../temporal/takeoverSignals');
-      return temporalTakeoverNotifier(await this.get());
-    };
-    return {
-      executionMoved: async (id, runId) => (await notifier()).executionMoved(id, runId),
-      runSuperseded: async (runId, by) => (await notifier()).runSuperseded(runId, by),
-    };
+    const load = async () => (await import('../temporal/takeoverSignals')).temporalTakeoverNotifier(await this.get());
+    return onFirstCall(load, { executionMoved: true, runSuperseded: true });
   }
 
   /**

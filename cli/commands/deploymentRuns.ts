@@ -175,6 +175,24 @@ async function startWalking(
   return started;
 }
 
+/** execute and retry: the acting session moves the run (`transition`), then its walk starts. */
+function walkAction(
+  transition: (
+    activities: DeploymentRunActivities,
+    request: { sessionId: string; runId: string },
+  ) => Promise<ExecuteResult>,
+  render: (r: ExecuteResult) => string,
+) {
+  return commandAction(
+    BaseOptions,
+    async (ctx, o, [runId]) => {
+      const sessionId = actingSession(o);
+      return startWalking(ctx, !!o.json, async () => transition(await runs(ctx), { sessionId, runId: runId! }));
+    },
+    render,
+  );
+}
+
 /**
  * Tells the run's workflow to look at Postgres again; a run with no live workflow needs nothing.
  * A signal that cannot be sent is a warning, not a failure: the change is already in Postgres.
@@ -365,12 +383,8 @@ export function registerDeploymentRuns(program: Command): void {
     )
     .argument('<run>', 'run id')
     .action(
-      commandAction(
-        BaseOptions,
-        async (ctx, o, [runId]) => {
-          const sessionId = actingSession(o);
-          return startWalking(ctx, !!o.json, async () => (await runs(ctx)).executeRun({ sessionId, runId: runId! }));
-        },
+      walkAction(
+        (activities, request) => activities.executeRun(request),
         (r) =>
           `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
       ),
@@ -421,12 +435,8 @@ export function registerDeploymentRuns(program: Command): void {
     .description('retry a failed run: restores its automatic retractions and executes again (O4)')
     .argument('<run>', 'run id')
     .action(
-      commandAction(
-        BaseOptions,
-        async (ctx, o, [runId]) => {
-          const sessionId = actingSession(o);
-          return startWalking(ctx, !!o.json, async () => (await runs(ctx)).retryRun({ sessionId, runId: runId! }));
-        },
+      walkAction(
+        (activities, request) => activities.retryRun(request),
         (r) => `retrying ${r.run_id}, driven by ${r.driver_session_id}`,
       ),
     );
