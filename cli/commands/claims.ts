@@ -2,10 +2,9 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { claimActivities } from '../../activities/claims';
 import { actingSession, BaseOptions, claimIdSchema, commandAction, inHookContext, nonEmpty } from '../context';
-import { warn } from '../output';
 import { claimLine, claimsTable } from '../render';
 import { registerClaimPrimitives } from './claimPrimitives';
-import { registerCoordinationClaim, reportLine } from './coordinationClaim';
+import { registerCoordinationClaim, releaseJson, reportRelease } from './coordinationClaim';
 
 const SteeringOptions = BaseOptions.extend({ project: nonEmpty, reason: nonEmpty.optional() });
 const ItemOptions = BaseOptions.extend({ reason: nonEmpty.optional() });
@@ -97,16 +96,14 @@ export function registerClaims(program: Command): void {
             reason: o.reason,
             hookContext: inHookContext(),
           });
-          if (r.operator_event_id)
-            warn(
-              !!o.json,
-              `WARNOperatorLeaseRelease: claim ${o.claimId} of session ${r.claim.session_id} released by operator session ${actingSessionId}`,
-            );
-          reportLine(!!o.json, r);
-          return r;
+          return reportRelease(
+            !!o.json,
+            r,
+            `WARNOperatorLeaseRelease: claim ${o.claimId} of session ${r.claim.session_id} released by operator session ${actingSessionId}`,
+          );
         },
         (r) => claimLine('released', r.claim),
-        (r) => ({ ...r.claim, operator_event_id: r.operator_event_id, reservations: r.reservations }),
+        releaseJson,
       ),
     );
 

@@ -46,6 +46,21 @@ export function reportLine(json: boolean, result: Pick<ReleaseResult, 'reservati
   for (const w of result.warnings) warn(json, `warning: ${w}`);
 }
 
+/**
+ * The end of a release that may be an operator's (C8, C9): WARNOperatorLeaseRelease when an
+ * operator released it, then the waiting line's report.
+ */
+export function reportRelease(json: boolean, result: ReleaseResult, operatorWarning: string): ReleaseResult {
+  if (result.operator_event_id) warn(json, operatorWarning);
+  reportLine(json, result);
+  return result;
+}
+
+/** A release's JSON: the claim, the operator event (or null) and the turns it reserved. */
+export function releaseJson(r: ReleaseResult) {
+  return { ...r.claim, operator_event_id: r.operator_event_id, reservations: r.reservations };
+}
+
 function acquiredLine(r: AcquireResult): string {
   return claimLine(
     r.consumed_reservation ? 'took your reserved turn:' : r.reentered ? 'holding (re-entered)' : 'acquired',
@@ -154,16 +169,14 @@ export function registerCoordinationClaim(parent: Command): void {
             project: o.project,
             hookContext: inHookContext(),
           });
-          if (result.operator_event_id)
-            warn(
-              !!o.json,
-              `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`,
-            );
-          reportLine(!!o.json, result);
-          return result;
+          return reportRelease(
+            !!o.json,
+            result,
+            `WARNOperatorLeaseRelease: ${o.key} claim ${o.claimId} of session ${o.holderSessionId} released by operator session ${actingSessionId} (event ${result.operator_event_id})`,
+          );
         },
         (r) => claimLine('released', r.claim) + `\nreason: ${r.claim.release_reason}`,
-        (r) => ({ ...r.claim, operator_event_id: r.operator_event_id, reservations: r.reservations }),
+        releaseJson,
       ),
     );
 }
