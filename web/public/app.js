@@ -18,6 +18,9 @@ const time = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').slice
 const link = (url, text) => h('a', { href: url, target: '_blank', rel: 'noopener', class: 'workflow-link' }, text);
 const badge = (text, kind) => h('span', { class: `badge ${kind ?? text}` }, text);
 
+/** A panel's cards: one per entry, or the panel's `empty` line when there are none. */
+const cardList = (list, empty, card) => (list.length ? list.map(card) : [h('p', { class: 'empty' }, empty)]);
+
 function stamp(panel) {
   panel.querySelector('.updated').textContent = `updated ${new Date().toLocaleTimeString()}`;
 }
@@ -52,98 +55,92 @@ const panels = {
   },
   async runs(panel, runs) {
     panel.querySelector('.cards').replaceChildren(
-      ...(runs.length ? runs : [null]).map((r) =>
-        r === null
-          ? h('p', { class: 'empty' }, 'no runs')
-          : h(
-              'article',
-              { class: `card run ${r.status}`, 'data-run': r.run_id },
-              h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.status)),
-              h('p', {}, `${r.project} · ${r.flow} → ${r.target} · ${String(r.candidate_sha).slice(0, 12)}`),
-              h('p', {}, 'driver: ', r.driver ? `${r.driver.session_id}${r.driver.live ? '' : ' (lapsed)'}` : '-'),
+      ...cardList(runs, 'no runs', (r) =>
+        h(
+          'article',
+          { class: `card run ${r.status}`, 'data-run': r.run_id },
+          h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.status)),
+          h('p', {}, `${r.project} · ${r.flow} → ${r.target} · ${String(r.candidate_sha).slice(0, 12)}`),
+          h('p', {}, 'driver: ', r.driver ? `${r.driver.session_id}${r.driver.live ? '' : ' (lapsed)'}` : '-'),
+          h(
+            'ol',
+            { class: 'stages' },
+            (r.stages ?? []).map((s) =>
               h(
-                'ol',
-                { class: 'stages' },
-                (r.stages ?? []).map((s) =>
-                  h(
-                    'li',
-                    { class: `stage ${s.status}`, 'data-stage': s.name },
-                    `${s.name} (${s.kind} → ${s.target_env}): `,
-                    badge(s.status),
-                  ),
-                ),
-              ),
-              h(
-                'p',
-                { class: 'occupancy' },
-                `occupancy: ${r.occupancy?.occupying ? 'occupying' : 'free'} ${(r.occupancy?.units ?? []).join(', ')}`,
-                ...(r.occupancy?.open_lines ?? []).map((l) => h('span', { class: 'open-line' }, ` · ${l}`)),
-              ),
-              h(
-                'ul',
-                { class: 'qa' },
-                (r.qa ?? []).map((q) =>
-                  h(
-                    'li',
-                    { 'data-check': q.check_name },
-                    `${q.check_name}${q.blocking ? ' (blocking)' : ''}: `,
-                    badge(q.status),
-                  ),
-                ),
+                'li',
+                { class: `stage ${s.status}`, 'data-stage': s.name },
+                `${s.name} (${s.kind} → ${s.target_env}): `,
+                badge(s.status),
               ),
             ),
+          ),
+          h(
+            'p',
+            { class: 'occupancy' },
+            `occupancy: ${r.occupancy?.occupying ? 'occupying' : 'free'} ${(r.occupancy?.units ?? []).join(', ')}`,
+            ...(r.occupancy?.open_lines ?? []).map((l) => h('span', { class: 'open-line' }, ` · ${l}`)),
+          ),
+          h(
+            'ul',
+            { class: 'qa' },
+            (r.qa ?? []).map((q) =>
+              h(
+                'li',
+                { 'data-check': q.check_name },
+                `${q.check_name}${q.blocking ? ' (blocking)' : ''}: `,
+                badge(q.status),
+              ),
+            ),
+          ),
+        ),
       ),
     );
   },
   async 'test-machines'(panel, machines) {
     panel.querySelector('.cards').replaceChildren(
-      ...(machines.length ? machines : [null]).map((m) =>
-        m === null
-          ? h('p', { class: 'empty' }, 'no test machines')
-          : h(
-              'article',
-              { class: 'card machine', 'data-machine': m.name },
-              h('h3', {}, m.name, ' ', badge(m.healthy ? 'healthy' : 'unhealthy')),
+      ...cardList(machines, 'no test machines', (m) =>
+        h(
+          'article',
+          { class: 'card machine', 'data-machine': m.name },
+          h('h3', {}, m.name, ' ', badge(m.healthy ? 'healthy' : 'unhealthy')),
+          h(
+            'p',
+            { class: 'holder' },
+            'holder: ',
+            m.holder
+              ? `${m.holder.session_id} (claim ${m.holder.claim_id}${m.holder.reserved_until ? `, reserved until ${time(m.holder.reserved_until)}` : ''})`
+              : 'free',
+          ),
+          h('p', {}, `waiting: ${m.waiting}`),
+          h(
+            'ol',
+            { class: 'line' },
+            m.line.map((w) =>
               h(
-                'p',
-                { class: 'holder' },
-                'holder: ',
-                m.holder
-                  ? `${m.holder.session_id} (claim ${m.holder.claim_id}${m.holder.reserved_until ? `, reserved until ${time(m.holder.reserved_until)}` : ''})`
-                  : 'free',
-              ),
-              h('p', {}, `waiting: ${m.waiting}`),
-              h(
-                'ol',
-                { class: 'line' },
-                m.line.map((w) =>
-                  h(
-                    'li',
-                    { 'data-wait-session': w.session_id },
-                    link(w.workflow_url, w.session_id),
-                    ` ${w.state} since ${time(w.queued_at)}`,
-                  ),
-                ),
+                'li',
+                { 'data-wait-session': w.session_id },
+                link(w.workflow_url, w.session_id),
+                ` ${w.state} since ${time(w.queued_at)}`,
               ),
             ),
+          ),
+        ),
       ),
     );
   },
   async machines(panel, fleet) {
     panel.querySelector('#fleet').replaceChildren(
-      ...(fleet.length ? fleet : [null]).map((m) =>
-        m === null
-          ? h('p', { class: 'empty' }, 'no live sessions')
-          : h(
-              'article',
-              { class: 'card fleet', 'data-fleet-machine': m.machine_id },
-              h('h3', {}, m.machine_id),
-              h(
-                'ul',
-                {},
-                m.sessions.map((s) => h('li', {}, `${s.session_id} (${s.actor_id}) ${s.staffing.join(' ')}`)),
-              ),
-            ),
+      ...cardList(fleet, 'no live sessions', (m) =>
+        h(
+          'article',
+          { class: 'card fleet', 'data-fleet-machine': m.machine_id },
+          h('h3', {}, m.machine_id),
+          h(
+            'ul',
+            {},
+            m.sessions.map((s) => h('li', {}, `${s.session_id} (${s.actor_id}) ${s.staffing.join(' ')}`)),
+          ),
+        ),
       ),
     );
   },
@@ -165,28 +162,26 @@ async function loadUsage() {
     return;
   }
   cards.replaceChildren(
-    ...(rows.length ? rows : [null]).map((m) =>
-      m === null
-        ? h('p', { class: 'empty' }, 'no sessions in the last 24 hours')
-        : h(
-            'article',
-            { class: 'card usage', 'data-usage-machine': m.machine_id },
-            h('h3', {}, m.machine_id),
-            h(
-              'dl',
-              {},
-              h('dt', {}, '24H TOKENS'),
-              h('dd', { 'data-figure': 'tokens' }, String(m['24H TOKENS'])),
-              h('dt', {}, '24H API COST'),
-              h(
-                'dd',
-                { 'data-figure': 'cost' },
-                `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
-              ),
-              h('dt', {}, '24H SESSIONS'),
-              h('dd', { 'data-figure': 'sessions' }, String(m['24H SESSIONS'])),
-            ),
+    ...cardList(rows, 'no sessions in the last 24 hours', (m) =>
+      h(
+        'article',
+        { class: 'card usage', 'data-usage-machine': m.machine_id },
+        h('h3', {}, m.machine_id),
+        h(
+          'dl',
+          {},
+          h('dt', {}, '24H TOKENS'),
+          h('dd', { 'data-figure': 'tokens' }, String(m['24H TOKENS'])),
+          h('dt', {}, '24H API COST'),
+          h(
+            'dd',
+            { 'data-figure': 'cost' },
+            `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
           ),
+          h('dt', {}, '24H SESSIONS'),
+          h('dd', { 'data-figure': 'sessions' }, String(m['24H SESSIONS'])),
+        ),
+      ),
     ),
   );
 }
