@@ -4,7 +4,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, setUp } from '../helpers/cli';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
-import { untilTrue as until } from '../helpers/until';
+import { untilTrue as until, until as untilRead } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -132,14 +132,18 @@ test('I2 a create that times out is repeated once under the same key and reports
   // repeat waits again (a new waiting statement). Polled from outside the lock holder's
   // transaction, whose activity snapshot would stay frozen.
   const waiter = async (not?: string): Promise<string> => {
-    for (;;) {
-      const { rows: waiting } = await sql<{ id: string }>`
-        SELECT a.pid || '@' || a.query_start AS id FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-         WHERE l.locktype = 'advisory' AND NOT l.granted`.execute(t.db);
-      const found = waiting.find((w) => w.id !== not);
-      if (found) return found.id;
-      await new Promise((x) => setTimeout(x, 50));
-    }
+    const waiting = await untilRead(
+      async () =>
+        (
+          await sql<{ id: string }>`
+            SELECT a.pid || '@' || a.query_start AS id FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+             WHERE l.locktype = 'advisory' AND NOT l.granted`.execute(t.db)
+        ).rows.filter((w) => w.id !== not),
+      (rows) => rows.length > 0,
+      'a create to wait on the advisory lock',
+      { everyMs: 50 },
+    );
+    return waiting[0]!.id;
   };
   await waiter(await waiter());
   await admin.query('COMMIT');

@@ -7,6 +7,7 @@ import { json, jsonError, setUp, yoke } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 /**
  * `yoke doctor` against each invariant it checks: every violation is named with its subject
@@ -184,12 +185,12 @@ test('yoke doctor names each invariant violation with its recovery and exits 1; 
   await sql`DELETE FROM events WHERE event_type = ${MEMBER_CLOSED_EVENT}`.execute(t.db);
   await sql`ALTER TABLE events ENABLE TRIGGER USER`.execute(t.db);
   await sql`UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now()`.execute(t.db);
-  for (let i = 0; ; i++) {
-    const status = (await r.getRun({ runId: a })).status;
-    if (status === 'succeeded') break;
-    if (i > 240) throw new Error(`the repaired run is still ${status}`);
-    await new Promise((x) => setTimeout(x, 250));
-  }
+  await until(
+    () => r.getRun({ runId: a }),
+    (v) => v.status === 'succeeded',
+    'the repaired run to succeed',
+    { everyMs: 250 },
+  );
   const clean = await run(['doctor', '--json']);
   expect(clean.stderr).toBe('');
   expect(clean.code).toBe(0);

@@ -4,6 +4,7 @@ import { json, jsonError, setUp, yoke } from '../helpers/cli';
 import { createTestRepository, type TestRepository } from '../helpers/git';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -63,11 +64,11 @@ const create = async (candidate: string, key: string, items: string[] = []) =>
 test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit status, then the move and the chain', async () => {
   const pred = await create(repo.A, 'pred', ['WEB-1']);
   expect((await run(['deployment-runs', 'execute', pred, '--json'])).code).toBe(0);
-  for (let i = 0; i < 300; i++) {
-    const stages = json(await run(['deployment-runs', 'get', pred, 'stages', '--json'])).stages;
-    if (stages[1].status === 'waiting') break;
-    await new Promise((x) => setTimeout(x, 100));
-  }
+  await until(
+    async () => json(await run(['deployment-runs', 'get', pred, 'stages', '--json'])).stages,
+    (stages) => stages[1].status === 'waiting',
+    `run ${pred} to wait at its QA stage`,
+  );
 
   const unrelated = await create(repo.D, 'unrelated');
   const refused = await run(['deployment-runs', 'takeover', pred, '--successor', unrelated, '--json']);

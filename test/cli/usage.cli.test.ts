@@ -6,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
+import { until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -107,14 +108,13 @@ test('U10 hooks usage --async hands the fold to session-usage/<session>, which r
   expect(json(queued)).toEqual({ session_id: 'c2', queued: true, workflow_id: 'session-usage/c2' });
   writeLines(transcript, [claudeAssistant('x2', { input: 20, output: 5 })], true);
   await run(['hooks', 'usage', '--session', 'c2', '--harness', 'claude', '--artifact', transcript, '--async']);
-  for (let i = 0; i < 100; i++) {
-    const row = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find(
-      (r) => r.session_id === 'c2',
-    )!;
-    if (row.usage_tokens === 40) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error('the fold workflow did not fold both requests');
+  await until(
+    async () =>
+      json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find((r) => r.session_id === 'c2')!,
+    (row) => row.usage_tokens === 40,
+    'the fold workflow to fold both requests',
+    { everyMs: 200 },
+  );
 }, 60_000);
 
 test('U13 --usage-last-24h is exclusive of every other filter; machines usage sums per machine under the 24H labels', async () => {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { freePort, portAnswers } from '../../scripts/net';
 import { findTemporalCli } from '../../scripts/temporalCli';
 import { startDevServer } from '../../scripts/temporalServer';
+import { until } from '../helpers/until';
 
 /**
  * The real processes the fault suite breaks: a TCP proxy in front of Postgres (stopped, it
@@ -143,23 +144,18 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<Worker
   };
 }
 
-/** Polls `read` until `ok` holds; a read that throws (a service down on purpose) is asked again. */
+/** The shared `until` where services die on purpose: a read that throws is asked again. */
 export async function pollUntil<T>(
   what: string,
   read: () => Promise<T>,
   ok: (v: T) => boolean,
   seconds = 300,
 ): Promise<T> {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    let v: T | undefined;
-    try {
-      v = await read();
-    } catch {
-      v = undefined;
-    }
-    if (v !== undefined && ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((x) => setTimeout(x, 250));
-  }
+  const found = await until(
+    () => read().catch(() => undefined),
+    (v) => v !== undefined && ok(v),
+    what,
+    { timeoutMs: seconds * 1000, everyMs: 250 },
+  );
+  return found as T;
 }

@@ -3,6 +3,7 @@ import { ageSession, seedLab, services } from '../helpers/fixtures';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { ensureSweepSchedule } from '../../temporal/schedules';
 import type { SweepResult } from '../../activities/sweep';
+import { until } from '../helpers/until';
 
 let t: TestDatabase;
 let w: TestWorker;
@@ -19,15 +20,13 @@ afterAll(async () => {
 /** Waits for the schedule's next started workflow and returns its result. */
 async function nextSweep(scheduleId: string, after: number): Promise<SweepResult & { reattached_runs: string[] }> {
   const handle = w.client.schedule.getHandle(scheduleId);
-  for (let i = 0; i < 200; i++) {
-    const { info } = await handle.describe();
-    if (info.recentActions.length > after) {
-      const action = info.recentActions[info.recentActions.length - 1]!.action;
-      return w.client.workflow.getHandle(action.workflow.workflowId).result();
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`schedule ${scheduleId} started no workflow`);
+  const { info } = await until(
+    () => handle.describe(),
+    (d) => d.info.recentActions.length > after,
+    `schedule ${scheduleId} to start a workflow`,
+  );
+  const action = info.recentActions[info.recentActions.length - 1]!.action;
+  return w.client.workflow.getHandle(action.workflow.workflowId).result();
 }
 
 test('C5 the stale-session sweep runs as a Temporal Schedule and reclaims only non-sticky claims', async () => {
