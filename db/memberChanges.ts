@@ -3,16 +3,6 @@ import type { Executor } from './pool';
 
 /** add-item and remove-item on a run that has not settled (D1, D5): the member rows they change. */
 
-export async function isMember(db: Executor, runId: string, itemId: number): Promise<boolean> {
-  const row = await db
-    .selectFrom('deployment_run_items')
-    .select('item_id')
-    .where('run_id', '=', runId)
-    .where('item_id', '=', itemId)
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 /** Deletes the member row; false when the item was no member. */
 export async function deleteMember(db: Executor, runId: string, itemId: number): Promise<boolean> {
   const row = await db

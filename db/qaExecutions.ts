@@ -40,21 +40,23 @@ export async function planIdsOf(db: Executor, projectId: number): Promise<string
   return rows.map((r) => r.plan_id).sort();
 }
 
-export interface NewExecution {
-  run_id: string;
-  stage_name: string;
-  plan_id: string;
-  item_id: number | null;
-  plan: QaPlanDefinition;
-  session_id: string;
-  target_environment: string;
-  target_url: string | null;
-  served_revision_path: string;
-  delivered_commit: string;
-  observed_commit: string | null;
-  revision_check: RevisionCheck;
-  revision_detail: string | null;
-}
+/** A new execution: its start identity (Q1) and the plan it walks. */
+export type NewExecution = Pick<
+  ExecutionRow,
+  | 'run_id'
+  | 'stage_name'
+  | 'plan_id'
+  | 'item_id'
+  | 'plan'
+  | 'session_id'
+  | 'target_environment'
+  | 'target_url'
+  | 'served_revision_path'
+  | 'delivered_commit'
+  | 'observed_commit'
+  | 'revision_check'
+  | 'revision_detail'
+>;
 
 export async function insertExecution(db: Executor, e: NewExecution): Promise<ExecutionRow> {
   return db

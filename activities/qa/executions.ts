@@ -22,6 +22,7 @@ import { flowById, runById, stageEnvironment } from '../../db/runs';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import { insertCheck, testMachineByName } from '../../db/testMachines';
 import { waitViews, type WaitView } from '../../db/waits';
+import { qaStageNotFound } from '../../domain/qaStages';
 import { refusal, YokeError } from '../../domain/errors';
 import { operatorKeyOf } from '../../domain/operatorKeys';
 import { parseItemRef } from '../../domain/itemRef';
@@ -199,17 +200,7 @@ export function qaExecutionActivities(deps: {
     }
     const flow = await flowById(db, run.flow_id);
     const stage = flow.stages.find((s) => s.name === input.stage);
-    if (!stage || stage.kind !== 'qa') {
-      throw refusal('qa_stage_not_found', `run ${run.run_id}'s flow has no QA stage ${input.stage}`, {
-        recovery: `name one of: ${
-          flow.stages
-            .filter((s) => s.kind === 'qa')
-            .map((s) => s.name)
-            .join(', ') || '(none)'
-        }`,
-        details: { run_id: run.run_id, stage: input.stage },
-      });
-    }
+    if (!stage || stage.kind !== 'qa') throw qaStageNotFound(run.run_id, flow.stages, input.stage);
     const plan = await planOf(db, run.project_id, input.plan);
     if (!plan) {
       throw refusal('qa_plan_not_found', `the run's project has no QA plan ${input.plan}`, {

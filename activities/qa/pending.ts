@@ -5,6 +5,7 @@ import type { Executor } from '../../db/pool';
 import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
 import { flowById, runById } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
+import { qaStageNotFound } from '../../domain/qaStages';
 import { refusal } from '../../domain/errors';
 
 export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;
@@ -99,17 +100,8 @@ async function readIn(db: Executor, input: { runId: string; stage?: string | nul
   const run = await runById(db, input.runId);
   const flow = await flowById(db, run.flow_id);
   const stage = input.stage ?? null;
-  if (stage !== null && !flow.stages.some((s) => s.name === stage && s.kind === 'qa')) {
-    throw refusal('qa_stage_not_found', `run ${run.run_id}'s flow has no QA stage ${stage}`, {
-      recovery: `name one of: ${
-        flow.stages
-          .filter((s) => s.kind === 'qa')
-          .map((s) => s.name)
-          .join(', ') || '(none)'
-      }`,
-      details: { run_id: run.run_id, stage },
-    });
-  }
+  if (stage !== null && !flow.stages.some((s) => s.name === stage && s.kind === 'qa'))
+    throw qaStageNotFound(run.run_id, flow.stages, stage);
   const last = flow.stages.length - 1;
   const completing = flow.stages[last]!.name;
   const stages = await stageStatuses(db, run.run_id);

@@ -5,7 +5,8 @@ import type { Database, PinnedFlow, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
-import { deleteMember, isMember, recordRemoval, retractPendingRollUpsOf } from '../../db/memberChanges';
+import { deleteMember, recordRemoval, retractPendingRollUpsOf } from '../../db/memberChanges';
+import { isMember } from '../../db/runMembers';
 import {
   cancelUnfinishedStages,
   markRunTerminal,

@@ -1,5 +1,6 @@
 import type { SshTimeouts } from '../hosts/ssh';
 import { readCredential, runOverSsh, SshUnavailable, type CommandResult } from '../hosts/ssh';
+import type { CheckRow } from '../../db/database';
 import { checkHeldBefore, recordCheckHold } from '../../db/checkHolds';
 import { checkByRequestId, insertCheck } from '../../db/testMachines';
 import { sessionById } from '../../db/sessions';
@@ -21,16 +22,11 @@ import { checkRecord, machineRow, type CheckRecord } from './machines';
 export type CheckDeps = LineDeps & { ssh: SshTimeouts };
 
 /** What running a verification or golden capture found, before it is recorded. */
-export interface CheckOutcome {
-  /** A connection failure is always recorded as a failed verification (W3). */
-  kind: CheckKind;
-  passed: boolean;
-  reason: string;
-  exit_code: number | null;
-  output_digest: string | null;
-  output_excerpt: string | null;
-  started_at: string;
-}
+// A connection failure is always recorded as a failed verification (W3).
+export type CheckOutcome = Pick<
+  CheckRow,
+  'kind' | 'passed' | 'reason' | 'exit_code' | 'output_digest' | 'output_excerpt'
+> & { started_at: string };
 
 const EXCERPT_CHARS = 4000;
 
