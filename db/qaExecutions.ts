@@ -2,14 +2,7 @@ import { sql } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { PredecessorOnHost } from '../domain/placeTaking';
 import type { QaPlanDefinition } from '../domain/projectDefinition';
-import type {
-  ExecutionResultRow,
-  ExecutionRow,
-  ExecutionStatus,
-  RevisionCheck,
-  StepKind,
-  CaseVerdict,
-} from './database';
+import type { ExecutionResultRow, ExecutionRow, ExecutionStatus } from './database';
 import type { Executor } from './pool';
 
 /**
@@ -87,21 +80,17 @@ export async function resultsOf(db: Executor, executionId: number): Promise<Exec
     .execute();
 }
 
-export interface NewResult {
-  execution_id: number;
-  case_name: string;
-  ordinal: number;
-  kind: StepKind;
-  verdict: CaseVerdict;
-  observed_commit: string | null;
-  revision_check: RevisionCheck;
-  test_machine?: string | null;
-  exit_code?: number | null;
-  output_digest?: string | null;
-  output_excerpt?: string | null;
-  note?: string | null;
-  recorded_by_session_id?: string | null;
-}
+/** A recorded case: the columns a recorder names; the rest default to null. */
+export type NewResult = Pick<
+  ExecutionResultRow,
+  'execution_id' | 'case_name' | 'ordinal' | 'kind' | 'verdict' | 'observed_commit' | 'revision_check'
+> &
+  Partial<
+    Pick<
+      ExecutionResultRow,
+      'test_machine' | 'exit_code' | 'output_digest' | 'output_excerpt' | 'note' | 'recorded_by_session_id'
+    >
+  >;
 
 /** A case is recorded once: a retried record finds the first one. */
 export async function insertResult(
