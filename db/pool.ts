@@ -20,13 +20,27 @@ export function prepared<T>(statement: RawBuilder<T>): RawBuilder<T> {
 
 type Query = (...args: unknown[]) => unknown;
 
-/** Sends marked statements (see `prepared`) with a name; kysely's driver has no other way to. */
+/** Postgres refuses a prepared plan whose result columns a migration changed (`SELECT *`, a view's row). */
+const PLAN_RESULT_CHANGED = '0A000';
+
+/**
+ * Sends marked statements (see `prepared`) with a name; kysely's driver has no other way to.
+ * A migration run by another process while this connection lives can change a prepared
+ * statement's result type: that call fails once, and the connection's later calls prepare
+ * under new names (a retried activity then succeeds) instead of failing until it closes.
+ */
 function namePreparedStatements(client: PoolClient): void {
   const query = client.query.bind(client) as Query;
-  const named: Query = (text, ...rest) =>
-    typeof text === 'string' && text.startsWith(PREPARED_MARK) && Array.isArray(rest[0])
-      ? query({ name: `yoke_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text, values: rest[0] })
-      : query(text, ...rest);
+  let generation = 0;
+  const named: Query = (text, ...rest) => {
+    if (!(typeof text === 'string' && text.startsWith(PREPARED_MARK) && Array.isArray(rest[0])))
+      return query(text, ...rest);
+    const name = `yoke_${generation}_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
+    return (query({ name, text, values: rest[0] }) as Promise<unknown>).catch((err: unknown) => {
+      if ((err as { code?: string })?.code === PLAN_RESULT_CHANGED) generation++;
+      throw err;
+    });
+  };
   (client as unknown as { query: Query }).query = named;
 }
 
