@@ -40,6 +40,15 @@ function note(cp: Checkpoint, reason: string): void {
   if (!cp.reasons.includes(reason)) cp.reasons.push(reason);
 }
 
+/** The file's stat, or undefined when it is gone or unchanged since its mark (same inode, size and mtime). */
+function changedSinceMark(cp: Checkpoint, path: string): Stats | undefined {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (!stat) return undefined;
+  const mark = cp.files[path];
+  if (mark && mark.ino === stat.ino && mark.size === stat.size && mark.mtime_ms === stat.mtimeMs) return undefined;
+  return stat;
+}
+
 /**
  * Where to resume a file, from one stat: undefined when there is nothing to read (the file is
  * gone, or unchanged since its mark: same inode, size and modification time). A file that
@@ -47,11 +56,10 @@ function note(cp: Checkpoint, reason: string): void {
  * marked partial.
  */
 function resumeAt(cp: Checkpoint, path: string): { from: number; stat: Stats } | undefined {
-  const stat = statSync(path, { throwIfNoEntry: false });
+  const stat = changedSinceMark(cp, path);
   if (!stat) return undefined;
   const mark = cp.files[path];
   if (!mark) return { from: 0, stat };
-  if (mark.ino === stat.ino && mark.size === stat.size && mark.mtime_ms === stat.mtimeMs) return undefined;
   if (stat.size < mark.offset || (mark.ino !== undefined && mark.ino !== stat.ino)) {
     note(cp, `${basename(path)} was truncated or rotated: re-read from the start, earlier history is gone`);
     mark.offset = 0;
@@ -414,8 +422,11 @@ export async function foldCodex(cp: Checkpoint, main: string, budget?: ReadBudge
         nameThreads(text, named);
         foldCodexRow(cp, path, mark, text, row.end);
       });
+      // The thread's own fields stay; the file's identity is the new mark's alone (a read cut
+      // short by the budget keeps none, so the next fold reads on whatever the stat says).
+      const { ino: _ino, mtime_ms: _mtime, ...threadFields } = mark;
       cp.files[path] = {
-        ...mark,
+        ...threadFields,
         ...markAfter(resume.stat, offset, budget),
         ...(named.size ? { named_threads: [...named] } : {}),
       };
@@ -515,15 +526,20 @@ function cursorResultBuckets(usage: Record<string, unknown>): Buckets {
 /**
  * U6/U11: Cursor's settled print-mode result (the one JSON line `--output-format json`
  * prints; a half-written capture is not read) deduplicated by request_id, and hook payloads'
- * optional stop token fields, child turns included, deduplicated by generation_id. Both are
- * streamed line by line from the watermark; the result may lack its final newline, so the
- * text after the last one is taken once it parses whole.
+ * optional stop token fields, child turns included, deduplicated by generation_id. A capture
+ * unchanged since its mark is not opened; a changed one is streamed line by line from its
+ * start; the result may lack its final newline, so the text after the last one is taken once
+ * it parses whole.
  */
 export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: ReadBudget): Promise<Checkpoint> {
   const seen = (cp.seen ??= {});
   for (const path of artifacts) {
-    const resume = resumeAt(cp, path);
-    if (!resume) continue;
+    // Every Cursor record is deduplicated (request_id, generation_id) and a capture is small: a
+    // capture that changed at all (appended to, or rewritten in place by a resumed print-mode
+    // run) is read again from its start, so a rewrite is never read from its middle.
+    const stat = changedSinceMark(cp, path);
+    if (!stat) continue;
+    const resume = { from: 0, stat };
     if (!resume.stat.isFile()) assertRegularArtifacts([path]);
     if (resume.stat.size > MAX_LINE_BYTES) {
       note(
@@ -568,8 +584,8 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
     if (folded === 0 && unreadable > 0) {
       // No line is a record: a pretty-printed result spans lines. Read it as one document (the
       // file is at most MAX_LINE_BYTES); until it parses whole it is still being written, and
-      // the watermark stays where it was.
-      if (record(await readFrom(path, resume.from))) cp.files[path] = markAfter(resume.stat, resume.stat.size, budget);
+      // its mark stays as it was, so the next fold reads it again.
+      if (record(await readFrom(path, 0))) cp.files[path] = markAfter(resume.stat, resume.stat.size, budget);
       continue;
     }
     cp.files[path] = markAfter(resume.stat, Math.max(complete, tailEnd), budget);

@@ -174,7 +174,13 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       }),
     );
     const readings = folded.filter((f): f is Exclude<typeof f, Error> => !(f instanceof Error));
-    const landed = await db.transaction().execute((trx) => writeReadings(trx, readings));
+    // A write one session's reading makes Postgres refuse (bytes jsonb rejects, say) would fail
+    // the whole batch: then each session is folded and written on its own below, so a failure
+    // stays that session's alone.
+    const landed = await db
+      .transaction()
+      .execute((trx) => writeReadings(trx, readings))
+      .catch(() => readings.map(() => undefined));
     const results = new Map(readings.map((r, i) => [r.input.sessionId, landed[i]]));
     return Promise.all(
       folded.map(async (f, i) => {

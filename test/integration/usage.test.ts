@@ -299,6 +299,30 @@ describe('Claude transcripts', () => {
     expect((await u.foldSessionUsage({ sessionId: 'c1', harness: 'claude', artifacts: [a] })).usage_tokens).toBe(180);
   });
 
+  test("U10 a batch in which Postgres refuses one session's write still writes the others; the refused one fails alone", async () => {
+    const s = sessionActivities({ db: t.db });
+    await s.registerSession({ sessionId: 'c2', actorId: 'a', harness: 'claude', machine: 'm1' });
+    const [a, b] = [join(dir, 'a.jsonl'), join(dir, 'b.jsonl')];
+    writeLines(a, [claudeAssistant('a1', { input: 10, output: 5 })]);
+    writeLines(b, [claudeAssistant('b1', { input: 1, output: 1 })]);
+    const batch = sessionUsageActivities({
+      db: t.db,
+      folder: async (harness, previous, artifacts) => {
+        const reading = await readerFold(harness, previous, artifacts);
+        if (artifacts[0] !== b) return reading;
+        // a model name jsonb cannot store: the write of this session's totals is refused
+        return { ...reading, totals: { 'bad\u0000model': Object.values(reading.totals)[0]! } };
+      },
+    });
+    const results = await batch.foldSessionsUsage([
+      { sessionId: 'c1', harness: 'claude', artifacts: [a] },
+      { sessionId: 'c2', harness: 'claude', artifacts: [b] },
+    ]);
+    expect(results[0]).toMatchObject({ session_id: 'c1', usage_tokens: 15 });
+    expect(results[1]).toBeInstanceOf(Error);
+    expect((await fields('c1')).usage_tokens).toBe(15);
+  });
+
   test('U9 a new reader version re-folds once from the start', async () => {
     const main = join(dir, 's1.jsonl');
     writeLines(main, [claudeAssistant('m1', { input: 10, output: 5 })]);
@@ -533,6 +557,22 @@ describe('Cursor', () => {
     expect(whole.usage_tokens).toBe(175);
     const again = await u.foldSessionUsage({ sessionId: 'k3', harness: 'cursor', artifacts: [capture] });
     expect(again.usage_tokens).toBe(175);
+  });
+
+  test('U11 a capture rewritten in place by a resumed print-mode run (longer or shorter) counts each request once, and stays measured', async () => {
+    const capture = join(dir, 'rewritten-result.json');
+    const result = (requestId: string, inputTokens: number) =>
+      `${JSON.stringify({ type: 'result', subtype: 'success', is_error: false, session_id: 'k', request_id: requestId, usage: { inputTokens, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 } })}\n`;
+    const s = sessionActivities({ db: t.db });
+    await s.registerSession({ sessionId: 'k4', actorId: 'a', harness: 'cursor' });
+    const fold = () => u.foldSessionUsage({ sessionId: 'k4', harness: 'cursor', artifacts: [capture] });
+    writeFileSync(capture, result('req-1', 100));
+    expect((await fold()).usage_tokens).toBe(100);
+    writeFileSync(capture, result('req-2-with-a-longer-request-id', 10)); // same inode, longer
+    expect(await fold()).toMatchObject({ usage_tokens: 110, status: 'measured' });
+    writeFileSync(capture, result('r3', 1)); // same inode, shorter
+    expect(await fold()).toMatchObject({ usage_tokens: 111, status: 'measured' });
+    expect((await fold()).usage_tokens).toBe(111);
   });
 
   test('U6 Cursor child turns flagged is_subagent_session count, deduplicated by generation_id', async () => {
