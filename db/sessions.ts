@@ -98,12 +98,13 @@ export async function markSessionEnded(db: Executor, sessionId: string, reason: 
 export async function recordServedFacts(
   db: Executor,
   sessionId: string,
-  served: { model: string; window?: number; effort?: string },
+  served: { model?: string; window?: number; effort?: string },
 ): Promise<boolean> {
+  // U3: a fact is never unlearned: what a statement does not name keeps its attested value
   const row = await db
     .updateTable('sessions')
     .set({
-      served_model: served.model,
+      served_model: served.model ?? sql<string | null>`served_model`,
       served_window: served.window ?? sql<number | null>`served_window`,
       served_effort: served.effort ?? sql<string | null>`served_effort`,
       served_attested_at: sql`now()`,

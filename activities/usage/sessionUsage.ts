@@ -215,10 +215,11 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     });
     await writeUsage(trx, rows);
     for (const [i, r] of results.entries()) {
-      // U3: facts are never unlearned: a statement without a window or effort keeps the attested one
-      if (r?.served?.model)
+      // U3: a rollout's served model and window (turn_context, or a window stated before any
+      // model); facts are never unlearned: what a statement leaves out keeps the attested value
+      if (r?.served?.model || r?.served?.window)
         await recordServedFacts(trx, ids[i]!, {
-          model: r.served.model,
+          model: r.served.model ?? undefined,
           window: r.served.window ?? undefined,
           effort: r.served.effort ?? undefined,
         });

@@ -443,6 +443,29 @@ describe('Codex rollouts', () => {
     expect(row).toEqual({ served_model: 'gpt-5.1-codex', served_window: 272000, requested_model: null });
   });
 
+  test('U3 a Codex window stated before any model (task_started) is attested, and the model later joins it', async () => {
+    const path = join(dir, 'rollout-window-first.jsonl');
+    const served = () =>
+      t.db
+        .selectFrom('sessions')
+        .select(['served_model', 'served_window'])
+        .where('session_id', '=', 'x1')
+        .executeTakeFirstOrThrow();
+    writeLines(path, [
+      codexMeta('dddddddd-0000-0000-0000-000000000005', '2026-11-29T10:00:00Z'),
+      {
+        timestamp: '2026-11-29T10:00:00Z',
+        type: 'event_msg',
+        payload: { type: 'task_started', model_context_window: 258400 },
+      },
+    ]);
+    await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
+    expect(await served()).toEqual({ served_model: null, served_window: 258400 });
+    writeLines(path, [codexTurn('gpt-5.1-codex')], true);
+    await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [path] });
+    expect(await served()).toEqual({ served_model: 'gpt-5.1-codex', served_window: 272000 });
+  });
+
   test('U2 Codex turn_context.effort is stored as the served effort, apart from the requested one', async () => {
     const path = join(dir, 'rollout-e.jsonl');
     writeLines(path, [
