@@ -8,6 +8,7 @@ import { actorFactory, type TestActor } from '../helpers/actors';
 import { json, jsonError, setUp, type CliResult } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/roles';
+import { releaseRunArgs } from '../helpers/runs';
 
 /**
  * Issue 13, through the CLI: the authorization matrix (actor kind x operation x project x
@@ -108,24 +109,7 @@ afterAll(async () => {
 
 /** `deployment-runs create` of the release flow to stage, as `who` acting from session `sid`. */
 const createRun = (who: TestActor, sid: string, key: string) =>
-  who.run(
-    [
-      'deployment-runs',
-      'create',
-      '--project',
-      'web',
-      '--flow',
-      'release',
-      '--target',
-      'stage',
-      '--candidate',
-      'abc1234',
-      '--idempotency-key',
-      key,
-      '--json',
-    ],
-    { YOKE_SESSION_ID: sid },
-  );
+  who.run([...releaseRunArgs('abc1234', key), '--json'], { YOKE_SESSION_ID: sid });
 
 test('I13 probe: self-grant, projects, apply, test machines and back-dated pricing are refused for users, allowed for an admin', async () => {
   const pricing = join(dir, 'old.json');

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, setUp } from '../helpers/cli';
-import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget, releaseRunArgs } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { untilTrue as until, until as untilRead } from '../helpers/until';
 
@@ -37,23 +37,7 @@ afterAll(async () => {
   await t.drop();
 });
 
-const createArgs = (key: string, extra: string[] = []) => [
-  'deployment-runs',
-  'create',
-  '--project',
-  'web',
-  '--flow',
-  'release',
-  '--target',
-  'stage',
-  '--candidate',
-  'abcdef1234',
-  '--idempotency-key',
-  key,
-  '--item',
-  'WEB-1',
-  ...extra,
-];
+const createArgs = (key: string, extra: string[] = []) => [...releaseRunArgs('abcdef1234', key, ['WEB-1']), ...extra];
 
 test('apply is idempotent, --dry-run writes nothing, and every problem in a bad file is named with its path and line', async () => {
   const again = json(await run(['apply', '-f', file, '--json']));

@@ -2,7 +2,7 @@ import { RUN_STATUS_KEY, runWorkflowId } from '../../workflows/definitions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, setUp, yoke } from '../helpers/cli';
 import { createTestRepository, type TestRepository } from '../helpers/git';
-import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget, releaseRunArgs } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { until } from '../helpers/until';
 
@@ -42,24 +42,7 @@ afterAll(async () => {
 });
 
 const create = async (candidate: string, key: string, items: string[] = []) =>
-  json(
-    await run([
-      'deployment-runs',
-      'create',
-      '--project',
-      'web',
-      '--flow',
-      'release',
-      '--target',
-      'stage',
-      '--candidate',
-      candidate,
-      '--idempotency-key',
-      key,
-      ...items.flatMap((i) => ['--item', i]),
-      '--json',
-    ]),
-  ).run_id as string;
+  json(await run([...releaseRunArgs(candidate, key, items), '--json'])).run_id as string;
 
 test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit status, then the move and the chain', async () => {
   const pred = await create(repo.A, 'pred', ['WEB-1']);

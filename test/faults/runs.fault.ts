@@ -18,7 +18,7 @@ import {
 } from '../../workflows/definitions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { until as pollUntil } from '../helpers/until';
-import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget, releaseRunArgs } from '../helpers/runs';
 import { startSshHost } from '../helpers/sshd';
 import {
   startFaultTemporal,
@@ -114,20 +114,7 @@ let keys = 0;
 async function newRun(): Promise<string> {
   keys++;
   const created = await yoke([
-    'deployment-runs',
-    'create',
-    '--project',
-    'web',
-    '--flow',
-    'release',
-    '--target',
-    'stage',
-    '--candidate',
-    `fa17${String(keys).padStart(12, '0')}`,
-    '--idempotency-key',
-    `fault-${keys}`,
-    '--item',
-    'WEB-1',
+    ...releaseRunArgs(`fa17${String(keys).padStart(12, '0')}`, `fault-${keys}`, ['WEB-1']),
     '--json',
   ]);
   expect(created.code).toBe(0);

@@ -5,6 +5,28 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
 
+/**
+ * `yoke deployment-runs create` of project web's release flow to stage (what releaseDefinition
+ * declares) for a candidate under an idempotency key, with its member items.
+ */
+export function releaseRunArgs(candidate: string, key: string, items: string[] = []): string[] {
+  return [
+    'deployment-runs',
+    'create',
+    '--project',
+    'web',
+    '--flow',
+    'release',
+    '--target',
+    'stage',
+    '--candidate',
+    candidate,
+    '--idempotency-key',
+    key,
+    ...items.flatMap((i) => ['--item', i]),
+  ];
+}
+
 /** A real HTTP deployment target on loopback: records every deploy, can be told to fail or to be slow. */
 export interface HttpTarget {
   url: string;
