@@ -1,5 +1,5 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
 import type { Checkpoint, CodexFileMark, FileMark } from '../../domain/usage/checkpoint';
@@ -539,9 +539,8 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
     // run) is read again from its start, so a rewrite is never read from its middle.
     const stat = changedSinceMark(cp, path);
     if (!stat) continue;
-    const resume = { from: 0, stat };
-    if (!resume.stat.isFile()) assertRegularArtifacts([path]);
-    if (resume.stat.size > MAX_LINE_BYTES) {
+    if (!stat.isFile()) assertRegularArtifacts([path]);
+    if (stat.size > MAX_LINE_BYTES) {
       note(
         cp,
         `${basename(path)} is larger than ${MAX_LINE_BYTES} bytes: not a Cursor result or hook capture, not read`,
@@ -565,7 +564,7 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
     let tailEnd = 0;
     const complete = await scanLines(
       path,
-      resume.from,
+      0,
       {
         maxLineBytes: MAX_LINE_BYTES,
         budget,
@@ -585,25 +584,12 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
       // No line is a record: a pretty-printed result spans lines. Read it as one document (the
       // file is at most MAX_LINE_BYTES); until it parses whole it is still being written, and
       // its mark stays as it was, so the next fold reads it again.
-      if (record(await readFrom(path, 0))) cp.files[path] = markAfter(resume.stat, resume.stat.size, budget);
+      if (record(await readFile(path))) cp.files[path] = markAfter(stat, stat.size, budget);
       continue;
     }
-    cp.files[path] = markAfter(resume.stat, Math.max(complete, tailEnd), budget);
+    cp.files[path] = markAfter(stat, Math.max(complete, tailEnd), budget);
   }
   return cp;
-}
-
-/** The bytes of a small file from `offset` to its end. */
-async function readFrom(path: string, offset: number): Promise<Buffer> {
-  const file = await open(path, 'r');
-  try {
-    const { size } = await file.stat();
-    const bytes = Buffer.alloc(Math.max(0, size - offset));
-    await file.read(bytes, 0, bytes.length, offset);
-    return bytes;
-  } finally {
-    await file.close();
-  }
 }
 
 function foldCursorRecord(
