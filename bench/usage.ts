@@ -227,6 +227,8 @@ async function main(): Promise<void> {
               tokens: yokeFullResult.tokens,
               fold_seconds: round3(yokeFullResult.seconds),
               fold_cpu_seconds: round3(yokeFullResult.cpu_seconds),
+              // of fold_seconds: reading, serializing and writing the sessions' checkpoints
+              fold_checkpoint_seconds: round3(yokeFullResult.checkpoint_seconds),
               threads: yokeFullResult.threads,
               cpu_seconds: yokeFull.cpu_seconds,
             },
@@ -253,6 +255,7 @@ async function main(): Promise<void> {
               peak_rss_mb: yokeIncremental.peak_rss_mb,
               fold_seconds: round3(yokeIncrementalResult.seconds),
               fold_cpu_seconds: round3(yokeIncrementalResult.cpu_seconds),
+              fold_checkpoint_seconds: round3(yokeIncrementalResult.checkpoint_seconds),
               cpu_seconds: yokeIncremental.cpu_seconds,
             },
           },
