@@ -71,15 +71,44 @@ function lowerBound(words: Uint32Array, h: number, l: number): number {
   return low;
 }
 
+/** Pair indices packed below a 32-bit `hi` in a double stay exact (2^32 * 2^21 = 2^53). */
+const INDEX_SPAN = 2 ** 21;
+
+/**
+ * The indices of the (hi, lo) pairs in ascending order. The pairs are sorted natively as
+ * doubles (`hi` with the pair's index below it), not by a comparator called per comparison,
+ * which an incremental fold's cold process ran in the interpreter; pairs sharing a `hi` (rare)
+ * are then put in `lo` order.
+ */
+export function pairOrder(pairs: number[]): ArrayLike<number> {
+  const count = pairs.length >>> 1;
+  if (count >= INDEX_SPAN)
+    return Array.from({ length: count }, (_, i) => i).sort(
+      (x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!,
+    );
+  const keys = new Float64Array(count);
+  for (let i = 0; i < count; i++) keys[i] = pairs[2 * i]! * INDEX_SPAN + i;
+  keys.sort();
+  const order = new Uint32Array(count);
+  for (let i = 0; i < count; i++) {
+    const at = keys[i]! % INDEX_SPAN;
+    const h = pairs[2 * at]!;
+    const l = pairs[2 * at + 1]!;
+    let j = i;
+    for (; j > 0 && pairs[2 * order[j - 1]!] === h && pairs[2 * order[j - 1]! + 1]! > l; j--) order[j] = order[j - 1]!;
+    order[j] = at;
+  }
+  return order;
+}
+
 /** `words` with the (hi, lo) pairs added, sorted, each once: the runs between new pairs are copied whole. */
 function merged(words: Uint32Array, pairs: number[]): Uint32Array {
-  const order = Array.from({ length: pairs.length >>> 1 }, (_, i) => i).sort(
-    (x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!,
-  );
+  const order = pairOrder(pairs);
   const out = new Uint32Array(words.length + pairs.length);
   let o = 0;
   let p = 0; // words copied
-  for (const i of order) {
+  for (let k = 0; k < order.length; k++) {
+    const i = order[k]!;
     const h = pairs[2 * i]!;
     const l = pairs[2 * i + 1]!;
     const at = lowerBound(words, h, l) * 2;

@@ -1,4 +1,4 @@
-import { CallDigests } from '../../activities/usage/callDigests';
+import { CallDigests, pairOrder } from '../../activities/usage/callDigests';
 
 describe('closed call digests', () => {
   test('U10 closed calls are found again after a round trip through the stored form, each kept once, in any order they close', () => {
@@ -22,5 +22,21 @@ describe('closed call digests', () => {
     for (const id of ['a', 'b', 'c']) expect(converted.has(id)).toBe(true);
     expect(converted.has('d')).toBe(false);
     expect(converted.encode(new Set(['d']))).toBe(new CallDigests({}).encode(new Set(['a', 'b', 'c', 'd'])));
+  });
+
+  test('U10 new digests are merged in (hi, lo) order, pairs sharing a hi included', () => {
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    const his = [0, 1, 2 ** 32 - 1, 5, 5, 5];
+    const pairs: number[] = [];
+    for (let i = 0; i < 400; i++) pairs.push(i < 60 ? his[i % his.length]! : next() * 2, i < 60 ? 100 - i : next());
+    const order = Array.from(pairOrder(pairs));
+    const expected = Array.from({ length: pairs.length / 2 }, (_, i) => i).sort(
+      (x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!,
+    );
+    expect(order.map((i) => [pairs[2 * i], pairs[2 * i + 1]])).toEqual(
+      expected.map((i) => [pairs[2 * i], pairs[2 * i + 1]]),
+    );
+    expect([...order].sort((a, b) => a - b)).toEqual(expected.slice().sort((a, b) => a - b)); // each pair once
   });
 });
