@@ -6,7 +6,9 @@ import type { Executor } from './pool';
 /**
  * C3: the exclusivity unit of a claim as a predicate over `work_claims` rows aliased `alias`:
  * the same columns its kind's unique partial index covers (migrations 0001, 0009), so a
- * holder lookup uses that index.
+ * holder lookup uses that index. The kind is written as a literal, not a parameter: a
+ * prepared statement's generic plan can only use the partial index whose predicate it can
+ * prove, and without it Postgres planned the one-statement acquire afresh on every call.
  */
 export function unitMatch(claim: NewClaimInput, alias = 'work_claims'): RawBuilder<boolean> {
   const col = (name: string) => sql.ref(`${alias}.${name}`);
@@ -39,7 +41,7 @@ export function unitMatch(claim: NewClaimInput, alias = 'work_claims'): RawBuild
         return sql`${col('key')} = ${claim.key}`;
     }
   })();
-  return sql<boolean>`${col('target_kind')} = ${claim.target_kind} AND ${col('released_at')} IS NULL AND ${unit}`;
+  return sql<boolean>`${col('target_kind')} = ${sql.lit(claim.target_kind)} AND ${col('released_at')} IS NULL AND ${unit}`;
 }
 
 /** The live holder of the exclusivity unit a refused insert collided with. */

@@ -1,4 +1,4 @@
-import type { KyselyPlugin } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
@@ -128,4 +128,30 @@ test('W7 race: a release racing a join never strands the joiner (it holds the ma
       await s.releaseWorkClaim({ actingSessionId: joiner, claimId: turn.claim.claim_id, reason: 'done' });
     }
   }
+});
+
+test('C3 the one-statement acquire keeps a generic plan that finds the holder through its kind’s partial index (planned once per connection)', async () => {
+  const one = t.connect(1);
+  const claims = claimActivities({ db: one });
+  const held = await claims.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  expect((await refusalOf(claims.acquireCoordinationClaim({ sessionId: 'w2', key: LAB }))).code).toBe('claim_held');
+  await claims.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+  // Postgres keeps a prepared statement's generic plan only while it costs no more than
+  // planning afresh: a kind compared as a parameter hides the kind's partial index from the
+  // generic plan, so once the table grew every acquire was planned again.
+  const { rows } = await sql<{ name: string; n: number }>`
+    SELECT name, cardinality(parameter_types) AS n FROM pg_prepared_statements
+     WHERE statement LIKE '%INSERT INTO work_claims%'`.execute(one);
+  expect(rows).toHaveLength(1);
+  const plan = await one.connection().execute(async (c) => {
+    await sql`SET plan_cache_mode = force_generic_plan`.execute(c);
+    await sql`SET enable_seqscan = off`.execute(c);
+    const nulls = sql.join(Array.from({ length: rows[0]!.n }, () => sql`NULL`));
+    const explained = await sql<{ 'QUERY PLAN': string }>`EXPLAIN EXECUTE ${sql.id(rows[0]!.name)}(${nulls})`.execute(
+      c,
+    );
+    await sql`RESET ALL`.execute(c);
+    return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+  expect(plan).toContain('work_claims_live_qa_admission');
 });
