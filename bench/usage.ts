@@ -1,5 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../config/yokeConfig';
@@ -187,7 +197,7 @@ async function main(): Promise<void> {
       config,
       '--json',
     ];
-    const { backfill, backfillAgain, yokeIncremental, ccAgain } = await withBenchDatabase(
+    const { backfill, backfillAgain, yokeIncremental, floor, ccAgain } = await withBenchDatabase(
       'usage_backfill',
       async ({ url }) => {
         const backfillEnv = { ...process.env, DATABASE_URL: url };
@@ -200,10 +210,13 @@ async function main(): Promise<void> {
           while (text.length < appendBytes) text += `${assistant(`late_${i}_${call++}`, 500, `session-${i}`)}\n`;
           appendFileSync(join(projects, `project-${i % 10}`, `session-${i}.jsonl`), text);
         }
+        const floorCheckpoints = join(config, 'checkpoints-floor'); // the floor pass's own copy
+        cpSync(checkpoints, floorCheckpoints, { recursive: true });
         const yokeIncremental = timed(node, [fold, config, checkpoints, 'incremental']);
+        const floor = timed(node, [fold, config, floorCheckpoints, 'floor']);
         const backfillAgain = timed(node, backfillArgs, backfillEnv);
         const ccAgain = timed(ccusage, ['session', '--offline', '--json'], env);
-        return { backfill, backfillAgain, yokeIncremental, ccAgain };
+        return { backfill, backfillAgain, yokeIncremental, floor, ccAgain };
       },
     );
     const lastLine = (stdout: string) =>
@@ -211,6 +224,7 @@ async function main(): Promise<void> {
     const backfillDone = lastLine(backfill.stdout);
     const backfillAgainDone = lastLine(backfillAgain.stdout);
     const yokeIncrementalResult = JSON.parse(yokeIncremental.stdout.trim());
+    const floorResult = JSON.parse(floor.stdout.trim()) as { seconds: number; cpu_seconds: number; rows: number };
     const ccAgainTokens = (JSON.parse(ccAgain.stdout) as { totals: { totalTokens: number } }).totals.totalTokens;
 
     const mb = yokeFullResult.corpus_bytes / (1024 * 1024);
@@ -258,6 +272,13 @@ async function main(): Promise<void> {
               fold_checkpoint_seconds: round3(yokeIncrementalResult.checkpoint_seconds),
               cpu_seconds: yokeIncremental.cpu_seconds,
             },
+            // the least any incremental fold does in a fresh process (usageFold.ts 'floor'): per session read
+            // the checkpoint, stat the files, read the new bytes, JSON.parse each new row, write the checkpoint
+            incremental_floor: {
+              fold_seconds: round3(floorResult.seconds),
+              fold_cpu_seconds: round3(floorResult.cpu_seconds),
+              rows: floorResult.rows,
+            },
           },
           ccusage_20_0_24: {
             full: {
@@ -300,6 +321,8 @@ async function main(): Promise<void> {
               // the same in CPU seconds (all threads): on a shared machine the full fold's second
               // thread wins it a larger share of the cores than the one-thread incremental gets
               cpu_ratio: round3(yokeIncrementalResult.cpu_seconds / yokeFullResult.cpu_seconds),
+              // the incremental_floor's share: what no fold can go below in this bench's cold process
+              floor_ratio: round3(floorResult.seconds / yokeFullResult.seconds),
               at_most: 0.02,
             },
           },

@@ -7,13 +7,14 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readSync,
   statSync,
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { totalTokens } from '../domain/usage/buckets';
 import { boundedEach, foldPool } from '../activities/usage/foldPool';
-import { unreadBytes, type Checkpoint } from '../activities/usage/readers';
+import { claudeArtifacts, unreadBytes, type Checkpoint } from '../activities/usage/readers';
 import { runBench } from './benchMain';
 
 /**
@@ -22,12 +23,16 @@ import { runBench } from './benchMain';
  * Sessions are folded on the fold pool (one worker thread per core), as a backfill folds them.
  * Each session's checkpoint is its own file, as each is its own row in Postgres: a fold loads
  * only its session's accumulators, so memory follows one session, not the corpus.
- * Usage: node usageFold.js <claude-config-dir> <checkpoint-dir> full|incremental
+ * `floor` is no fold: the least any incremental fold does in a fresh process, timed the same
+ * way for comparison. Per session it reads the checkpoint, stats the transcripts, reads the
+ * main transcript past its mark, parses each new row (JSON.parse, nothing counted) and writes
+ * the checkpoint back with the mark moved; the checkpoint directory it is given is its own copy.
+ * Usage: node usageFold.js <claude-config-dir> <checkpoint-dir> full|incremental|floor
  */
 async function main(): Promise<void> {
   const [root, checkpointDir, mode] = process.argv.slice(2);
   if (!root || !checkpointDir || !mode)
-    throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental');
+    throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental|floor');
   mkdirSync(checkpointDir, { recursive: true });
   let files = 0;
   const started = process.hrtime.bigint();
@@ -44,6 +49,7 @@ async function main(): Promise<void> {
         checkpointFile: join(checkpointDir, `${project}-${file}.json`),
       })),
   );
+  if (mode === 'floor') return floor(sessions, started, cpuBefore);
   const checkpoints = new Map<string, Checkpoint | undefined>();
   let unread = 0;
   for (const { main, checkpointFile } of sessions) {
@@ -82,6 +88,41 @@ async function main(): Promise<void> {
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   process.stdout.write(
     `${JSON.stringify({ seconds, cpu_seconds: cpuSeconds, checkpoint_seconds: Number(checkpointNs) / 1e9, tokens, bytes_read: bytesRead, files, threads: pool.threads, corpus_bytes: corpusBytes(projects) })}\n`,
+  );
+}
+
+/** The `floor` pass (see above): prints its time and the rows it parsed. */
+function floor(
+  sessions: { main: string; checkpointFile: string }[],
+  started: bigint,
+  cpuBefore: NodeJS.CpuUsage,
+): void {
+  let rows = 0;
+  let bytesRead = 0;
+  for (const { main, checkpointFile } of sessions) {
+    const checkpoint = JSON.parse(readFileSync(checkpointFile, 'utf8')) as Checkpoint;
+    for (const path of claudeArtifacts(main)) if (path !== main) statSync(path); // new subagent files are looked for
+    const mark = checkpoint.files[main]!;
+    const size = statSync(main).size;
+    const bytes = Buffer.allocUnsafe(size - mark.offset);
+    const fd = openSync(main, 'r');
+    try {
+      bytesRead += readSync(fd, bytes, 0, bytes.length, mark.offset);
+    } finally {
+      closeSync(fd);
+    }
+    const text = bytes.toString('utf8');
+    for (let start = 0, nl = text.indexOf('\n'); nl >= 0; start = nl + 1, nl = text.indexOf('\n', start)) {
+      JSON.parse(text.slice(start, nl));
+      rows++;
+    }
+    checkpoint.files[main] = { ...mark, offset: size, size };
+    store(checkpointFile, JSON.stringify(checkpoint));
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = process.cpuUsage(cpuBefore);
+  process.stdout.write(
+    `${JSON.stringify({ seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, rows, bytes_read: bytesRead })}\n`,
   );
 }
 
