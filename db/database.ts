@@ -356,6 +356,8 @@ export interface DeploymentRunStagesTable {
 export interface DeploymentRunOccupancyTable {
   run_id: string;
   unit: string;
+  /** False only while the run does not occupy (kept by a trigger, migration 0022). */
+  live: Generated<boolean>;
 }
 
 export interface SessionUsageTable {

@@ -25,6 +25,7 @@ import * as oneStatementRelease from './migrations/0019_one_statement_release';
 import * as releaseServesLine from './migrations/0019_release_serves_line';
 import * as stageApprovals from './migrations/0020_stage_approvals';
 import * as executeOrigins from './migrations/0021_execute_origins';
+import * as executeRoundTrips from './migrations/0022_execute_round_trips';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -54,6 +55,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0019_release_serves_line': releaseServesLine,
   '0020_stage_approvals': stageApprovals,
   '0021_execute_origins': executeOrigins,
+  '0022_execute_round_trips': executeRoundTrips,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

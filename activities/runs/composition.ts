@@ -62,6 +62,19 @@ async function readCompositionInputs(db: Executor, run: RunRow): Promise<Composi
   return { members, obligations, target };
 }
 
+const itemScopedStages = (flow: FlowRow) => flow.stages.filter((s) => s.kind === 'qa' && s.scope === 'item');
+
+/**
+ * D9: whether composition reads the owed delivery-ready items: a memberless run with item-scoped
+ * QA, at the freeze or a validation. With its inputs given, the freeze reads nothing else, so
+ * execute judges it before the origin locks when this is false.
+ */
+export function readsOwedItems(flow: FlowRow, memberCount: number, when: CompositionWhen): boolean {
+  return itemScopedStages(flow).length > 0 && memberCount === 0 && (when === 'validate' || when === 'freeze');
+}
+
+type CompositionWhen = 'create' | 'add_item' | 'freeze' | 'validate';
+
 /**
  * validate_composition (D6, D9, D10): what a run's flow, target and members allow, read at
  * create, add-item, the executing freeze and `deployment-runs validate`. Refusals are
@@ -72,7 +85,7 @@ export async function composition(
   db: Executor,
   run: RunRow,
   flow: FlowRow,
-  when: 'create' | 'add_item' | 'freeze' | 'validate',
+  when: CompositionWhen,
   inputs?: CompositionInputs,
 ): Promise<Composition> {
   const out: Composition = { refusals: [], results: [], warnings: [] };
@@ -81,7 +94,7 @@ export async function composition(
     defaultCompletionFlowId === undefined
       ? hasCompletionAuthority(db, run, m)
       : completionAuthority(run, m, defaultCompletionFlowId ?? undefined);
-  const itemScoped = flow.stages.filter((s) => s.kind === 'qa' && s.scope === 'item');
+  const itemScoped = itemScopedStages(flow);
 
   // D9: a custody-free flow cannot prove members at an item-scoped QA stage.
   if (itemScoped.length && !flow.delivery_custody && members.length) {
@@ -99,7 +112,7 @@ export async function composition(
 
   // D9: a memberless item-scoped QA run of the completion flow owes the delivery-ready items
   // no other release holds by landing custody.
-  if (itemScoped.length && members.length === 0 && (when === 'validate' || when === 'freeze')) {
+  if (readsOwedItems(flow, members.length, when)) {
     const owed = await owedDeliveryReadyItems(db, run, flow.flow_id);
     if (owed.length) {
       out.refusals.push(

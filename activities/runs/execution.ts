@@ -14,13 +14,21 @@ import {
   restoreAutomaticRetractions,
   retractUnsettledRequirements,
 } from '../../db/runTerminal';
-import { attachDriver, executeContext, lockOrigins, lockRunForSession, writeExecuting } from '../../db/runExecution';
+import {
+  attachDriver,
+  executeContext,
+  executeUnlessOccupied,
+  lockOrigins,
+  lockRunForSession,
+  type ExecuteContext,
+  type OriginHolder,
+} from '../../db/runExecution';
 import type { UntargetedObligation } from '../../domain/admission';
 import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { admitMembers, type CarriedWork, type ExplicitSelection } from './membership';
 import { planFreeze } from './freeze';
-import { assertComposition, composition, type SupplementalWarning } from './composition';
+import { assertComposition, composition, readsOwedItems, type SupplementalWarning } from './composition';
 import { openLines } from './occupancy';
 import { abortLiveExecutionsOfRun, noQaEffects, notifyQa, type QaEffects, type QaNotifier } from '../qa/ending';
 import {
@@ -127,18 +135,28 @@ export function runExecutionActivities(deps: {
    */
   async function executeRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
     return db.transaction().execute(async (trx) => {
-      const { session, run } = await asDriver(trx, input);
-      return executeLocked(trx, session.session_id, run);
+      const locked = await lockRunForSession(trx, input.sessionId, input.runId, { context: true });
+      const run = await withDriverLiveness(trx, locked.run, freshMs);
+      assertDriver(run, locked.sessionId, freshMs);
+      return executeLocked(trx, locked.sessionId, run, locked.context);
     });
   }
 
   /**
    * The execute transition on a run the caller has locked and may drive, in a fixed number of
-   * statements (issue 16): one read of flow, environments and members, one for the origin
-   * locks and the occupancy check, one for the freeze and the status change.
+   * statements (issue 16): the read of flow, environments and members (given when the lock's
+   * statement read it), then one call for the origin locks, the occupancy check, the freeze and
+   * the status change. Refusals keep their order: the run's status, target_occupied, then
+   * composition's; so a refused composition, or one that must read after the locks, takes the
+   * locks and the check on their own first.
    */
-  async function executeLocked(trx: Transaction<Database>, sessionId: string, run: RunRow): Promise<ExecuteResult> {
-    const context = await executeContext(trx, run);
+  async function executeLocked(
+    trx: Transaction<Database>,
+    sessionId: string,
+    run: RunRow,
+    given?: ExecuteContext,
+  ): Promise<ExecuteResult> {
+    const context = given ?? (await executeContext(trx, run));
     // A retried run keeps the flow it pinned at its first execute.
     const flow = run.pinned_flow ? { ...context.flow, stages: run.pinned_flow.stages } : context.flow;
     const target = context.environments.find((e) => e.environment_id === run.target_environment_id)!;
@@ -162,41 +180,26 @@ export function runExecutionActivities(deps: {
       };
     }
     if (run.status !== 'created') throw terminalRefusal(run, 'execute');
-    const holder = await lockOrigins(trx, run.run_id, units);
-    if (holder) {
-      const lines = await openLines(trx, holder.run_id);
-      throw refusal(
-        'target_occupied',
-        `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
-        {
-          recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
-          details: {
-            origin: holder.unit,
-            holder: {
-              run_id: holder.run_id,
-              project: holder.project,
-              stage: holder.current_stage,
-              open_lines: lines,
-            },
-          },
-        },
-      );
-    }
     const freeze = planFreeze(context.members, context.obligations, flow.stages);
     // D9 at the executing freeze: the freeze changes no member, so it is judged on what was read.
-    assertComposition(
-      await composition(trx, run, flow, 'freeze', {
+    const judge = () =>
+      composition(trx, run, flow, 'freeze', {
         members: context.members,
         obligations: context.obligations,
         target,
         defaultCompletionFlowId: context.default_completion_flow_id,
-      }),
-    );
+      });
+    const early = readsOwedItems(flow, context.members.length, 'freeze') ? undefined : await judge();
+    if (!early || early.refusals.length) {
+      const holder = await lockOrigins(trx, run.run_id, units);
+      if (holder) throw await occupied(trx, holder);
+      assertComposition(early ?? (await judge()));
+    }
     const pinned: PinnedFlow = run.pinned_flow ?? {
       stages: flow.stages,
       environment_urls: Object.fromEntries(context.environments.map((e) => [e.name, e.url])),
     };
-    const walk = await writeExecuting(trx, {
+    const executed = await executeUnlessOccupied(trx, {
       runId: run.run_id,
       projectId: run.project_id,
       sessionId,
@@ -208,16 +211,38 @@ export function runExecutionActivities(deps: {
       carriedWork: freeze.carried.items,
       pinnedFlow: pinned,
     });
+    if ('holder' in executed) throw await occupied(trx, executed.holder);
     return {
       run_id: run.run_id,
       ...labels,
       status: 'executing',
       resumed: false,
-      walk,
+      walk: executed.walk,
       occupancy_units: units,
       carried_work: freeze.carried,
       driver_session_id: sessionId,
     };
+  }
+
+  /** O2: target_occupied, naming the holder and its open lines. */
+  async function occupied(trx: Transaction<Database>, holder: OriginHolder) {
+    const lines = await openLines(trx, holder.run_id);
+    return refusal(
+      'target_occupied',
+      `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
+      {
+        recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
+        details: {
+          origin: holder.unit,
+          holder: {
+            run_id: holder.run_id,
+            project: holder.project,
+            stage: holder.current_stage,
+            open_lines: lines,
+          },
+        },
+      },
+    );
   }
 
   /** `deployment-runs heartbeat`: the driver keeps its attachment; after a lapse, the caller takes it. */

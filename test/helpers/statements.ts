@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, type KyselyPlugin } from 'kysely';
 import { Pool } from 'pg';
 
 /** Runs a read on a one-connection pool of its own and counts the statements it sends. */
@@ -14,4 +14,18 @@ export async function countStatements(url: string, read: (db: Kysely<any>) => Pr
     await db.destroy();
   }
   return statements;
+}
+
+/** Counts the statements kysely sends (BEGIN and COMMIT of a transaction are not among them). */
+export function counting(): KyselyPlugin & { count: number } {
+  return {
+    count: 0,
+    transformQuery(args) {
+      this.count++;
+      return args.node;
+    },
+    async transformResult(args) {
+      return args.result;
+    },
+  };
 }

@@ -1,7 +1,8 @@
-import { sql, type KyselyPlugin } from 'kysely';
+import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
+import { counting } from '../helpers/statements';
 
 let t: TestDatabase;
 let s: Services;
@@ -15,20 +16,6 @@ beforeEach(async () => {
 afterEach(async () => {
   await t.drop();
 });
-
-/** Counts the statements kysely sends (BEGIN and COMMIT of a transaction are not among them). */
-function counting(): KyselyPlugin & { count: number } {
-  return {
-    count: 0,
-    transformQuery(args) {
-      this.count++;
-      return args.node;
-    },
-    async transformResult(args) {
-      return args.result;
-    },
-  };
-}
 
 const liveOn = (machine: string) =>
   t.db

@@ -5,7 +5,7 @@ import { sessionActivities } from '../../activities/sessions';
 import { advisoryXactLock } from '../../db/advisoryLock';
 import type { YokeError } from '../../domain/errors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { countStatements } from '../helpers/statements';
+import { counting, countStatements } from '../helpers/statements';
 import { refusalOf } from '../helpers/fixtures';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';
 import { startStallingProxy } from '../helpers/stallingProxy';
@@ -635,6 +635,49 @@ describe('occupancy, drivers and lifecycle', () => {
       origin: 'http://stage.example.test',
       holder: { open_lines: [expect.stringMatching(/^deploying: stage /)] },
     });
+  });
+
+  test('O1 O2 issue 16: execute is two statements; the check reads live occupancy only, and a retried run occupies again', async () => {
+    // Every occupancy row of a run that occupies is live; the others are not.
+    const liveness = async () =>
+      (
+        await sql<{ run_id: string; live: boolean; occupies: boolean }>`
+          SELECT o.run_id, o.live, yoke_run_occupies(r.status, r.supersedes_run_id, r.occupancy_released_at) AS occupies
+            FROM deployment_run_occupancy o JOIN deployment_runs r ON r.run_id = o.run_id`.execute(t.db)
+      ).rows.filter((row) => row.live !== row.occupies);
+    const counter = counting();
+    const counted = deploymentRunActivities({ db: t.db.withPlugin(counter), driverFreshMs: 60_000 });
+    const first = await create({ flow: 'hotfix', idempotencyKey: 'hf1', items: [] });
+    await counted.executeRun({ sessionId: 'd1', runId: first.run_id });
+    expect(counter.count).toBe(2);
+    expect(await liveness()).toEqual([]);
+    await r.terminalizeRun({ sessionId: 'd1', runId: first.run_id, disposition: 'failed', reason: 'broke' });
+    expect(await liveness()).toEqual([]);
+    // a history of runs on the origin, each released
+    for (const key of ['hf2', 'hf3']) {
+      const run = await create({ flow: 'hotfix', idempotencyKey: key, items: [] });
+      await r.executeRun({ sessionId: 'd2', runId: run.run_id });
+      await r.terminalizeRun({ sessionId: 'd2', runId: run.run_id, disposition: 'cancelled', reason: 'done' });
+    }
+    expect(await liveness()).toEqual([]);
+    const live = () => t.db.selectFrom('deployment_run_occupancy').select('run_id').where('live', '=', true).execute();
+    expect(await live()).toEqual([]);
+    // the failed run retried occupies its origin again, and the next start is refused naming it
+    const { walk } = await r.retryRun({ sessionId: 'd1', runId: first.run_id });
+    expect(await live()).toEqual([{ run_id: first.run_id }]);
+    expect(await liveness()).toEqual([]);
+    const next = await create({ flow: 'hotfix', idempotencyKey: 'hf4', items: [] });
+    const refused = await refusalOf(r.executeRun({ sessionId: 'd2', runId: next.run_id }));
+    expect(refused.code).toBe('target_occupied');
+    expect(refused.details.holder).toMatchObject({ run_id: first.run_id });
+    // a settled release frees the origin while the run still executes
+    await r.beginStage({ runId: first.run_id, ordinal: 0, walk });
+    await r.finishStage({ runId: first.run_id, ordinal: 0, walk, result: { ok: true, detail: 'test' } });
+    await r.settleNow({ runId: first.run_id });
+    expect(await live()).toEqual([]);
+    expect(await liveness()).toEqual([]);
+    await expect(r.executeRun({ sessionId: 'd2', runId: next.run_id })).resolves.toMatchObject({ status: 'executing' });
+    expect(await liveness()).toEqual([]);
   });
 
   test('O4 failure retracts unsettled run requirements in the status transaction; retry restores them; cancelled runs cannot restart', async () => {
