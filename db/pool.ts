@@ -23,6 +23,14 @@ type Query = (...args: unknown[]) => unknown;
 /** Postgres refuses a prepared plan whose result columns a migration changed (`SELECT *`, a view's row). */
 const PLAN_RESULT_CHANGED = '0A000';
 
+/** Each marked text's digest, computed once per process: the texts are the code's own few statements. */
+const digests = new Map<string, string>();
+const digestOf = (text: string) => {
+  let digest = digests.get(text);
+  if (digest === undefined) digests.set(text, (digest = createHash('sha1').update(text).digest('hex').slice(0, 24)));
+  return digest;
+};
+
 /**
  * Sends marked statements (see `prepared`) with a name; kysely's driver has no other way to.
  * A migration run by another process while this connection lives can change a prepared
@@ -35,7 +43,7 @@ function namePreparedStatements(client: PoolClient): void {
   const named: Query = (text, ...rest) => {
     if (!(typeof text === 'string' && text.startsWith(PREPARED_MARK) && Array.isArray(rest[0])))
       return query(text, ...rest);
-    const name = `yoke_${generation}_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
+    const name = `yoke_${generation}_${digestOf(text)}`;
     return (query({ name, text, values: rest[0] }) as Promise<unknown>).catch((err: unknown) => {
       if ((err as { code?: string })?.code === PLAN_RESULT_CHANGED) generation++;
       throw err;

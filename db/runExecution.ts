@@ -81,7 +81,8 @@ export interface ExecuteContext {
   flow: FlowRow;
   /** The project's completion flow, for members without their own (D8). */
   default_completion_flow_id: number | null;
-  environments: Pick<EnvironmentRow, 'environment_id' | 'name' | 'url' | 'tier' | 'occupancy_unit'>[];
+  /** The run's target and every stage target of its flow and of the flow it pinned. */
+  environments: Pick<EnvironmentRow, 'environment_id' | 'name' | 'tier' | 'occupancy_unit'>[];
   /** In item_id order. */
   members: ExecuteMember[];
   /** The members' obligations, in item_id and case_key order. */
@@ -143,7 +144,8 @@ export interface ExecutingWrite {
   /** `PREFIX-N/%` of each derived member: its other live roll-ups are retracted. */
   rollUpPatterns: string[];
   carriedWork: CarriedWorkItem[];
-  pinnedFlow: PinnedFlow;
+  /** The flow the run pinned; null: pin now, the stages with the URL of every environment of the project. */
+  pinnedFlow: PinnedFlow | null;
 }
 
 /**
@@ -162,9 +164,8 @@ export async function executeUnlessOccupied(
     SELECT * FROM yoke_execute(${w.runId}::text, ${w.units}::text[], ${w.sessionId}::text, ${w.projectId}::integer,
                                ${JSON.stringify(w.selections)}::jsonb, ${JSON.stringify(w.rollUps)}::jsonb,
                                ${w.rollUpPatterns}::text[], ${JSON.stringify(w.stages)}::jsonb,
-                               ${JSON.stringify(w.carriedWork)}::jsonb, ${JSON.stringify(w.pinnedFlow)}::jsonb)`).execute(
-    db,
-  );
+                               ${JSON.stringify(w.carriedWork)}::jsonb,
+                               ${w.pinnedFlow === null ? null : JSON.stringify(w.pinnedFlow)}::jsonb)`).execute(db);
   const { walk, ...holder } = rows[0]!;
   return walk === null ? { holder } : { walk };
 }

@@ -1,7 +1,7 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { isTerminalRunStatus } from '../../domain/runStatuses';
 import type { Kysely, Transaction } from 'kysely';
-import type { Database, PinnedFlow, RunRow } from '../../db/database';
+import type { Database, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { ensureItem } from '../../db/projects';
 import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
@@ -195,10 +195,6 @@ export function runExecutionActivities(deps: {
       if (holder) throw await occupied(trx, holder);
       assertComposition(early ?? (await judge()));
     }
-    const pinned: PinnedFlow = run.pinned_flow ?? {
-      stages: flow.stages,
-      environment_urls: Object.fromEntries(context.environments.map((e) => [e.name, e.url])),
-    };
     const executed = await executeUnlessOccupied(trx, {
       runId: run.run_id,
       projectId: run.project_id,
@@ -209,7 +205,7 @@ export function runExecutionActivities(deps: {
       rollUps: freeze.rollUps,
       rollUpPatterns: freeze.rollUpPatterns,
       carriedWork: freeze.carried.items,
-      pinnedFlow: pinned,
+      pinnedFlow: run.pinned_flow,
     });
     if ('holder' in executed) throw await occupied(trx, executed.holder);
     return {

@@ -13,10 +13,14 @@ import * as executeOrigins from './0021_execute_origins';
  *   current holders: the check reads those, not every run that ever occupied the origin. The
  *   check still reads the run's own columns, so a live row whose run stopped occupying (none
  *   today) could only cost a lookup, never refuse.
- * - `yoke_execute_context` is execute's one read (the project, the flow, the environments, the
- *   members and their obligations). VOLATILE plpgsql, so when it is called in the statement
- *   that locks the run, its read is a statement of its own, on a snapshot taken after the lock
- *   was granted, as the separate read before it was.
+ * - `yoke_execute_context` is execute's one read (the project, the flow, the environments the
+ *   run may target, the members and their obligations). VOLATILE plpgsql, so when it is called
+ *   in the statement that locks the run, its read is a statement of its own, on a snapshot taken
+ *   after the lock was granted, as the separate read before it was. Of the environments it
+ *   reads the run's target and every stage target of its flow and of the flow it pinned, not
+ *   every environment of the project: execute picks the units from those.
+ * - A first execute pins the flow's stages with the URL of every environment of the project;
+ *   `yoke_execute` reads those URLs itself instead of the caller reading and sending them.
  * - `yoke_execute`: the origin locks and the occupancy check (`yoke_lock_origins`, now over
  *   live rows), then, when no other run holds an origin, the freeze and the transition: the
  *   derived selections written back, the roll-ups derived again (a row that no longer belongs
@@ -82,8 +86,13 @@ export async function up(db: Kysely<any>): Promise<void> {
             (SELECT f.flow_id FROM flows f WHERE f.project_id = p.project_id AND f.completion_flow LIMIT 1),
           'environments',
             (SELECT coalesce(json_agg(json_build_object('environment_id', e.environment_id, 'name', e.name,
-                      'url', e.url, 'tier', e.tier, 'occupancy_unit', e.occupancy_unit)), '[]')
-               FROM environments e WHERE e.project_id = p.project_id),
+                      'tier', e.tier, 'occupancy_unit', e.occupancy_unit)), '[]')
+               FROM environments e JOIN deployment_runs r ON r.run_id = the_run
+              WHERE e.project_id = p.project_id
+                AND (e.environment_id = r.target_environment_id
+                     OR e.name IN (SELECT s.value->>'target'
+                                     FROM flows f, jsonb_array_elements(f.stages || coalesce(r.pinned_flow->'stages', '[]')) s
+                                    WHERE f.flow_id = the_flow))),
           'members',
             (SELECT coalesce(json_agg(json_build_object('item_id', m.item_id, 'item', ip.item_prefix || '-' || i.number,
                       'project_id', i.project_id, 'status', i.status, 'completion_flow_id', i.completion_flow_id,
@@ -151,7 +160,10 @@ export async function up(db: Kysely<any>): Promise<void> {
                     status = 'executing', executing_at = clock_timestamp(), occupancy_released_at = NULL,
                     terminal_at = NULL, terminal_reason = NULL,
                     driver_session_id = acting_session, driver_heartbeat_at = now(),
-                    pinned_flow = new_pinned_flow, walk = walk + 1
+                    pinned_flow = coalesce(new_pinned_flow, jsonb_build_object('stages', new_stages, 'environment_urls',
+                      (SELECT coalesce(jsonb_object_agg(e.name, e.url), '{}') FROM environments e
+                        WHERE e.project_id = acting_project))),
+                    walk = walk + 1
               WHERE run_id = executing_run
              RETURNING walk),
            event AS (
