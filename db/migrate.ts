@@ -26,6 +26,7 @@ import * as releaseServesLine from './migrations/0019_release_serves_line';
 import * as stageApprovals from './migrations/0020_stage_approvals';
 import * as executeOrigins from './migrations/0021_execute_origins';
 import * as executeRoundTrips from './migrations/0022_execute_round_trips';
+import * as executeTargetedReads from './migrations/0022_execute_targeted_reads';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -56,6 +57,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0020_stage_approvals': stageApprovals,
   '0021_execute_origins': executeOrigins,
   '0022_execute_round_trips': executeRoundTrips,
+  '0022_execute_targeted_reads': executeTargetedReads,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -42,7 +42,7 @@ export async function lockRunForSession(
       session_ended_at: Date | null;
       session_terminated_at: Date | null;
       session_end_reason: SessionRow['end_reason'];
-      execute_context?: ExecuteContext;
+      execute_context?: ContextRead;
     }
   >`
     SELECT s.session_id AS session_found, s.ended_at AS session_ended_at, s.terminated_at AS session_terminated_at,
@@ -61,7 +61,7 @@ export async function lockRunForSession(
       : { ended_at: session_ended_at, terminated_at: session_terminated_at, end_reason: session_end_reason },
   );
   if (run.run_id === null || run.run_id === undefined) throw runNotFound(runId);
-  return { sessionId, run: run as RunRow, ...(options.context ? { context: execute_context! } : {}) };
+  return { sessionId, run: run as RunRow, ...(options.context ? { context: contextOf(execute_context!) } : {}) };
 }
 
 /** A member as execute sees it: the membership and the item fields composition judges. */
@@ -82,7 +82,7 @@ export interface ExecuteContext {
   /** The project's completion flow, for members without their own (D8). */
   default_completion_flow_id: number | null;
   /** The run's target and every stage target of its flow and of the flow it pinned. */
-  environments: Pick<EnvironmentRow, 'environment_id' | 'name' | 'tier' | 'occupancy_unit'>[];
+  environments: Pick<EnvironmentRow, 'environment_id' | 'name' | 'url' | 'tier' | 'occupancy_unit'>[];
   /** In item_id order. */
   members: ExecuteMember[];
   /** The members' obligations, in item_id and case_key order. */
@@ -98,12 +98,23 @@ export async function executeContext(
   db: Executor,
   run: { run_id: string; project_id: number; flow_id: number },
 ): Promise<ExecuteContext> {
-  const { rows } = await prepared(sql<{ context: ExecuteContext }>`
+  const { rows } = await prepared(sql<{ context: ContextRead }>`
     SELECT yoke_execute_context(${run.run_id}::text, ${run.project_id}::integer, ${run.flow_id}::integer) AS context`).execute(
     db,
   );
-  return rows[0]!.context;
+  return contextOf(rows[0]!.context);
 }
+
+/** What `yoke_execute_context` answers (migration 0022_execute_targeted_reads): each member carries its obligations. */
+type ContextRead = Omit<ExecuteContext, 'members' | 'obligations'> & {
+  members: (ExecuteMember & { obligations: ObligationRow[] })[];
+};
+
+const contextOf = ({ members, ...read }: ContextRead): ExecuteContext => ({
+  ...read,
+  members: members.map(({ obligations: _, ...member }) => member),
+  obligations: members.flatMap((m) => m.obligations),
+});
 
 export interface OriginHolder {
   unit: string;
@@ -144,8 +155,7 @@ export interface ExecutingWrite {
   /** `PREFIX-N/%` of each derived member: its other live roll-ups are retracted. */
   rollUpPatterns: string[];
   carriedWork: CarriedWorkItem[];
-  /** The flow the run pinned; null: pin now, the stages with the URL of every environment of the project. */
-  pinnedFlow: PinnedFlow | null;
+  pinnedFlow: PinnedFlow;
 }
 
 /**
@@ -165,7 +175,7 @@ export async function executeUnlessOccupied(
                                ${JSON.stringify(w.selections)}::jsonb, ${JSON.stringify(w.rollUps)}::jsonb,
                                ${w.rollUpPatterns}::text[], ${JSON.stringify(w.stages)}::jsonb,
                                ${JSON.stringify(w.carriedWork)}::jsonb,
-                               ${w.pinnedFlow === null ? null : JSON.stringify(w.pinnedFlow)}::jsonb)`).execute(db);
+                               ${JSON.stringify(w.pinnedFlow)}::jsonb)`).execute(db);
   const { walk, ...holder } = rows[0]!;
   return walk === null ? { holder } : { walk };
 }

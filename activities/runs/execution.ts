@@ -205,7 +205,13 @@ export function runExecutionActivities(deps: {
       rollUps: freeze.rollUps,
       rollUpPatterns: freeze.rollUpPatterns,
       carriedWork: freeze.carried.items,
-      pinnedFlow: run.pinned_flow,
+      // The URLs of the environments the run targets, as they are now (stage actions read them).
+      pinnedFlow: run.pinned_flow ?? {
+        stages: flow.stages,
+        environment_urls: Object.fromEntries(
+          context.environments.filter((e) => names.includes(e.name)).map((e) => [e.name, e.url]),
+        ),
+      },
     });
     if ('holder' in executed) throw await occupied(trx, executed.holder);
     return {

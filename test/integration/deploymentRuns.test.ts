@@ -651,7 +651,7 @@ describe('occupancy, drivers and lifecycle', () => {
     await counted.executeRun({ sessionId: 'd1', runId: first.run_id });
     expect(counter.count).toBe(2);
     expect(await liveness()).toEqual([]);
-    // the flow is pinned with the URL of every environment of the project
+    // the flow is pinned with the URLs of the environments the run targets
     const pinned = await t.db
       .selectFrom('deployment_runs')
       .select('pinned_flow')
@@ -664,15 +664,9 @@ describe('occupancy, drivers and lifecycle', () => {
       .where('p.name', '=', 'web')
       .where('f.name', '=', 'hotfix')
       .executeTakeFirstOrThrow();
-    const environments = await t.db
-      .selectFrom('environments as e')
-      .innerJoin('projects as p', 'p.project_id', 'e.project_id')
-      .select(['e.name', 'e.url'])
-      .where('p.name', '=', 'web')
-      .execute();
     expect(pinned.pinned_flow).toEqual({
       stages: hotfix.stages,
-      environment_urls: Object.fromEntries(environments.map((e) => [e.name, e.url])),
+      environment_urls: { stage: 'http://stage.example.test' },
     });
     await r.terminalizeRun({ sessionId: 'd1', runId: first.run_id, disposition: 'failed', reason: 'broke' });
     expect(await liveness()).toEqual([]);
