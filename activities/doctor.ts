@@ -5,6 +5,7 @@ import {
   doubleOccupiedUnits,
   executingRuns,
   membersClosedTwice,
+  occupyingRowsNotLive,
   reservedWaitsWithoutClaim,
   terminalRunsOccupying,
   waitsOfEndedSessions,
@@ -28,6 +29,7 @@ const INVARIANTS = [
   'one_live_holder_per_unit',
   'executing_run_has_live_workflow',
   'no_terminal_run_occupies',
+  'occupying_run_marked_live',
   'reserved_wait_has_live_claim',
   'no_member_closed_twice',
   'no_wait_of_ended_session',
@@ -82,6 +84,14 @@ export function doctorActivities(deps: { db: Kysely<Database>; workflows: RunWor
         subject: r.run_id,
         message: `run ${r.run_id} is ${r.status} but still occupies ${r.unit}`,
         recovery: `yoke deployment-runs repair ${r.run_id} releases a terminal run's occupancy`,
+      });
+    }
+    for (const o of await occupyingRowsNotLive(db)) {
+      violations.push({
+        invariant: 'occupying_run_marked_live',
+        subject: o.run_id,
+        message: `run ${o.run_id} occupies ${o.unit} but its occupancy row is not marked live, so execute would not see it hold the origin`,
+        recovery: `yoke deployment-runs repair ${o.run_id} marks it live again`,
       });
     }
     for (const w of await reservedWaitsWithoutClaim(db)) {

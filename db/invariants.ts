@@ -34,6 +34,17 @@ export async function doubleOccupiedUnits(db: Executor) {
   return rows;
 }
 
+/** A row of a run that occupies its origin, not marked live: the occupancy check would miss it (O1). */
+export async function occupyingRowsNotLive(db: Executor) {
+  const { rows } = await sql<{ run_id: string; unit: string }>`
+    SELECT o.run_id, o.unit
+      FROM deployment_run_occupancy o
+      JOIN deployment_runs r ON r.run_id = o.run_id
+     WHERE NOT o.live AND yoke_run_occupies(r.status, r.supersedes_run_id, r.occupancy_released_at)
+     ORDER BY o.run_id, o.unit`.execute(db);
+  return rows;
+}
+
 /** A terminal run whose occupancy was never released. */
 export async function terminalRunsOccupying(db: Executor) {
   return db

@@ -24,6 +24,22 @@ export async function releaseTerminalOccupancy(db: Executor, runId: string): Pro
     .execute();
 }
 
+/**
+ * The occupancy check reads only rows marked live (0022); a row of an occupying run marked
+ * otherwise would be a holder the check cannot see (yoke doctor names it). Marks the run's rows
+ * as its state says.
+ */
+export async function markOccupancyLive(db: Executor, runId: string): Promise<void> {
+  await sql`
+    UPDATE deployment_run_occupancy o
+       SET live = yoke_run_occupies(r.status, r.supersedes_run_id, r.occupancy_released_at)
+      FROM deployment_runs r
+     WHERE r.run_id = o.run_id AND o.run_id = ${runId}
+       AND o.live IS DISTINCT FROM yoke_run_occupies(r.status, r.supersedes_run_id, r.occupancy_released_at)`.execute(
+    db,
+  );
+}
+
 /** O1: a run whose QA stages have settled stops occupying its origins. */
 export async function releaseOccupancy(db: Executor, runId: string): Promise<void> {
   await db

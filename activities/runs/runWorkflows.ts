@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
-import { occupancyUnitsOf, releaseTerminalOccupancy } from '../../db/occupancy';
+import { markOccupancyLive, occupancyUnitsOf, releaseTerminalOccupancy } from '../../db/occupancy';
 import { projectById } from '../../db/projects';
 import { membersOf } from '../../db/runMembers';
 import { executingRunIds, runById } from '../../db/runs';
@@ -63,6 +63,7 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
 
   async function reattachRun(input: { runId: string }): Promise<Reattachment> {
     const run = await runById(db, input.runId);
+    await markOccupancyLive(db, run.run_id);
     if (run.status !== 'executing' && run.status !== 'created' && !run.occupancy_released_at) {
       // A terminal run never occupies: release what a fault left behind (yoke doctor names it).
       await releaseTerminalOccupancy(db, run.run_id);

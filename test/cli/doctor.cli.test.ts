@@ -80,6 +80,8 @@ test('yoke doctor names each invariant violation with its recovery and exits 1; 
   await r.executeRun({ sessionId: 'd1', runId: a }); // executing, and no workflow: the CLI died after its commit
   await cloneRun(a, `${a}-twin`, 'executing'); // a second executing holder of A's origins
   await cloneRun(a, `${a}-ended`, 'failed'); // a terminal run that never released its origins
+  // O1: a holder the occupancy check cannot see (its rows not marked live)
+  await sql`UPDATE deployment_run_occupancy SET live = false WHERE run_id = ${a}`.execute(t.db);
   const web = await t.db
     .selectFrom('projects')
     .select('project_id')
@@ -125,6 +127,7 @@ test('yoke doctor names each invariant violation with its recovery and exits 1; 
   expect(named('executing_run_has_live_workflow', `${a}-twin`)?.message).toContain('has no workflow');
   expect(named('no_terminal_run_occupies', `${a}-ended`)?.recovery).toContain(`repair ${a}-ended`);
   expect(named('no_member_closed_twice', `${a}/WEB-1`)?.message).toContain('closed 2 times');
+  expect(named('occupying_run_marked_live', a)?.recovery).toBe(`yoke deployment-runs repair ${a} marks it live again`);
   expect(report.violations.find((v) => v.invariant === 'reserved_wait_has_live_claim')?.message).toContain('lab-b');
   expect(report.violations.find((v) => v.invariant === 'no_wait_of_ended_session')?.message).toContain(
     'session gone has ended',
@@ -137,6 +140,7 @@ test('yoke doctor names each invariant violation with its recovery and exits 1; 
     'one_live_holder_per_unit',
     'executing_run_has_live_workflow',
     'no_terminal_run_occupies',
+    'occupying_run_marked_live',
     'no_member_closed_twice',
     'reserved_wait_has_live_claim',
     'no_wait_of_ended_session',
@@ -159,6 +163,11 @@ test('yoke doctor names each invariant violation with its recovery and exits 1; 
   const repaired = await run(['deployment-runs', 'repair', a, '--json']);
   expect(repaired.code).toBe(0);
   expect(json(repaired)).toMatchObject({ run_id: a, workflow: 'started' });
+  const marks = await sql<{ live: boolean }>`SELECT live FROM deployment_run_occupancy WHERE run_id = ${a}`.execute(
+    t.db,
+  );
+  expect(marks.rows.length).toBeGreaterThan(0);
+  expect(marks.rows.every((m) => m.live)).toBe(true);
   expect(json(await run(['deployment-runs', 'repair', `${a}-ended`, '--json']))).toMatchObject({
     workflow: 'occupancy_released',
   });

@@ -5,6 +5,7 @@ import { projectDefinitionActivities } from '../../activities/projectDefinition'
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import type { Database } from '../../db/database';
+import * as occupancyOneSnapshot from '../../db/migrations/0025_occupancy_one_snapshot';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, refusalOf, services } from '../helpers/fixtures';
 import { createTestRepository, type TestRepository } from '../helpers/git';
@@ -229,11 +230,22 @@ test('T2 the takeover moves unclosed members, QA and executions with their lease
   expect(got.steps.find((s) => s.name === 'confirm')).toMatchObject({ verdict: 'passed', verdict_run_id: succ });
   expect((await qa.getExecution({ executionId: look.execution_id })).steps[0]).toMatchObject({ verdict_run_id: pred });
 
-  // O1: the origin passed to the successor: a third run cannot start there
+  // O1: the origin passed to the successor, whose rows the occupancy check reads (marked live)
+  const marks = await sql<{ run_id: string; live: boolean }>`
+    SELECT run_id, live FROM deployment_run_occupancy WHERE run_id IN (${pred}, ${succ})`.execute(t.db);
+  expect(marks.rows.length).toBeGreaterThan(0);
+  expect(marks.rows).toEqual(marks.rows.map(() => ({ run_id: succ, live: true })));
+  // a third run cannot start there
   const third = await createdRun(repo.C);
   const occupied = await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }));
   expect(occupied.code).toBe('target_occupied');
   expect(occupied.details).toMatchObject({ holder: { run_id: succ } });
+  // the check of 0022 and of 0025 (one snapshot) name the same holder; both migrate down and up
+  await occupancyOneSnapshot.down(t.db);
+  expect((await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }))).details).toMatchObject({
+    holder: { run_id: succ },
+  });
+  await occupancyOneSnapshot.up(t.db);
   // T3: the predecessor never redeploys
   expect((await refusalOf(r.retryRun({ sessionId: 'd1', runId: pred }))).code).toBe('run_cancelled');
   expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: pred }))).code).toBe('run_cancelled');
