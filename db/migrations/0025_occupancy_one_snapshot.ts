@@ -38,13 +38,13 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 }
 
-/** Back to 0022's check (a lookup per live row), with 0022's settings. */
+/** Back to 0022's check (a lookup per live row), with the settings 0022_execute_targeted_reads gave it. */
 export async function down(db: Kysely<any>): Promise<void> {
   await sql`
     CREATE OR REPLACE FUNCTION yoke_lock_origins(executing_run text, origins text[])
       RETURNS TABLE (unit text, run_id text, current_stage text, project text)
       VOLATILE LANGUAGE plpgsql SET search_path = public, pg_temp SET enable_seqscan = off
-      SET enable_bitmapscan = off AS $fn$
+      SET enable_bitmapscan = off SET plan_cache_mode = force_generic_plan AS $fn$
     #variable_conflict use_column
     DECLARE origin text; held record;
     BEGIN
