@@ -28,6 +28,7 @@ import * as executeOrigins from './migrations/0021_execute_origins';
 import * as executeRoundTrips from './migrations/0022_execute_round_trips';
 import * as executeTargetedReads from './migrations/0022_execute_targeted_reads';
 import * as occupancyOneSnapshot from './migrations/0025_occupancy_one_snapshot';
+import * as occupancyLiveFirst from './migrations/0025_occupancy_one_snapshot_live_first';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -60,6 +61,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0022_execute_round_trips': executeRoundTrips,
   '0022_execute_targeted_reads': executeTargetedReads,
   '0025_occupancy_one_snapshot': occupancyOneSnapshot,
+  '0025_occupancy_one_snapshot_live_first': occupancyLiveFirst,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

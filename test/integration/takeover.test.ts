@@ -6,6 +6,7 @@ import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import type { Database } from '../../db/database';
 import * as occupancyOneSnapshot from '../../db/migrations/0025_occupancy_one_snapshot';
+import * as occupancyLiveFirst from '../../db/migrations/0025_occupancy_one_snapshot_live_first';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, refusalOf, services } from '../helpers/fixtures';
 import { createTestRepository, type TestRepository } from '../helpers/git';
@@ -240,12 +241,15 @@ test('T2 the takeover moves unclosed members, QA and executions with their lease
   const occupied = await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }));
   expect(occupied.code).toBe('target_occupied');
   expect(occupied.details).toMatchObject({ holder: { run_id: succ } });
-  // the check of 0022 and of 0025 (one snapshot) name the same holder; both migrate down and up
+  // the check of 0022, of 0025 (one snapshot) and of 0025 started from the live rows name the
+  // same holder; each migrates down and up
+  const holder = async () => (await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }))).details;
+  await occupancyLiveFirst.down(t.db);
   await occupancyOneSnapshot.down(t.db);
-  expect((await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }))).details).toMatchObject({
-    holder: { run_id: succ },
-  });
+  expect(await holder()).toMatchObject({ holder: { run_id: succ } });
   await occupancyOneSnapshot.up(t.db);
+  expect(await holder()).toMatchObject({ holder: { run_id: succ } });
+  await occupancyLiveFirst.up(t.db);
   // T3: the predecessor never redeploys
   expect((await refusalOf(r.retryRun({ sessionId: 'd1', runId: pred }))).code).toBe('run_cancelled');
   expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: pred }))).code).toBe('run_cancelled');
