@@ -261,7 +261,7 @@ export interface ReservedTurn {
 }
 
 /**
- * The common release, one statement (migration 0019_release_serves_line): the holder's own
+ * The common release, one statement (migrations 0019_release_serves_line, 0023_release_without_waiters): the holder's own
  * release of a live claim, which for a test machine with live waiters also reserves it for
  * the oldest (W7) in the same statement. Undefined when the full release path must decide
  * (refusals, operators, a reserved turn released, waits of ended sessions to cancel).

@@ -27,6 +27,7 @@ import * as stageApprovals from './migrations/0020_stage_approvals';
 import * as executeOrigins from './migrations/0021_execute_origins';
 import * as executeRoundTrips from './migrations/0022_execute_round_trips';
 import * as executeTargetedReads from './migrations/0022_execute_targeted_reads';
+import * as releaseWithoutWaiters from './migrations/0023_release_without_waiters';
 import * as occupancyOneSnapshot from './migrations/0025_occupancy_one_snapshot';
 import * as occupancyLiveFirst from './migrations/0025_occupancy_one_snapshot_live_first';
 
@@ -60,6 +61,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0021_execute_origins': executeOrigins,
   '0022_execute_round_trips': executeRoundTrips,
   '0022_execute_targeted_reads': executeTargetedReads,
+  '0023_release_without_waiters': releaseWithoutWaiters,
   '0025_occupancy_one_snapshot': occupancyOneSnapshot,
   '0025_occupancy_one_snapshot_live_first': occupancyLiveFirst,
 };
