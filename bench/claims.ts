@@ -6,6 +6,7 @@ import { YokeError } from '../domain/errors';
 import { CountingPlugin } from './countingPlugin';
 import { registerBenchMachines, withBenchDatabase } from './benchDatabase';
 import { runBench } from './benchMain';
+import { machine as hostMachine } from './stats';
 
 /**
  * Claims throughput: acquire+release pairs per second through yoke (session check, unique
@@ -149,6 +150,7 @@ async function main(): Promise<void> {
             benchmark: 'claims',
             pairs_per_case: PAIRS,
             postgres,
+            machine: hostMachine(),
             connections: 1,
             ...one,
             yoke_statements_per_pair: statementsPerPair,
