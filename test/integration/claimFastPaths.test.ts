@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
+import * as releaseWithoutWaiters from '../../db/migrations/0023_release_without_waiters';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
 import { counting } from '../helpers/statements';
@@ -131,14 +132,48 @@ test('C3 the one-statement acquire keeps a generic plan that finds the holder th
      WHERE statement LIKE '%INSERT INTO work_claims%'`.execute(one);
   expect(rows).toHaveLength(1);
   const plan = await one.connection().execute(async (c) => {
-    await sql`SET plan_cache_mode = force_generic_plan`.execute(c);
-    await sql`SET enable_seqscan = off`.execute(c);
-    const nulls = sql.join(Array.from({ length: rows[0]!.n }, () => sql`NULL`));
-    const explained = await sql<{ 'QUERY PLAN': string }>`EXPLAIN EXECUTE ${sql.id(rows[0]!.name)}(${nulls})`.execute(
-      c,
-    );
-    await sql`RESET ALL`.execute(c);
-    return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
+    try {
+      await sql`SET plan_cache_mode = force_generic_plan`.execute(c);
+      await sql`SET enable_seqscan = off`.execute(c);
+      const nulls = sql.join(Array.from({ length: rows[0]!.n }, () => sql`NULL`));
+      const explained = await sql<{
+        'QUERY PLAN': string;
+      }>`EXPLAIN EXECUTE ${sql.id(rows[0]!.name)}(${nulls})`.execute(c);
+      return explained.rows.map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await sql`RESET ALL`.execute(c); // the pooled connection goes back as it came
+    }
   });
   expect(plan).toContain('work_claims_live_qa_admission');
+});
+
+test('W7 W8 a release nobody waits for frees the host, healthy or not, and one with a waiter frees an unhealthy host without reserving it (0023 and the 0019 it replaced, down and up)', async () => {
+  const failedVerification = () =>
+    sql`INSERT INTO test_machine_checks (test_machine, kind, passed, reason, started_at, finished_at)
+        VALUES ('lab-1', 'verification', false, 'exit_status_1', now() - interval '2 seconds', now() - interval '1 second')`.execute(
+      t.db,
+    );
+  for (const migration of ['0023', '0019', '0023 again']) {
+    if (migration === '0019') await releaseWithoutWaiters.down(t.db);
+    if (migration === '0023 again') await releaseWithoutWaiters.up(t.db);
+    await sql`DELETE FROM test_machine_checks`.execute(t.db);
+    // nobody waits: the host is free after the release, even when it was found unhealthy meanwhile
+    const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+    await failedVerification();
+    const alone = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+    expect({ migration, reservations: alone.reservations }).toEqual({ migration, reservations: [] });
+    expect(await liveOn('lab-1')).toEqual([]);
+    // W8: someone waits, the host is unhealthy: released, reserved for no one, the waiter still waits
+    await sql`DELETE FROM test_machine_checks`.execute(t.db);
+    const again = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+    await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: LAB, join: { resumeCommand: 'resume' } }));
+    await failedVerification();
+    const served = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: again.claim.claim_id, reason: 'done' });
+    expect({ migration, reservations: served.reservations }).toEqual({ migration, reservations: [] });
+    expect(await liveOn('lab-1')).toEqual([]);
+    expect((await s.listWaits({ testMachine: 'lab-1' })).map((w) => [w.session_id, w.state])).toEqual([
+      ['w2', 'waiting'],
+    ]);
+    await sql`UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now()`.execute(t.db);
+  }
 });
