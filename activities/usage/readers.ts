@@ -294,16 +294,22 @@ function countBlock(
     // the line holding it: the lines before it are stepped over forwards (searching back from
     // the key, which sits near its row's end, took 1-2 µs a row in a cold process)
     let lineStart = start;
-    let nl = text.indexOf('\n', lineStart); // every line of a block ends with one
-    while (nl < usage) {
+    let nl = text.indexOf('\n', lineStart); // every line of a block ends with one (lineStream cuts it so)
+    while (nl >= 0 && nl < usage) {
       lineStart = nl + 1;
       nl = text.indexOf('\n', lineStart);
     }
+    const lineEnd = nl < 0 ? text.length : nl; // a block without its last newline still ends
     count(
       path,
-      parsedClaudeRow(cp, path, text.slice(lineStart, nl), () => from + Buffer.byteLength(text.slice(0, nl + 1))),
+      parsedClaudeRow(
+        cp,
+        path,
+        text.slice(lineStart, lineEnd),
+        () => from + Buffer.byteLength(text.slice(0, lineEnd + 1)),
+      ),
     );
-    start = nl + 1;
+    start = lineEnd + 1;
   }
 }
 
