@@ -9,6 +9,7 @@ import { counting, countStatements } from '../helpers/statements';
 import { refusalOf } from '../helpers/fixtures';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';
 import { startStallingProxy } from '../helpers/stallingProxy';
+import { Client } from 'pg';
 import { createDb } from '../../db/pool';
 
 let t: TestDatabase;
@@ -687,6 +688,14 @@ describe('occupancy, drivers and lifecycle', () => {
     const refused = await refusalOf(r.executeRun({ sessionId: 'd2', runId: next.run_id }));
     expect(refused.code).toBe('target_occupied');
     expect(refused.details.holder).toMatchObject({ run_id: first.run_id });
+    // the check starts from the partial index over live rows, not from the runs (whose number
+    // grows with every origin's history), and reads each holder's run by its key
+    const units = (
+      await t.db.selectFrom('deployment_run_occupancy').select('unit').where('run_id', '=', first.run_id).execute()
+    ).map((o) => o.unit);
+    const firstScans = await occupancyCheckScans(t.url, units);
+    expect(firstScans[0]).toBe('deployment_run_occupancy_live');
+    expect(firstScans).not.toContain('deployment_runs');
     // a settled release frees the origin while the run still executes
     await r.beginStage({ runId: first.run_id, ordinal: 0, walk });
     await r.finishStage({ runId: first.run_id, ordinal: 0, walk, result: { ok: true, detail: 'test' } });
@@ -784,3 +793,29 @@ describe('occupancy, drivers and lifecycle', () => {
     });
   });
 });
+
+/**
+ * The scans of the occupancy check inside `yoke_lock_origins`, outermost first (the index each
+ * uses, or the table a sequential scan reads), from the plan auto_explain reports for the nested
+ * statement.
+ */
+async function occupancyCheckScans(url: string, units: string[]): Promise<string[]> {
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  const plans: string[] = [];
+  c.on('notice', (n) => plans.push(n.message ?? ''));
+  try {
+    await c.query(`LOAD 'auto_explain'`);
+    await c.query('SET auto_explain.log_min_duration = 0');
+    await c.query('SET auto_explain.log_nested_statements = on');
+    await c.query('SET auto_explain.log_level = notice');
+    await c.query('BEGIN');
+    await c.query('SELECT * FROM yoke_lock_origins($1, $2)', ['no-such-run', units]);
+    await c.query('ROLLBACK');
+  } finally {
+    await c.end();
+  }
+  const plan = plans.find((p) => p.includes('FROM deployment_run_occupancy o'));
+  if (!plan) throw new Error(`no plan of the occupancy check among ${plans.length} notices`);
+  return [...plan.matchAll(/Scan (?:using (\S+) )?on (\S+)/g)].map((m) => m[1] ?? m[2]!);
+}
