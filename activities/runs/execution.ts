@@ -162,9 +162,8 @@ export function runExecutionActivities(deps: {
     const target = context.environments.find((e) => e.environment_id === run.target_environment_id)!;
     // The units a run occupies: the origins of its target and every stage target (O1, O3).
     const names = targetedEnvironmentNames(flow, target.name);
-    const units = [
-      ...new Set(context.environments.filter((e) => names.includes(e.name)).map((e) => e.occupancy_unit)),
-    ].sort();
+    const targeted = context.environments.filter((e) => names.includes(e.name));
+    const units = [...new Set(targeted.map((e) => e.occupancy_unit))].sort();
     const labels = { project: context.project, member_items: context.members.map((m) => m.item) };
     if (run.status === 'executing') {
       await attachDriver(trx, run.run_id, sessionId);
@@ -208,9 +207,7 @@ export function runExecutionActivities(deps: {
       // The URLs of the environments the run targets, as they are now (stage actions read them).
       pinnedFlow: run.pinned_flow ?? {
         stages: flow.stages,
-        environment_urls: Object.fromEntries(
-          context.environments.filter((e) => names.includes(e.name)).map((e) => [e.name, e.url]),
-        ),
+        environment_urls: Object.fromEntries(targeted.map((e) => [e.name, e.url])),
       },
     });
     if ('holder' in executed) throw await occupied(trx, executed.holder);
