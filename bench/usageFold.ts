@@ -23,7 +23,7 @@ import { runBench } from './benchMain';
  * Sessions are folded on the fold pool (one worker thread per core), as a backfill folds them.
  * Each session's checkpoint is its own file, as each is its own row in Postgres: a fold loads
  * only its session's accumulators, so memory follows one session, not the corpus.
- * `floor` is no fold: the least any incremental fold does in a fresh process, timed the same
+ * `floor` is no fold: the least an incremental fold of this design does in a fresh process, timed the same
  * way for comparison. Per session it reads the checkpoint, stats the transcripts, reads the
  * main transcript past its mark, parses each new row (JSON.parse, nothing counted) and writes
  * the checkpoint back with the mark moved; the checkpoint directory it is given is its own copy.
@@ -83,15 +83,24 @@ async function main(): Promise<void> {
   } finally {
     await pool.close();
   }
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const cpu = process.cpuUsage(cpuBefore); // every thread of the process: comparable on a shared machine
-  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
-  process.stdout.write(
-    `${JSON.stringify({ seconds, cpu_seconds: cpuSeconds, checkpoint_seconds: Number(checkpointNs) / 1e9, tokens, bytes_read: bytesRead, files, threads: pool.threads, corpus_bytes: corpusBytes(projects) })}\n`,
-  );
+  report(started, cpuBefore, {
+    checkpoint_seconds: Number(checkpointNs) / 1e9,
+    tokens,
+    bytes_read: bytesRead,
+    files,
+    threads: pool.threads,
+    corpus_bytes: corpusBytes(projects),
+  });
 }
 
-/** The `floor` pass (see above): prints its time and the rows it parsed. */
+/** One JSON line: the pass's wall and CPU seconds (every thread of the process), then its own figures. */
+function report(started: bigint, cpuBefore: NodeJS.CpuUsage, figures: Record<string, number>): void {
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = process.cpuUsage(cpuBefore); // comparable on a shared machine
+  process.stdout.write(`${JSON.stringify({ seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, ...figures })}\n`);
+}
+
+/** The `floor` pass (see above): prints its time, the rows it parsed, and the parse's and the checkpoints' shares. */
 function floor(
   sessions: { main: string; checkpointFile: string }[],
   started: bigint,
@@ -99,8 +108,12 @@ function floor(
 ): void {
   let rows = 0;
   let bytesRead = 0;
+  let parseNs = 0n;
+  let checkpointNs = 0n;
   for (const { main, checkpointFile } of sessions) {
+    const loading = process.hrtime.bigint();
     const checkpoint = JSON.parse(readFileSync(checkpointFile, 'utf8')) as Checkpoint;
+    checkpointNs += process.hrtime.bigint() - loading;
     for (const path of claudeArtifacts(main)) if (path !== main) statSync(path); // new subagent files are looked for
     const mark = checkpoint.files[main]!;
     const size = statSync(main).size;
@@ -111,19 +124,24 @@ function floor(
     } finally {
       closeSync(fd);
     }
+    const parsing = process.hrtime.bigint();
     const text = bytes.toString('utf8');
     for (let start = 0, nl = text.indexOf('\n'); nl >= 0; start = nl + 1, nl = text.indexOf('\n', start)) {
       JSON.parse(text.slice(start, nl));
       rows++;
     }
+    parseNs += process.hrtime.bigint() - parsing;
     checkpoint.files[main] = { ...mark, offset: size, size };
+    const storing = process.hrtime.bigint();
     store(checkpointFile, JSON.stringify(checkpoint));
+    checkpointNs += process.hrtime.bigint() - storing;
   }
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const cpu = process.cpuUsage(cpuBefore);
-  process.stdout.write(
-    `${JSON.stringify({ seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, rows, bytes_read: bytesRead })}\n`,
-  );
+  report(started, cpuBefore, {
+    rows,
+    bytes_read: bytesRead,
+    parse_seconds: Number(parseNs) / 1e9,
+    checkpoint_seconds: Number(checkpointNs) / 1e9,
+  });
 }
 
 /**
