@@ -1,7 +1,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { addCall, zeroBuckets, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
+import { addCall, modelUsage, type Buckets, type UsageTotals } from '../../domain/usage/buckets';
 import type { Checkpoint, CodexFileMark, FileMark } from '../../domain/usage/checkpoint';
 import { assertRegularArtifacts } from './artifactFile';
 import { CallDigests } from './callDigests';
@@ -316,8 +316,11 @@ function countBlock(
 /** A copy of the running totals, made by hand: structuredClone took 18 µs a session, this takes 3. */
 function claudeTotals(cp: Checkpoint): UsageTotals {
   const totals: UsageTotals = {};
-  for (const [model, usage] of Object.entries(cp.claude?.totals ?? {}))
-    totals[model] = { all: { ...usage.all }, above_200k: { ...usage.above_200k } };
+  for (const [model, usage] of Object.entries(cp.claude?.totals ?? {})) {
+    const entry = modelUsage(totals, model);
+    Object.assign(entry.all, usage.all);
+    Object.assign(entry.above_200k, usage.above_200k);
+  }
   return totals;
 }
 
@@ -512,7 +515,7 @@ function codexTotals(cp: Checkpoint): { totals: UsageTotals; caveat: string | nu
     const model = thread.models[thread.models.length - 1] ?? 'unknown';
     if (thread.models.length > 1) mixed.push(id);
     // A thread total is not one request: it is never tiered as long-context.
-    const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
+    const entry = modelUsage(totals, model);
     for (const k of Object.keys(entry.all) as (keyof Buckets)[]) entry.all[k] += thread.usage[k];
   }
   const caveats = [

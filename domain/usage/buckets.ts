@@ -58,10 +58,23 @@ export function requestInput(b: Buckets): number {
  * `sign = -1` takes back a call counted earlier (a streaming snapshot that grew).
  */
 export function addCall(totals: UsageTotals, model: string, call: Buckets, sign: 1 | -1 = 1): void {
-  const entry = (totals[model] ??= { all: zeroBuckets(), above_200k: zeroBuckets() });
+  const entry = modelUsage(totals, model);
   // in place: a fold adds every call it closes, and a copy per call was most of its garbage
   addInPlace(entry.all, call, sign);
   if (requestInput(call) > LONG_CONTEXT_THRESHOLD) addInPlace(entry.above_200k, call, sign);
+}
+
+/**
+ * A model's entry in the totals, created empty when missing. Model names come from transcripts,
+ * so they are looked up as own properties only: a model called `constructor` or `__proto__`
+ * is a model like any other, not a member of Object.prototype (`??=` found `constructor`
+ * already there and failed the fold; `totals['__proto__'] = ...` set the prototype).
+ */
+export function modelUsage(totals: UsageTotals, model: string): ModelUsage {
+  if (Object.hasOwn(totals, model)) return totals[model]!;
+  const entry = { all: zeroBuckets(), above_200k: zeroBuckets() };
+  Object.defineProperty(totals, model, { value: entry, enumerable: true, writable: true, configurable: true });
+  return entry;
 }
 
 function addInPlace(into: Buckets, call: Buckets, sign: 1 | -1): void {

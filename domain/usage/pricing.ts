@@ -33,7 +33,7 @@ export interface Cost {
 /** Model ids as harnesses print them: `claude-sonnet-4-5-20250929`, `claude-opus-4-6[1m]`. */
 export function rateKeyFor(model: string, rates: Record<string, ModelRates>): string | undefined {
   const bare = model.replace(/\[[^\]]*\]$/, '').trim();
-  if (rates[bare]) return bare;
+  if (Object.hasOwn(rates, bare)) return bare; // own keys only: a model may be called `constructor`
   return Object.keys(rates)
     .filter((k) => bare.startsWith(`${k}-`) || bare === k)
     .sort((a, b) => b.length - a.length)[0];

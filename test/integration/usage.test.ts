@@ -119,6 +119,29 @@ describe('Claude transcripts', () => {
     expect((await foldClaude(main)).usage_tokens).toBe(45);
   });
 
+  test('U5 U12 a model named like an Object.prototype member (constructor, __proto__) is counted and priced like any other, across folds', async () => {
+    const main = join(dir, 's1.jsonl');
+    writeLines(main, [
+      claudeAssistant('m1', { input: 10, output: 5 }, { model: 'constructor' }),
+      claudeAssistant('m2', { input: 20, output: 10 }, { model: '__proto__' }),
+      claudeAssistant('m3', { input: 1, output: 1 }),
+    ]);
+    const first = await foldClaude(main);
+    expect(first.status).toBe('measured');
+    expect(first.usage_tokens).toBe(47);
+    // the next fold starts from the checkpoint read back from Postgres, where the names are plain keys
+    writeLines(main, [claudeAssistant('m4', { input: 100, output: 0 }, { model: 'constructor' })], true);
+    const second = await foldClaude(main);
+    expect(second.usage_tokens).toBe(147);
+    expect(Object.hasOwn(second.totals, 'constructor') && second.totals.constructor!.all.input).toBe(110);
+    expect(Object.getOwnPropertyDescriptor(second.totals, '__proto__')?.value.all.output).toBe(10);
+    expect(Object.getPrototypeOf(second.totals)).toBe(Object.prototype);
+    const f = await fields('c1');
+    expect(f.usage_tokens).toBe(147);
+    expect(f.cost_caveat).toContain('constructor');
+    expect(f.cost_caveat).toContain('__proto__');
+  });
+
   test('U9 an incremental fold equals one full fold: a transcript and its subagent appended in cuts that split rows and calls, folded after each cut, give the totals one fold of the final files gives, by either row reader', async () => {
     const s = sessionActivities({ db: t.db });
     const rows = (prefix: string, calls: number) =>
