@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { yokeHome } from '../config/paths';
 
 /**
- * U4: a served-facts write the status line could not make (database down, timed out,
- * refused) is recorded on this machine and retried by the session's next hook, never
- * swallowed. One small file per session under `$YOKE_HOME/pending-attestations/`; facts
+ * U4: a served-facts write the status line or the served-model hook could not make (database
+ * down, timed out, refused) is recorded on this machine and retried by the session's next
+ * hook (either of them), never swallowed. One small file per session under `$YOKE_HOME/pending-attestations/`; facts
  * merge newest first (a later statement's model or window wins, an absent one keeps the
  * earlier), so a retry never unlearns a fact. Loads only node:fs, like the status line.
  */
@@ -13,6 +13,8 @@ export interface PendingAttestation {
   session_id: string;
   model: string | null;
   window: number | null;
+  /** Served effort (the served-model hook's --effort); absent in records of older builds. */
+  effort?: string | null;
   failed_at: string;
   error: string;
   attempts: number;
@@ -34,7 +36,7 @@ export function readPending(sessionId: string): PendingAttestation | undefined {
 /** Records the facts that failed to be written, merged over what was already pending. */
 export function recordPending(
   sessionId: string,
-  facts: { model: string | null; window: number | null },
+  facts: { model: string | null; window: number | null; effort?: string | null },
   error: string,
 ): PendingAttestation {
   const before = readPending(sessionId);
@@ -42,6 +44,7 @@ export function recordPending(
     session_id: sessionId,
     model: facts.model ?? before?.model ?? null,
     window: facts.window ?? before?.window ?? null,
+    effort: facts.effort ?? before?.effort ?? null,
     failed_at: new Date().toISOString(),
     error,
     attempts: (before?.attempts ?? 0) + 1,

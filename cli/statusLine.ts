@@ -63,8 +63,9 @@ const WAIT_MS = 1500;
 
 // Served facts come only from the provider's own statement, never from a request (U2, U3).
 const ATTEST_AND_READ = `WITH attest AS (
-   UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window), served_attested_at = now()
-    WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL)
+   UPDATE sessions SET served_model = coalesce($2, served_model), served_window = coalesce($3, served_window),
+          served_effort = coalesce($4, served_effort), served_attested_at = now()
+    WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL OR $4::text IS NOT NULL)
    RETURNING session_id)
  SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`;
 
@@ -98,15 +99,20 @@ async function attest(
 ): Promise<{ tokens: number | null; pending?: PendingAttestation }> {
   const before = readPending(sessionId);
   // the current statement is the newest: its facts win, the pending ones fill the gaps
-  const facts = { model: current.model ?? before?.model ?? null, window: current.window ?? before?.window ?? null };
+  // (an effort comes only from a served-model hook that could not reach Postgres)
+  const facts = {
+    model: current.model ?? before?.model ?? null,
+    window: current.window ?? before?.window ?? null,
+    effort: before?.effort ?? null,
+  };
   try {
-    const totals = await attestAndRead([sessionId, facts.model, facts.window]);
+    const totals = await attestAndRead([sessionId, facts.model, facts.window, facts.effort]);
     if (before) clearPending(sessionId);
     const tokens = totals ? Object.values(totals).reduce((sum, m) => sum + billableTokens(m.all), 0) : null;
     return { tokens };
   } catch (err) {
     // The prompt must not wait on yoke: show what stdin said, and keep the facts for the next hook.
-    if (facts.model === null && facts.window === null) return { tokens: null };
+    if (facts.model === null && facts.window === null && facts.effort === null) return { tokens: null };
     return { tokens: null, pending: recordPending(sessionId, facts, (err as Error).message) };
   }
 }

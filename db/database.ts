@@ -374,6 +374,18 @@ export interface SessionUsageTable {
   folded_at: Timestamp;
 }
 
+/** Migration 0028: a `hooks usage --async` request, written under the caller's role; the worker settles it. */
+export interface SessionUsageFoldRequestsTable {
+  request_id: Generated<string>;
+  session_id: string;
+  harness: FoldedHarness;
+  artifacts: string[];
+  requested_by: Generated<string>;
+  requested_at: Generated<Date>;
+  done_at: Date | null;
+  outcome: ColumnType<unknown, never, string>;
+}
+
 export interface PricingRevisionsTable {
   revision_id: string;
   effective_at: Timestamp;
@@ -508,6 +520,7 @@ export interface Database {
   deployment_run_stages: DeploymentRunStagesTable;
   deployment_run_occupancy: DeploymentRunOccupancyTable;
   session_usage: SessionUsageTable;
+  session_usage_fold_requests: SessionUsageFoldRequestsTable;
   pricing_revisions: PricingRevisionsTable;
   item_dependencies: ItemDependenciesTable;
   deployment_run_member_effects: DeploymentRunMemberEffectsTable;

@@ -30,6 +30,7 @@ import * as executeTargetedReads from './migrations/0022_execute_targeted_reads'
 import * as releaseWithoutWaiters from './migrations/0023_release_without_waiters';
 import * as occupancyOneSnapshot from './migrations/0025_occupancy_one_snapshot';
 import * as occupancyLiveFirst from './migrations/0025_occupancy_one_snapshot_live_first';
+import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -64,6 +65,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0023_release_without_waiters': releaseWithoutWaiters,
   '0025_occupancy_one_snapshot': occupancyOneSnapshot,
   '0025_occupancy_one_snapshot_live_first': occupancyLiveFirst,
+  '0028_usage_fold_requests': usageFoldRequests,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -13,6 +13,16 @@ export async function pricingRevisionById(db: Executor, revisionId: string): Pro
   return db.selectFrom('pricing_revisions').selectAll().where('revision_id', '=', revisionId).executeTakeFirst();
 }
 
+/**
+ * Whether the stored revision's rates equal these (JSON text), compared as jsonb: jsonb keeps
+ * its own key order, so a text comparison would call an identical re-import different (U12).
+ */
+export async function sameRates(db: Executor, revisionId: string, rates: string): Promise<boolean> {
+  const { rows } = await sql<{ same: boolean }>`
+    SELECT rates = ${rates}::jsonb AS same FROM pricing_revisions WHERE revision_id = ${revisionId}`.execute(db);
+  return rows[0]?.same === true;
+}
+
 /** Whether `effectiveAt` lies more than `graceSeconds` before the database's now (U12: a back-dated revision), and that now. */
 export async function effectiveInThePast(
   db: Executor,

@@ -126,3 +126,40 @@ export async function storedWatermarks(db: Executor, sessionIds: string[]): Prom
   for (const r of rows) out.set(r.session_id, r.files ?? {});
   return out;
 }
+
+/** A `hooks usage --async` request, written under the caller's role (the database refuses another actor's session). */
+export async function insertFoldRequest(
+  db: Executor,
+  request: { session_id: string; harness: SessionUsageRow['harness']; artifacts: string[] },
+): Promise<string> {
+  const row = await db
+    .insertInto('session_usage_fold_requests')
+    .values(request)
+    .returning('request_id')
+    .executeTakeFirstOrThrow();
+  return String(row.request_id);
+}
+
+/** A session's fold requests not yet settled, oldest first: the only paths the worker opens for it. */
+export async function pendingFoldRequests(
+  db: Executor,
+  sessionId: string,
+): Promise<{ request_id: string; harness: SessionUsageRow['harness']; artifacts: string[] }[]> {
+  const rows = await db
+    .selectFrom('session_usage_fold_requests')
+    .select(['request_id', 'harness', 'artifacts'])
+    .where('session_id', '=', sessionId)
+    .where('done_at', 'is', null)
+    .orderBy('request_id')
+    .execute();
+  return rows.map((r) => ({ ...r, request_id: String(r.request_id) }));
+}
+
+/** The worker settles a request with what its fold did (or why it was refused). */
+export async function settleFoldRequest(db: Executor, requestId: string, outcome: object): Promise<void> {
+  await db
+    .updateTable('session_usage_fold_requests')
+    .set({ done_at: new Date(), outcome: JSON.stringify(outcome) })
+    .where('request_id', '=', requestId)
+    .execute();
+}

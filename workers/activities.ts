@@ -117,7 +117,11 @@ export function createActivities(deps: ActivityDeps) {
     { bugsAreFinal: true },
   );
   return raisingApplicationFailures({
-    foldSessionUsage: atMost(FOLDS_AT_ONCE, sessionUsageActivities({ db: deps.foldDb ?? deps.db }).foldSessionUsage),
+    // The fold workflow folds only the requests recorded in Postgres (never a path from a signal).
+    foldRequestedUsage: atMost(
+      FOLDS_AT_ONCE,
+      sessionUsageActivities({ db: deps.foldDb ?? deps.db }).foldRequestedUsage,
+    ),
     ...runSteps,
     beginSettling: beating(settlement.beginSettling),
     commitRunSettlement: beating(settlement.commitRunSettlement),

@@ -1,7 +1,6 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { CheckKind } from '../domain/checkKinds';
-import type { FoldedHarness } from '../domain/harnesses';
 
 /**
  * Every signal, update and query of yoke's workflows, and their deterministic ids, in one
@@ -98,12 +97,12 @@ export const TARGET_ORIGIN_KEY = defineSearchAttributeKey('YokeTargetOrigin', Se
 export const ITEM_KEY = defineSearchAttributeKey('YokeItem', SearchAttributeType.KEYWORD_LIST);
 
 // session usage fold: session-usage/<sessionId>
-export interface FoldRequest {
-  harness: FoldedHarness;
-  artifacts: string[];
-}
-/** A fold request; the workflow runs them one at a time, in order (U10). */
-export const foldRequested = defineSignal<[FoldRequest]>('foldRequested');
+/**
+ * A payload-free nudge (issues 5 and 13): fold requests live in Postgres
+ * (session_usage_fold_requests, written under the requester's role); the workflow reads them
+ * back and folds them one at a time, in order (U10). Whatever a sender attaches is ignored.
+ */
+export const foldRequested = defineSignal<[unknown?]>('foldRequested');
 
 export function usageWorkflowId(sessionId: string): string {
   return `session-usage/${sessionId}`;

@@ -8,9 +8,9 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SessionUsageActivities } from '../activities/usage/sessionUsage';
-import { foldRequested, type FoldRequest } from './definitions';
+import { foldRequested } from './definitions';
 
-const { foldSessionUsage } = proxyActivities<Pick<SessionUsageActivities, 'foldSessionUsage'>>({
+const { foldRequestedUsage } = proxyActivities<Pick<SessionUsageActivities, 'foldRequestedUsage'>>({
   startToCloseTimeout: '10 minutes',
   retry: { maximumAttempts: 5 },
 });
@@ -19,29 +19,28 @@ const { foldSessionUsage } = proxyActivities<Pick<SessionUsageActivities, 'foldS
 const IDLE = '2 minutes';
 
 /**
- * session-usage/<sessionId>: takes fold requests by signal-with-start and runs them one at a
- * time, in arrival order, so two folds of one session never interleave (U10). Postgres keeps
- * the checkpoint and totals; the workflow only orders the work.
+ * session-usage/<sessionId>: woken by signal-with-start, folds the session's requests one at a
+ * time, in the order they were recorded, so two folds of one session never interleave (U10).
+ * The requests live in Postgres, written by the CLI under the requester's own role (which the
+ * database holds to its own sessions); the signal is only a nudge and carries no authority, and
+ * no path from a signal or from this workflow's input is ever opened (issues 5 and 13).
  */
-export async function sessionUsage(input: { sessionId: string; pending?: FoldRequest[] }): Promise<{ folds: number }> {
-  const queue: FoldRequest[] = [...(input.pending ?? [])];
-  setHandler(foldRequested, (request) => {
-    queue.push(request);
+export async function sessionUsage(input: { sessionId: string }): Promise<{ folds: number }> {
+  let nudged = true; // a start is a nudge: the request that started it is already recorded
+  setHandler(foldRequested, () => {
+    nudged = true;
   });
   let folds = 0;
   for (;;) {
-    if (!(await condition(() => queue.length > 0, IDLE))) return { folds };
-    const request = queue.shift()!;
+    if (!(await condition(() => nudged, IDLE))) return { folds };
+    nudged = false; // a nudge that arrives during the fold reads again afterwards
     try {
-      await foldSessionUsage({ sessionId: input.sessionId, harness: request.harness, artifacts: request.artifacts });
-      folds++;
+      folds += (await foldRequestedUsage({ sessionId: input.sessionId })).folded;
     } catch (err) {
-      // A refused fold (an artifact that is not a regular file, a session not registered) must
-      // not end the queue: the requests after it are still folded.
+      // Postgres out of reach past the retries: the requests stay recorded, the next nudge folds them.
       if (!(err instanceof ActivityFailure)) throw err;
-      log.warn('a fold failed; the next request goes on', { session: input.sessionId, error: err.cause?.message });
+      log.warn('a fold failed; its requests stay pending', { session: input.sessionId, error: err.cause?.message });
     }
-    if (workflowInfo().continueAsNewSuggested)
-      await continueAsNew<typeof sessionUsage>({ sessionId: input.sessionId, pending: queue });
+    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof sessionUsage>({ sessionId: input.sessionId });
   }
 }

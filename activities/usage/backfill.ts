@@ -35,7 +35,8 @@ export interface BackfillSessionResult {
   path: string;
   registered: boolean;
   status: 'measured' | 'partial' | 'unavailable' | 'failed';
-  usage_tokens: number;
+  /** null when nothing was measured (U10: never a fabricated zero). */
+  usage_tokens: number | null;
   error?: string;
 }
 
@@ -146,7 +147,7 @@ export async function backfillUsage(
             path: t.path,
             registered: registered.has(t.sessionId),
             status: 'failed',
-            usage_tokens: 0,
+            usage_tokens: null,
             error: r.message,
           }
         : {
@@ -160,7 +161,7 @@ export async function backfillUsage(
     else folded++;
     progress.files_done++;
     progress.bytes_done += sizes.get(t.sessionId) ?? 0;
-    progress.tokens += result.usage_tokens;
+    progress.tokens += result.usage_tokens ?? 0;
     progress.elapsed_s = round(elapsed());
     progress.eta_s =
       progress.bytes_done > 0

@@ -8,6 +8,7 @@ import {
   insertPricingRevision,
   pricingRevisionById,
   pricingRevisionRows,
+  sameRates,
   type PricingRevisionRow,
 } from '../../db/pricingRevisions';
 import { refusal, usageError } from '../../domain/errors';
@@ -140,7 +141,7 @@ async function storeRevision(db: Kysely<Database>, document: unknown, origin: st
   const r = parsed.data;
   const existing = await pricingRevisionById(db, r.revision_id);
   if (existing) {
-    if (JSON.stringify(existing.rates) === JSON.stringify(r.rates))
+    if (await sameRates(db, r.revision_id, JSON.stringify(r.rates)))
       return { revision_id: r.revision_id, imported: false };
     throw refusal(
       'pricing_revision_immutable',

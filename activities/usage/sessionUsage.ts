@@ -1,10 +1,13 @@
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import {
   last24hSessions,
   lockUsageFolds,
+  pendingFoldRequests,
   registeredWithUsage,
+  settleFoldRequest,
   usageFoldedAt,
   usageOfSessions,
   writeUsage,
@@ -12,7 +15,7 @@ import {
   type SessionUsageWrite,
 } from '../../db/sessionUsage';
 import { recordServedFacts, sessionById } from '../../db/sessions';
-import { usageError } from '../../domain/errors';
+import { YokeError, usageError } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost } from '../../domain/usage/pricing';
@@ -35,9 +38,23 @@ export interface FoldResult {
   harness: Harness;
   status: 'measured' | 'partial' | 'unavailable';
   totals: UsageTotals;
-  usage_tokens: number;
+  /** null when the reading is unavailable (U10: no source is never a fabricated zero). */
+  usage_tokens: number | null;
   reasons: string[];
   replaced: boolean;
+}
+
+/**
+ * Why a reading measured nothing, per artifact (U10): a path that does not exist is a missing
+ * source, named as such; an existing file simply held no usage rows.
+ */
+function nothingMeasured(artifacts: string[]): string[] {
+  const missing = artifacts.filter((a) => !existsSync(a));
+  const empty = artifacts.filter((a) => existsSync(a));
+  return [
+    ...(missing.length ? [`artifact not found (missing file): ${missing.join(', ')}`] : []),
+    ...(empty.length ? [`no usage rows in ${empty.join(', ')}`] : []),
+  ];
 }
 
 /** The session whose actor's grants bound what a usage read shows (U13); absent for an operator at the control plane. */
@@ -66,7 +83,7 @@ function outcome(
       ? 'partial'
       : 'measured';
   const kept = !reading.measured && stored && stored.status !== 'unavailable' ? stored : undefined;
-  const reasons = reading.measured ? reading.reasons : [`no usage rows in ${artifacts.join(', ')}`, ...reading.reasons];
+  const reasons = reading.measured ? reading.reasons : [...nothingMeasured(artifacts), ...reading.reasons];
   const totals: UsageTotals = kept ? kept.totals : reading.totals;
   return {
     row: kept
@@ -86,7 +103,7 @@ function outcome(
       harness: input.harness,
       status: kept ? kept.status : status,
       totals,
-      usage_tokens: totalTokens(totals),
+      usage_tokens: (kept ? kept.status : status) === 'unavailable' ? null : totalTokens(totals),
       reasons: kept ? kept.reasons : reasons,
       replaced: !kept,
     },
@@ -148,6 +165,38 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       if (written.result) return written.result;
       stored = written.raced; // another fold landed while this one read: fold on from its checkpoint
     }
+  }
+
+  /**
+   * The fold workflow's activity (issues 5 and 13, U10): folds, oldest first, the requests the
+   * session's owner recorded in Postgres (`hooks usage --async`, under its own role), never a
+   * path from a signal or a workflow input. Each request is settled with its outcome; a refused
+   * one (an artifact that is not a regular file) with its refusal, so the requests after it are
+   * still folded. A transient failure leaves the rest pending for the activity's retry.
+   */
+  async function foldRequestedUsage(input: { sessionId: string }): Promise<{ folded: number; refused: number }> {
+    let folded = 0;
+    let refused = 0;
+    for (const request of await pendingFoldRequests(db, input.sessionId)) {
+      try {
+        const r = await foldSessionUsage({
+          sessionId: input.sessionId,
+          harness: request.harness,
+          artifacts: request.artifacts,
+        });
+        await settleFoldRequest(db, request.request_id, {
+          status: r.status,
+          usage_tokens: r.usage_tokens,
+          reasons: r.reasons,
+        });
+        folded++;
+      } catch (err) {
+        if (!(err instanceof YokeError) || err.kind === 'unreachable') throw err;
+        await settleFoldRequest(db, request.request_id, { refused: err.code, message: err.message });
+        refused++;
+      }
+    }
+    return { folded, refused };
   }
 
   /**
@@ -309,6 +358,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
 
   return {
     foldSessionUsage,
+    foldRequestedUsage,
     foldSessionsUsage,
     usageFields,
     importPricing: (input: PricingImport) => importPricing(db, input),

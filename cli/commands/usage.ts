@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import type { FoldRequest } from '../../workflows/definitions';
 import type { sessionUsage } from '../../workflows/sessionUsage';
+import { YokeError } from '../../domain/errors';
 import { BACKFILL_HARNESSES, FOLDED_HARNESSES } from '../../domain/harnesses';
 import { BaseOptions, commandAction, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
 import { emit, table } from '../output';
@@ -11,6 +11,29 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 async function usage(ctx: CommandContext) {
   const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
   return sessionUsageActivities({ db: ctx.db });
+}
+
+/**
+ * U4: served facts an earlier hook kept on this machine while Postgres was out of reach are
+ * written by this one, before its own fold (a rollout's facts are newer and then win). A
+ * write that fails leaves them kept for the next hook.
+ */
+async function flushPendingServed(ctx: CommandContext, sessionId: string): Promise<void> {
+  const { clearPending, readPending } = await import('../pendingAttestation');
+  const pending = readPending(sessionId);
+  if (!pending?.model) return;
+  const { sessionActivities } = await import('../../activities/sessions');
+  try {
+    await sessionActivities({ db: ctx.db }).attestServed({
+      sessionId,
+      model: pending.model,
+      window: pending.window ?? undefined,
+      effort: pending.effort ?? undefined,
+    });
+    clearPending(sessionId);
+  } catch {
+    // kept for the next hook; the fold goes on
+  }
 }
 
 /** `yoke hooks usage`, `yoke pricing import|list`, `yoke machines usage`. */
@@ -39,30 +62,41 @@ export function registerUsage(program: Command): void {
       assertRegularArtifacts(o.artifact);
       if (o.async) {
         const queued = await withDb(async (ctx) => {
-          const client = await ctx.temporal.get(); // a fold request waits in the queue for a worker
+          await flushPendingServed(ctx, o.session);
           const { foldRequested, usageWorkflowId } = await import('../../workflows/definitions');
           const { resolve } = await import('node:path');
+          // Issues 5 and 13: the request is recorded under the caller's own role first (the
+          // database refuses another actor's session, before anything is signalled); the signal
+          // is a payload-free nudge, and the worker folds only what it reads back.
+          const { recordFoldRequest } = await import('../../activities/usage/foldRequests');
+          await recordFoldRequest(ctx.db, {
+            session_id: o.session,
+            harness: o.harness,
+            artifacts: o.artifact.map((a) => resolve(a)),
+          });
+          const client = await ctx.temporal.get(); // a fold request waits in the queue for a worker
           const workflowId = usageWorkflowId(o.session);
-          await client.workflow.signalWithStart<typeof sessionUsage, [FoldRequest]>('sessionUsage', {
+          await client.workflow.signalWithStart<typeof sessionUsage, [unknown?]>('sessionUsage', {
             workflowId,
             taskQueue: ctx.config.taskQueue,
             args: [{ sessionId: o.session }],
             signal: foldRequested,
-            signalArgs: [{ harness: o.harness, artifacts: o.artifact.map((a) => resolve(a)) }],
+            signalArgs: [],
           });
           return { session_id: o.session, queued: true, workflow_id: workflowId };
         });
         emit(!!o.json, queued, () => `fold of ${queued.session_id} queued on ${queued.workflow_id}`);
         return;
       }
-      const r = await withDb(async (ctx) =>
-        (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact }),
-      );
+      const r = await withDb(async (ctx) => {
+        await flushPendingServed(ctx, o.session);
+        return (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact });
+      });
       emit(
         !!o.json,
         r,
         () =>
-          `${r.session_id}: ${r.usage_tokens} tokens (${r.status})${r.reasons.length ? `; ${r.reasons.join('; ')}` : ''}${r.replaced ? '' : ' (kept the earlier measured reading)'}`,
+          `${r.session_id}: ${r.usage_tokens === null ? 'usage unavailable' : `${r.usage_tokens} tokens`} (${r.status})${r.reasons.length ? `; ${r.reasons.join('; ')}` : ''}${r.replaced ? '' : ' (kept the earlier measured reading)'}`,
       );
     });
 
@@ -81,26 +115,53 @@ export function registerUsage(program: Command): void {
     .requiredOption('--model <model>', 'served model, as the provider stated it')
     .option('--window <tokens>', 'served context window')
     .option('--effort <effort>', 'served effort (recorded with the model)')
-    .action(
-      commandAction(
+    .action(async (raw) => {
+      const o = parseOptions(
         BaseOptions.extend({
           session: nonEmpty,
           model: nonEmpty,
           window: z.coerce.number().int().positive().optional(),
           effort: nonEmpty.optional(),
         }),
-        async ({ db }, o) => {
+        raw,
+      );
+      // U4: facts a hook could not write before (status line or this one) are written with
+      // these; this statement's facts win, the pending ones fill the gaps.
+      const { clearPending, readPending, recordPending } = await import('../pendingAttestation');
+      const before = readPending(o.session);
+      const facts = {
+        model: o.model,
+        window: o.window ?? before?.window ?? undefined,
+        effort: o.effort ?? before?.effort ?? undefined,
+      };
+      try {
+        const r = await withDb(async ({ db }) => {
           const { sessionActivities } = await import('../../activities/sessions');
-          return sessionActivities({ db }).attestServed({
-            sessionId: o.session,
-            model: o.model,
-            window: o.window,
-            effort: o.effort,
-          });
-        },
-        (r) => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`,
-      ),
-    );
+          return sessionActivities({ db }).attestServed({ sessionId: o.session, ...facts });
+        });
+        if (before) clearPending(o.session);
+        emit(
+          !!o.json,
+          r,
+          () => `${r.session_id} served ${r.served.model}${r.served.window ? ` (${r.served.window} ctx)` : ''}`,
+        );
+      } catch (err) {
+        // Postgres out of reach: like the status line, the facts are kept on this machine for
+        // the session's next hook (exit 0: a hook never breaks the harness), never dropped.
+        if (!(err instanceof YokeError) || err.kind !== 'unreachable') throw err;
+        const pending = recordPending(
+          o.session,
+          { model: facts.model, window: facts.window ?? null, effort: facts.effort ?? null },
+          err.message,
+        );
+        const view = {
+          session_id: o.session,
+          served: { model: pending.model, window: pending.window, effort: pending.effort, attested_at: null },
+          pending: { code: err.code, error: err.message, failed_at: pending.failed_at, attempts: pending.attempts },
+        };
+        emit(!!o.json, view, () => `${o.session} served ${facts.model}: served facts pending (${err.message})`);
+      }
+    });
 
   const pricing = program
     .command('pricing')

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { join } from 'node:path';
+import { actorFactory } from '../helpers/actors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
@@ -12,6 +13,7 @@ let t: TestDatabase;
 let w: TestWorker;
 let env: Record<string, string>;
 let dir: string;
+const actors = actorFactory(() => t.url);
 const run = (args: string[], extra: Record<string, string> = {}) => yoke(t.url, args, { ...env, ...extra });
 
 beforeAll(async () => {
@@ -39,6 +41,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  await actors.removeAll();
   await w.shutdown();
   await t.drop();
 });
@@ -117,6 +120,82 @@ test('U10 hooks usage --async hands the fold to session-usage/<session>, which r
   );
 }, 60_000);
 
+test("U10 I13 hooks usage --async for another actor's session is refused permission_denied before anything is signalled; the victim's usage is unchanged", async () => {
+  const [alice, bob] = [await actors.add('alice'), await actors.add('bob')];
+  const as = (who: typeof alice, args: string[]) => who.run([...args, '--json'], env);
+  expect((await as(bob, ['sessions', 'register', '--session', 'bob-cc1', '--harness', 'claude'])).code).toBe(0);
+  const bobs = join(dir, 'bob-cc1.jsonl');
+  writeLines(bobs, [claudeAssistant('b1', { input: 1000, output: 140 })]);
+  const own = await as(bob, ['hooks', 'usage', '--session', 'bob-cc1', '--harness', 'claude', '--artifact', bobs]);
+  expect(json(own)).toMatchObject({ usage_tokens: 1140 });
+  const alices = join(dir, 'alice-big.jsonl');
+  writeLines(alices, [claudeAssistant('a1', { input: 200_000, output: 13_000 })]);
+  const args = ['hooks', 'usage', '--session', 'bob-cc1', '--harness', 'claude', '--artifact', alices];
+  for (const extra of [[], ['--async']]) {
+    const refused = await as(alice, [...args, ...extra]);
+    expect(refused.code).toBe(1);
+    expect(jsonError(refused).code).toBe('permission_denied');
+  }
+  await expect(w.client.workflow.getHandle('session-usage/bob-cc1').describe()).rejects.toThrow(/not found/i);
+  const requests = await t.db.selectFrom('session_usage_fold_requests').selectAll().execute();
+  expect(requests.filter((r) => r.session_id === 'bob-cc1')).toEqual([]);
+  const row = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find(
+    (r) => r.session_id === 'bob-cc1',
+  );
+  expect(row).toMatchObject({ usage_tokens: 1140 });
+  // the owner's own --async still folds, through a request recorded under the owner's role
+  writeLines(bobs, [claudeAssistant('b2', { input: 10, output: 0 })], true);
+  expect(json(await as(bob, [...args.slice(0, -1), bobs, '--async']))).toEqual({
+    session_id: 'bob-cc1',
+    queued: true,
+    workflow_id: 'session-usage/bob-cc1',
+  });
+  await until(
+    async () =>
+      json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find(
+        (r) => r.session_id === 'bob-cc1',
+      )!,
+    (r) => r.usage_tokens === 1150,
+    "the owner's request to be folded",
+    { everyMs: 200 },
+  );
+  const [settled] = await t.db
+    .selectFrom('session_usage_fold_requests')
+    .selectAll()
+    .where('session_id', '=', 'bob-cc1')
+    .execute();
+  expect(settled).toMatchObject({ requested_by: bob.name, artifacts: [bobs], done_at: expect.any(Date) });
+}, 60_000);
+
+test('U10 I13 a signal to session-usage/<session> carries no authority: a forged payload or start input makes the worker open no path', async () => {
+  await run(['sessions', 'register', '--session', 'victim', '--actor', 'vic', '--harness', 'claude']);
+  const theirs = join(dir, 'victim.jsonl');
+  writeLines(theirs, [claudeAssistant('v1', { input: 7, output: 3 })]);
+  await run(['hooks', 'usage', '--session', 'victim', '--harness', 'claude', '--artifact', theirs]);
+  const planted = join(dir, 'planted.jsonl');
+  writeLines(planted, [claudeAssistant('p1', { input: 500_000, output: 500_000 })]);
+  const forged = { harness: 'claude', artifacts: [planted] };
+  const handle = await w.client.workflow.signalWithStart('sessionUsage', {
+    workflowId: 'session-usage/victim',
+    taskQueue: w.taskQueue,
+    args: [{ sessionId: 'victim', pending: [forged] }],
+    signal: 'foldRequested',
+    signalArgs: [forged],
+  });
+  await handle.signal('foldRequested', forged);
+  await until(
+    async () => (await handle.fetchHistory()).events ?? [],
+    (events) => events.filter((e) => e.activityTaskCompletedEventAttributes).length >= 1,
+    'the nudged workflow to look for recorded requests',
+    { everyMs: 200 },
+  );
+  const row = json<Record<string, unknown>[]>(await run(['sessions', 'list', '--json'])).find(
+    (r) => r.session_id === 'victim',
+  );
+  expect(row).toMatchObject({ usage_tokens: 10 });
+  await handle.terminate('test done');
+}, 60_000);
+
 test('U13 --usage-last-24h is exclusive of every other filter; machines usage sums per machine under the 24H labels', async () => {
   const both = await run(['sessions', 'list', '--usage-last-24h', '--active-only', '--json']);
   expect(both.code).toBe(2);
@@ -158,6 +237,52 @@ test('U12 pricing import adds an immutable revision; pricing list shows the ship
   const bad = await run(['pricing', 'import', file]);
   expect(bad.code).toBe(2);
   expect(bad.stderr).toMatch(/^invalid_pricing_file: .*effective_at/);
+});
+
+test('U12 re-importing an identical pricing file is idempotent (jsonb keeps its own key order); other rates under the same id are refused', async () => {
+  const file = join(dir, 'rev-2028.json');
+  // keys in an order jsonb does not keep: it sorts keys by length, then bytes
+  const revision = {
+    revision_id: 'r-2028',
+    effective_at: '2028-01-01T00:00:00Z',
+    source: 'vendor sheet',
+    rates: {
+      'claude-opus-4-6': { output: 20, input: 4, above_200k: { output: 30, input: 8 } },
+      'gpt-5': { output: 10, input: 1.25 },
+    },
+  };
+  writeFileSync(file, JSON.stringify(revision));
+  expect(json(await run(['pricing', 'import', file, '--json']))).toMatchObject({
+    revision_id: 'r-2028',
+    imported: true,
+  });
+  const again = await run(['pricing', 'import', file, '--json']);
+  expect(again.code).toBe(0);
+  expect(json(again)).toEqual({ revision_id: 'r-2028', imported: false });
+  writeFileSync(
+    file,
+    JSON.stringify({ ...revision, rates: { ...revision.rates, 'gpt-5': { output: 11, input: 1.25 } } }),
+  );
+  const other = await run(['pricing', 'import', file, '--json']);
+  expect(other.code).toBe(1);
+  expect(jsonError(other).code).toBe('pricing_revision_immutable');
+});
+
+test('U10 hooks usage with a missing --artifact says unavailable with the reason (missing file), never usage_tokens 0', async () => {
+  await run(['sessions', 'register', '--session', 'gone1', '--actor', 'gina', '--harness', 'claude']);
+  const gone = join(dir, 'not-there.jsonl');
+  const r = await run(['hooks', 'usage', '--session', 'gone1', '--harness', 'claude', '--artifact', gone, '--json']);
+  expect(r.code).toBe(0);
+  expect(json(r)).toMatchObject({
+    session_id: 'gone1',
+    status: 'unavailable',
+    usage_tokens: null,
+    reasons: [`artifact not found (missing file): ${gone}`],
+  });
+  const human = await run(['hooks', 'usage', '--session', 'gone1', '--harness', 'claude', '--artifact', gone]);
+  expect(human.stdout).toContain('usage unavailable');
+  expect(human.stdout).toContain('missing file');
+  expect(human.stdout).not.toMatch(/\b0 tokens/);
 });
 
 test('U3 the status line attests the served model and window and prints model, window and tokens', async () => {
@@ -220,6 +345,66 @@ test('U4 a status-line write the database refuses is recorded and retried by the
   } finally {
     await sql`DROP TRIGGER u4_refuse_first ON sessions`.execute(t.db);
   }
+});
+
+test('U4 a served-model hook that cannot reach Postgres keeps the facts under $YOKE_HOME (exit 0, as the status line) and the next hook writes them', async () => {
+  const { createServer } = await import('node:net');
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const port = (closed.address() as { port: number }).port;
+  await new Promise<void>((resolve) => closed.close(() => resolve()));
+  const down = { DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/x` };
+  const home = fixtureDir();
+  await run(['sessions', 'register', '--session', 'u1', '--actor', 'alice', '--harness', 'claude']);
+  const file = join(home, 'pending-attestations', 'u1.json');
+  const served = () =>
+    t.db
+      .selectFrom('sessions')
+      .select(['served_model', 'served_window', 'served_effort'])
+      .where('session_id', '=', 'u1')
+      .executeTakeFirstOrThrow();
+
+  const kept = await run(
+    ['hooks', 'served-model', '--session', 'u1', '--model', 'm-x', '--window', '400000', '--effort', 'high', '--json'],
+    { ...down, YOKE_HOME: home },
+  );
+  expect(kept.code).toBe(0);
+  expect(json(kept)).toMatchObject({
+    session_id: 'u1',
+    served: { model: 'm-x', window: 400000, effort: 'high', attested_at: null },
+    pending: { code: 'postgres_unreachable', attempts: 1 },
+  });
+  expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ model: 'm-x', window: 400000, effort: 'high' });
+  expect(await served()).toEqual({ served_model: null, served_window: null, served_effort: null });
+  // the next hook (here the status line, with no model of its own) writes them and clears the record
+  const next = await withStdin(['hooks', 'status-line'], JSON.stringify({ session_id: 'u1' }), { YOKE_HOME: home });
+  expect(next.stdout).not.toContain('pending');
+  expect(await served()).toEqual({ served_model: 'm-x', served_window: 400000, served_effort: 'high' });
+  expect(existsSync(file)).toBe(false);
+
+  // and a served-model hook flushes what an earlier one kept: its own model wins, the kept effort fills in
+  await run(['hooks', 'served-model', '--session', 'u1', '--model', 'm-y', '--effort', 'low'], {
+    ...down,
+    YOKE_HOME: home,
+  });
+  expect(existsSync(file)).toBe(true);
+  const flushed = await run(['hooks', 'served-model', '--session', 'u1', '--model', 'm-z', '--json'], {
+    YOKE_HOME: home,
+  });
+  expect(json(flushed).served).toMatchObject({ model: 'm-z', effort: 'low', window: 400000 });
+  expect(existsSync(file)).toBe(false);
+
+  // a usage hook (Codex has no status line) flushes them too
+  await run(['hooks', 'served-model', '--session', 'u1', '--model', 'm-w'], { ...down, YOKE_HOME: home });
+  expect(existsSync(file)).toBe(true);
+  const transcript = join(dir, 'u1.jsonl');
+  writeLines(transcript, [claudeAssistant('u1-1', { input: 1, output: 1 })]);
+  const usage = await run(['hooks', 'usage', '--session', 'u1', '--harness', 'claude', '--artifact', transcript], {
+    YOKE_HOME: home,
+  });
+  expect(usage.code).toBe(0);
+  expect(await served()).toMatchObject({ served_model: 'm-w' });
+  expect(existsSync(file)).toBe(false);
 });
 
 test('U4 the served-model hook settles served facts; an unregistered session is refused', async () => {

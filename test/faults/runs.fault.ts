@@ -455,16 +455,20 @@ test('a fold handed a FIFO or /dev/zero: the CLI refuses it (exit 2); the worker
   const cli = await yoke(['hooks', 'usage', '--session', 'd1', '--harness', 'claude', '--artifact', fifo, '--async']);
   expect(cli.code).toBe(2);
   expect(cli.stderr).toContain('artifact_not_regular_file');
-  // Past the CLI's check, straight to the worker: what an older CLI or a swapped path would send.
+  // Past the CLI's check, straight to the worker: what an older CLI or a swapped path would
+  // record (as an admin, so the request's session need not be the caller's).
   const handed = Date.now();
-  for (const artifact of [fifo, '/dev/zero'])
+  for (const artifact of [fifo, '/dev/zero']) {
+    await sql`INSERT INTO session_usage_fold_requests (session_id, harness, artifacts)
+              VALUES ('d1', 'claude', ${[artifact]})`.execute(t.db);
     await client.workflow.signalWithStart('sessionUsage', {
       workflowId: usageWorkflowId('d1'),
       taskQueue,
       args: [{ sessionId: 'd1' }],
       signal: foldRequested,
-      signalArgs: [{ harness: 'claude', artifacts: [artifact] }],
+      signalArgs: [],
     });
+  }
   const idleInTransaction = async () =>
     (
       await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
@@ -472,8 +476,12 @@ test('a fold handed a FIFO or /dev/zero: the CLI refuses it (exit 2); the worker
     ).rows[0]!.n;
   await until(
     'both folds to be refused',
-    async () => (await client.workflow.getHandle(usageWorkflowId('d1')).fetchHistory()).events ?? [],
-    (events) => events.filter((e) => e.activityTaskFailedEventAttributes).length >= 2,
+    async () =>
+      (
+        await sql<{ n: number }>`SELECT count(*)::int AS n FROM session_usage_fold_requests
+                                 WHERE session_id = 'd1' AND outcome->>'refused' IS NOT NULL`.execute(t.db)
+      ).rows[0]!.n,
+    (n) => n >= 2,
     60,
   );
   expect(await idleInTransaction()).toBe(0);

@@ -17,6 +17,7 @@ const USER_WRITES: Record<string, string[]> = {
   backlog_items: ['INSERT', 'UPDATE'], // items named by users, their status moved
   test_machine_checks: ['INSERT'], // W8 checks recorded under your own session
   session_usage: ['INSERT', 'UPDATE'], // U9 folds of your own sessions
+  session_usage_fold_requests: ['INSERT'], // U10 --async fold requests for your own sessions
   deployment_runs: ['INSERT', 'UPDATE'], // I1 create where you may deploy; R1 drive
   deployment_run_items: ['ALL'], // R1 membership by the driver or a seat
   deployment_run_item_removals: ['ALL'],

@@ -133,7 +133,8 @@ describe('Claude transcripts', () => {
     writeLines(main, [claudeAssistant('m4', { input: 100, output: 0 }, { model: 'constructor' })], true);
     const second = await foldClaude(main);
     expect(second.usage_tokens).toBe(147);
-    expect(Object.hasOwn(second.totals, 'constructor') && second.totals.constructor!.all.input).toBe(110);
+    expect(Object.hasOwn(second.totals, 'constructor')).toBe(true);
+    expect(Object.getOwnPropertyDescriptor(second.totals, 'constructor')?.value.all.input).toBe(110);
     expect(Object.getOwnPropertyDescriptor(second.totals, '__proto__')?.value.all.output).toBe(10);
     expect(Object.getPrototypeOf(second.totals)).toBe(Object.prototype);
     const f = await fields('c1');
@@ -266,7 +267,8 @@ describe('Claude transcripts', () => {
     const none = join(dir, 'none.jsonl');
     writeLines(none, [{ type: 'user', message: { role: 'user', content: 'hello' } }]);
     const r = await foldClaude(none);
-    expect(r).toMatchObject({ status: 'unavailable', usage_tokens: 0 });
+    expect(r).toMatchObject({ status: 'unavailable', usage_tokens: null });
+    expect(r.reasons).toContain(`no usage rows in ${none}`);
     expect(await fields('c1')).toMatchObject({
       usage_tokens: null,
       usage_status: 'unavailable',
@@ -277,6 +279,19 @@ describe('Claude transcripts', () => {
     expect(await fields('x1')).toMatchObject({
       usage_status: 'unavailable',
       usage_note: expect.stringContaining('nothing has been folded'),
+    });
+  });
+
+  test('U10 a missing artifact is unavailable with the reason "missing file", never "no usage rows" or a zero', async () => {
+    const gone = join(dir, 'never-written.jsonl');
+    const r = await foldClaude(gone);
+    expect(r).toMatchObject({ status: 'unavailable', usage_tokens: null, replaced: true });
+    expect(r.reasons[0]).toBe(`artifact not found (missing file): ${gone}`);
+    expect(r.reasons.join('; ')).not.toContain('no usage rows');
+    expect(await fields('c1')).toMatchObject({
+      usage_tokens: null,
+      usage_status: 'unavailable',
+      usage_note: expect.stringContaining('missing file'),
     });
   });
 
