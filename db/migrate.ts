@@ -30,6 +30,7 @@ import * as executeTargetedReads from './migrations/0022_execute_targeted_reads'
 import * as releaseWithoutWaiters from './migrations/0023_release_without_waiters';
 import * as occupancyOneSnapshot from './migrations/0025_occupancy_one_snapshot';
 import * as occupancyLiveFirst from './migrations/0025_occupancy_one_snapshot_live_first';
+import * as authorityHoles from './migrations/0027_authority_holes';
 import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
@@ -65,6 +66,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0023_release_without_waiters': releaseWithoutWaiters,
   '0025_occupancy_one_snapshot': occupancyOneSnapshot,
   '0025_occupancy_one_snapshot_live_first': occupancyLiveFirst,
+  '0027_authority_holes': authorityHoles,
   '0028_usage_fold_requests': usageFoldRequests,
 };
 

@@ -190,3 +190,18 @@ export function releaseRuns(runs: () => DeploymentRunActivities) {
   }
   return { createdRun, waitingRun };
 }
+
+/** A run created and executed by a session, then walked through all its stages, each passing. */
+export async function walkedRun(
+  r: DeploymentRunActivities,
+  input: Parameters<DeploymentRunActivities['createRun']>[0] & { sessionId: string },
+): Promise<string> {
+  const run = await r.createRun(input);
+  await r.executeRun({ sessionId: input.sessionId, runId: run.run_id });
+  const plan = await r.loadRunPlan({ runId: run.run_id });
+  for (const stage of plan.stages) {
+    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1 });
+    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
+  }
+  return run.run_id;
+}

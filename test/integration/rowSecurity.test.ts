@@ -283,7 +283,7 @@ test('I13 R1 runs: created for projects you may deploy; driven by the driver or 
 
 test('I13 events are insert-only and name the connected role, whatever the writer claims', async () => {
   const [row] = await bob.q<{ actor_id: string }>(
-    "INSERT INTO events (event_type, payload, actor_id) VALUES ('Probe', '{}', $1) RETURNING actor_id",
+    "INSERT INTO events (event_type, payload, actor_id) VALUES ('DeploymentRunStageStarted', '{}', $1) RETURNING actor_id",
     [alice.name],
   );
   expect(row!.actor_id).toBe(bob.name);

@@ -14,7 +14,7 @@ import type { IssueTracker } from '../../activities/settlement/tracker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
 import { countStatements } from '../helpers/statements';
-import { releaseDefinition, writeDefinition } from '../helpers/runs';
+import { releaseDefinition, walkedRun as walkRun, writeDefinition } from '../helpers/runs';
 
 let t: TestDatabase;
 let r: DeploymentRunActivities;
@@ -65,7 +65,7 @@ afterEach(async () => {
 
 /** A release run of the given members, executed and walked through all its stages. */
 async function walkedRun(members: string[], key = 'k1', candidate = SHA, flow = 'release') {
-  const run = await r.createRun({
+  return walkRun(r, {
     sessionId: 'd1',
     project: 'web',
     flow,
@@ -74,13 +74,6 @@ async function walkedRun(members: string[], key = 'k1', candidate = SHA, flow = 
     idempotencyKey: key,
     items: members,
   });
-  await r.executeRun({ sessionId: 'd1', runId: run.run_id });
-  const plan = await r.loadRunPlan({ runId: run.run_id });
-  for (const stage of plan.stages) {
-    await r.beginStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1 });
-    await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
-  }
-  return run.run_id;
 }
 
 async function pass(runId: string, ...checks: string[]) {

@@ -13,9 +13,8 @@ const USER_WRITES: Record<string, string[]> = {
   sessions: ['INSERT', 'UPDATE'], // register, heartbeat and end your own
   work_claims: ['INSERT', 'UPDATE'], // C1 take with your own session; release yours; C8 C11 operator release; W7 turns
   qa_test_machine_waits: ['INSERT', 'UPDATE'], // W4 join with your own session; W7 W9 the release hands the line on
-  events: ['INSERT'], // insert-only, actor = session_user
-  backlog_items: ['INSERT', 'UPDATE'], // items named by users, their status moved
-  test_machine_checks: ['INSERT'], // W8 checks recorded under your own session
+  events: ['INSERT'], // insert-only, actor = session_user, the types users' commands write (C11: not the operator release's)
+  backlog_items: ['INSERT', 'UPDATE'], // bare items named by users, moved along; D7 the done gate and attribution in a trigger
   session_usage: ['INSERT', 'UPDATE'], // U9 folds of your own sessions
   session_usage_fold_requests: ['INSERT'], // U10 --async fold requests for your own sessions
   deployment_runs: ['INSERT', 'UPDATE'], // I1 create where you may deploy; R1 drive
