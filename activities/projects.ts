@@ -64,10 +64,15 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
         );
       }
       const owner = await projectByPrefix(trx, prefix);
-      throw refusal('item_prefix_taken', `item prefix ${prefix} already belongs to project ${owner?.name}`, {
-        recovery: `choose another prefix: yoke projects create ${input.name} --prefix OTHER`,
-        details: { prefix, project: owner?.name },
-      });
+      // Issue 9: a new project reusing an item_prefix is bad input (exit 2) naming the field, as in `apply`
+      throw usageError(
+        'item_prefix_taken',
+        `--prefix: item_prefix ${prefix} already belongs to project ${owner?.name}`,
+        {
+          recovery: `choose another prefix: yoke projects create ${input.name} --prefix OTHER`,
+          details: { field: 'item_prefix', option: '--prefix', prefix, item_prefix: prefix, project: owner?.name },
+        },
+      );
     });
   }
 

@@ -11,6 +11,7 @@ import {
 } from '../db/claims';
 import type { Executor } from '../db/pool';
 import type { YokeError } from '../domain/errors';
+import { DEFAULT_RESERVATION_LIFETIME_MS } from '../domain/timeouts';
 import {
   expiredReservationWaits,
   insertReservation,
@@ -95,7 +96,7 @@ export interface LineOptions {
   notifier?: LineNotifier;
 }
 
-export const DEFAULT_RESERVATION_LIFETIME_MS = 300_000;
+export { DEFAULT_RESERVATION_LIFETIME_MS };
 
 /** What an operation on the line runs with: the database, the reservation lifetime (W9), the wake-ups. */
 export interface LineDeps {

@@ -1,4 +1,9 @@
-import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS, DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS } from '../domain/timeouts';
+import {
+  DEFAULT_DRIVER_FRESH_MS,
+  DEFAULT_RESERVATION_LIFETIME_MS,
+  DEFAULT_SSH_TIMEOUTS,
+  DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS,
+} from '../domain/timeouts';
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { usageError } from '../domain/errors';
@@ -23,7 +28,7 @@ const Env = z.object({
   YOKE_TASK_QUEUE: z.string().min(1).default('yoke'),
   YOKE_SESSION_STALE_AFTER_SECONDS: z.coerce.number().positive().default(900),
   YOKE_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
-  YOKE_RESERVATION_LIFETIME_SECONDS: z.coerce.number().positive().default(300),
+  YOKE_RESERVATION_LIFETIME_SECONDS: z.coerce.number().positive().optional(),
   YOKE_SSH_CONNECT_TIMEOUT_SECONDS: z.coerce
     .number()
     .positive()
@@ -51,6 +56,8 @@ const Recorded = z
     databaseUrl: z.string().optional(),
     temporalAddress: z.string().optional(),
     temporalNamespace: z.string().optional(),
+    /** Issue 3: the worker's reservation lifetime, so a CLI release reserves for as long as the worker's. */
+    reservationLifetimeSeconds: z.number().positive().optional(),
   })
   .partial();
 
@@ -144,7 +151,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     taskQueue: e.YOKE_TASK_QUEUE,
     staleAfterMs: e.YOKE_SESSION_STALE_AFTER_SECONDS * 1000,
     sweepIntervalMs: e.YOKE_SWEEP_INTERVAL_SECONDS * 1000,
-    reservationLifetimeMs: e.YOKE_RESERVATION_LIFETIME_SECONDS * 1000,
+    reservationLifetimeMs:
+      (e.YOKE_RESERVATION_LIFETIME_SECONDS ??
+        recorded.reservationLifetimeSeconds ??
+        DEFAULT_RESERVATION_LIFETIME_MS / 1000) * 1000,
     ssh: {
       connectTimeoutMs: e.YOKE_SSH_CONNECT_TIMEOUT_SECONDS * 1000,
       commandTimeoutMs: e.YOKE_SSH_COMMAND_TIMEOUT_SECONDS * 1000,

@@ -11,3 +11,6 @@ export const DEFAULT_DRIVER_FRESH_MS = 600_000;
 
 /** How long a takeover waits for the locks it needs before refusing `takeover_lock_timeout`. */
 export const DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS = 5_000;
+
+/** W9: how long a reserved waiting-line turn waits to be consumed before it passes on. */
+export const DEFAULT_RESERVATION_LIFETIME_MS = 300_000;

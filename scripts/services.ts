@@ -25,6 +25,7 @@ interface ServicesState {
   temporalAddress?: string;
   temporalNamespace?: string;
   webUi?: string | null;
+  reservationLifetimeSeconds?: number;
   processes: ManagedProcess[];
 }
 
@@ -89,6 +90,11 @@ async function up(owner: string): Promise<void> {
     temporalAddress,
     temporalNamespace: namespace,
     webUi,
+    // Issue 3: the lifetime this stack's worker reserves turns for; a CLI run from a shell without
+    // YOKE_RESERVATION_LIFETIME_SECONDS reads it here, so every release reserves for as long (unset: the default)
+    reservationLifetimeSeconds: process.env.YOKE_RESERVATION_LIFETIME_SECONDS
+      ? loadConfig().reservationLifetimeMs / 1000
+      : undefined,
   });
 }
 

@@ -5,11 +5,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 owner="start-$$"
-stop_started() { node dist/scripts/services.js down --owner "$owner" || true; }
+home=$(node -e 'process.stdout.write(require("./dist/config/paths").yokeHome())')
+worker=""
+dashboard=""
+# However this run ends (Ctrl-C, npm stop, the worker dying, even by kill -9), it stops the
+# dashboard and the worker it started, drops their pid files, then stops the services it brought up.
+stop_started() {
+  trap - EXIT INT TERM
+  for pid in $dashboard $worker; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in $worker $dashboard; do wait "$pid" 2>/dev/null || true; done
+  for name in worker dashboard; do
+    # only this run's records: npm stop may have dropped them, a later npm start rewritten them
+    if [ -n "${!name}" ] && [ "$(cat "$home/$name.pid" 2>/dev/null)" = "${!name}" ]; then rm -f "$home/$name.pid"; fi
+  done
+  node dist/scripts/services.js down --owner "$owner" || true
+}
 trap stop_started EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 node dist/scripts/services.js up --owner "$owner"
-ui=$(node -e 'const s=require("./.yoke/services.json");process.stdout.write(String(s.webUi||""))')
-addr=$(node -e 'const s=require("./.yoke/services.json");process.stdout.write(s.temporalAddress)')
+ui=$(node -e 'const s=require(process.argv[1]);process.stdout.write(String(s.webUi||""))' "$home/services.json")
+addr=$(node -e 'const s=require(process.argv[1]);process.stdout.write(s.temporalAddress)' "$home/services.json")
 cat <<MSG
 
 yoke is up.
@@ -22,16 +38,19 @@ yoke is up.
               mkdir -p .yoke/ssh-keys && ssh-keygen -q -t ed25519 -N '' -f .yoke/ssh-keys/lab-1
               ./bin/yoke test-machine add lab-1 --host 127.0.0.1 --port 22 --user qa \\
                   --credential lab-1 --host-key-file .yoke/ssh-keys/lab-1.pub
+              (or --identity-file KEY instead of --credential: yoke copies KEY into .yoke/ssh-keys)
               ./bin/yoke coordination-claim acquire --key QA_HOST:lab-1 --session s1
               ./bin/yoke coordination-claim list --active-only --json
   Stop:       Ctrl-C here, or npm stop
 
 MSG
+# npm stop signals these pids (and only these: other checkouts' workers are not ours).
 node dist/workers/main.js &
 worker=$!
+echo "$worker" >"$home/worker.pid"
 # The operator dashboard (read-only); it prints its own address.
 node bin/yoke serve --port "${YOKE_DASHBOARD_PORT:-8340}" &
 dashboard=$!
-trap 'kill -TERM $worker $dashboard 2>/dev/null; wait $worker; stop_started' INT TERM
-wait $worker
-kill -TERM $dashboard 2>/dev/null || true
+echo "$dashboard" >"$home/dashboard.pid"
+# The worker's end (its exit status, whatever it is) ends the run; the EXIT trap stops the rest.
+wait "$worker"

@@ -5,7 +5,7 @@ import { testMachineName } from '../../domain/testMachineName';
 import type { SshTimeouts } from '../hosts/ssh';
 import { lineDeps, type LineOptions } from '../waitingLine';
 import { beginCheck, expireReservation, finishCheck, runCheckCommand, type CheckDeps } from './checks';
-import { addTestMachine, listTestMachines, listWaits, removeTestMachine } from './machines';
+import { addTestMachine, addTestMachineCopyingKey, listTestMachines, listWaits, removeTestMachine } from './machines';
 
 export type { CheckOutcome } from './checks';
 export type { CheckRecord, TestMachineView, WaitView } from './machines';
@@ -29,6 +29,8 @@ export function testMachineActivities(deps: {
     i.testMachine === undefined ? i : { ...i, testMachine: testMachineName(i.testMachine) };
   return {
     addTestMachine: (input: Parameters<typeof addTestMachine>[1]) => addTestMachine(d, named(input)),
+    addTestMachineCopyingKey: (input: Parameters<typeof addTestMachineCopyingKey>[1]) =>
+      addTestMachineCopyingKey(d, named(input)),
     listTestMachines: (filter?: { name?: string }) => listTestMachines(d, filter && named(filter)),
     removeTestMachine: (input: { name: string }) => removeTestMachine(d, named(input)),
     listWaits: (filter: Parameters<typeof listWaits>[1]) => listWaits(d, machine(filter)),

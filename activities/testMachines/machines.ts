@@ -22,6 +22,9 @@ import {
   type SshTimeouts,
 } from '../hosts/ssh';
 import { closeLine, inLineTransaction, type LineDeps } from '../waitingLine';
+import { installCredentialKey, uninstallCredentialKey } from '../hosts/installKey';
+import { requireAdmin } from '../../db/actors';
+import { sshKeyDir } from '../../config/paths';
 
 export interface AddTestMachineInput {
   name: string;
@@ -184,6 +187,31 @@ export async function addTestMachine(
   });
   const [view] = await listTestMachines(deps, { name: input.name });
   return view!;
+}
+
+/**
+ * Issue 3's single-user form, kept under issue 13: `test-machine add NAME --identity-file F`
+ * without `--credential` copies F into the worker's key directory as NAME and records credential
+ * NAME, so the worker still opens only its own keys. Only a caller who may add machines (an
+ * admin) gets the copy: anyone else is refused before a byte is written. A machine that is not
+ * added leaves no copy behind.
+ */
+export async function addTestMachineCopyingKey(
+  deps: { db: Kysely<Database>; ssh: SshTimeouts },
+  input: Omit<AddTestMachineInput, 'credential'> & { identityFile: string },
+): Promise<TestMachineView & { credential_key_file: string; note: string }> {
+  const key = readIdentity(input.identityFile);
+  await requireAdmin(deps.db, `add test machine ${input.name}`);
+  const installed = installCredentialKey(deps.ssh.keyDir ?? sshKeyDir(), input.name, key);
+  let view: TestMachineView;
+  try {
+    view = await addTestMachine(deps, { ...input, credential: installed.credential });
+  } catch (err) {
+    uninstallCredentialKey(installed);
+    throw err;
+  }
+  const note = `${installed.created ? 'copied' : 'found'} ${input.identityFile} ${installed.created ? 'to' : 'already at'} ${installed.key_file} (the worker's key directory) and recorded credential ${installed.credential}; the worker logs in with that copy, never with ${input.identityFile}`;
+  return { ...view, credential_key_file: installed.key_file, note };
 }
 
 export async function listTestMachines(

@@ -11,6 +11,7 @@ import {
   parseOptions,
   withDb,
 } from '../context';
+import { unreachable } from '../../domain/errors';
 import { table, warn } from '../output';
 
 const ExecutionId = z.coerce.number().int().positive().max(2_147_483_647);
@@ -72,6 +73,44 @@ function revisionWarning(r: {
   if (r.served_revision.revision_check === 'unverified')
     return `warning: served_revision_unverified: target ${id.target} could not be asked what it serves (${r.served_revision.detail}); the run delivered ${id.delivered_commit}`;
   return null;
+}
+
+/** How often `qa watch` asks Temporal whether the execution's workflow still runs. */
+const WORKFLOW_CHECK_EVERY_MS = 5_000;
+
+/**
+ * Issue 10, as `deployment-runs watch` does for a run: a running execution whose workflow is not
+ * running (twice in a row, the execution re-read between) never moves on: exit 3 naming the way
+ * out. Temporal out of reach is not that: the record in Postgres is still followed.
+ */
+function executionWorkflowHealth(ctx: CommandContext, executionId: number) {
+  let notRunning = 0;
+  return async () => {
+    const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
+    const workflowId = qaExecutionWorkflowId(executionId);
+    let workflowStatus: string | null;
+    try {
+      workflowStatus = (await (await ctx.temporal.get()).workflow.getHandle(workflowId).describe()).status.name;
+    } catch (err) {
+      const { WorkflowNotFoundError } = await import('@temporalio/client');
+      if (!(err instanceof WorkflowNotFoundError)) return;
+      workflowStatus = null;
+    }
+    if (workflowStatus === 'RUNNING') {
+      notRunning = 0;
+      return;
+    }
+    if (++notRunning < 2) return;
+    const state = workflowStatus === null ? 'does not exist' : `is ${workflowStatus.toLowerCase()}`;
+    throw unreachable(
+      'execution_workflow_not_running',
+      `execution ${executionId} is running but its workflow ${workflowId} ${state}: nothing moves it on`,
+      {
+        recovery: `end it: yoke qa abort ${executionId} --reason "workflow lost", then yoke qa begin again`,
+        details: { execution_id: executionId, workflow_id: workflowId, workflow_status: workflowStatus },
+      },
+    );
+  };
 }
 
 export function registerQa(program: Command): void {
@@ -197,12 +236,19 @@ export function registerQa(program: Command): void {
     .description('follow an execution case by case until it ends (exit 0 if it passed)')
     .argument('<execution>', 'execution id')
     .option('--interval-ms <ms>', 'how often to read', '500')
+    .option('--timeout <seconds>', 'stop watching (exit 3) after this long', '86400')
     .option('--json', 'print JSON lines')
     .action(async (rawId: string, raw) => {
       const id = executionIdOf(rawId);
-      const o = parseOptions(BaseOptions.extend({ intervalMs: z.coerce.number().int().min(50) }), raw);
+      const o = parseOptions(
+        BaseOptions.extend({ intervalMs: z.coerce.number().int().min(50), timeout: z.coerce.number().positive() }),
+        raw,
+      );
       const status = await withDb(async (ctx) => {
         const acts = await qa(ctx);
+        const health = executionWorkflowHealth(ctx, id);
+        const started = Date.now();
+        let checked = 0;
         const seen = new Map<string, string>();
         let lastWaiting = '';
         for (;;) {
@@ -234,6 +280,21 @@ export function registerQa(program: Command): void {
             else
               process.stdout.write(`execution ${id} ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}\n`);
             return v.status;
+          }
+          // Issue 10: every CLI wait is bounded, and one on an execution nothing moves on says so.
+          if (Date.now() - checked >= WORKFLOW_CHECK_EVERY_MS) {
+            checked = Date.now();
+            await health();
+          }
+          if (Date.now() - started > o.timeout * 1000) {
+            throw unreachable(
+              'wait_timeout',
+              `execution ${id} did not end within ${Math.round(o.timeout)} s of watching`,
+              {
+                recovery: `it goes on without you: yoke qa watch ${id} again, or --timeout SECONDS`,
+                details: { execution_id: id, status: v.status },
+              },
+            );
           }
           await new Promise((r) => setTimeout(r, o.intervalMs));
         }

@@ -129,7 +129,7 @@ export function registerTestMachine(program: Command): void {
     )
     .option(
       '--identity-file <file>',
-      'only to pin the host key on first use from this process (never stored; the worker uses --credential)',
+      "a private key: without --credential, copied into the worker's key directory as NAME (admins; recorded as --credential NAME); with --credential, only to pin the host key on first use from this process (never stored)",
     )
     .option('--host-key-file <file>', "the host's public key to pin (default: trust on first use, recorded)")
     .option('--verify-command <cmd>', 'command whose success means the machine is healthy (default: true)')
@@ -139,19 +139,26 @@ export function registerTestMachine(program: Command): void {
         AddOptions,
         async (ctx, o, [name]) => {
           // Issue 13: the worker never opens a path a user gives; it logs in with a key of its own.
-          if (!o.credential) {
+          if (!o.credential && !o.identityFile) {
             throw usageError(
               'credential_required',
-              `test-machine add ${name}: name the worker's key with --credential NAME${o.identityFile ? '; --identity-file is no longer stored (the worker never opens a path a user gives)' : ''}`,
+              `test-machine add ${name}: name the worker's key with --credential NAME`,
               {
-                recovery: `${CREDENTIAL_RECOVERY}, e.g. cp KEY "$YOKE_SSH_KEY_DIR/${name}" && yoke test-machine add ${name} ... --credential ${name}`,
+                recovery: `${CREDENTIAL_RECOVERY}, e.g. cp KEY "$YOKE_SSH_KEY_DIR/${name}" && yoke test-machine add ${name} ... --credential ${name}; or pass --identity-file KEY and yoke copies it there`,
                 details: { option: '--credential' },
               },
             );
           }
           // bad input is a usage error before anything is written or dialled
           if (o.identityFile) (await import('../../activities/hosts/ssh')).readIdentity(o.identityFile);
-          return (await machines(ctx)).addTestMachine({ name: name!, ...o, credential: o.credential });
+          if (o.credential)
+            return (await machines(ctx)).addTestMachine({ name: name!, ...o, credential: o.credential });
+          // Issue 3's single-user form: an admin's key is copied into the worker's key directory as NAME
+          const added = await (
+            await machines(ctx)
+          ).addTestMachineCopyingKey({ name: name!, ...o, identityFile: o.identityFile! });
+          process.stderr.write(`note: ${added.note}\n`);
+          return added;
         },
         (m) =>
           `added ${m.name} (${m.user}@${m.host}:${m.port}), host key ${m.host_key_fingerprint} pinned (${m.host_key_source})`,

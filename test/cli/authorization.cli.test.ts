@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -9,6 +9,7 @@ import { json, jsonError, setUp, type CliResult } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/roles';
 import { releaseRunArgs } from '../helpers/runs';
+import { testKeyDir } from '../helpers/sshKeys';
 
 /**
  * Issue 13, through the CLI: the authorization matrix (actor kind x operation x project x
@@ -32,6 +33,22 @@ function outcome(r: CliResult): string {
   if (r.code === 0) return 'allowed';
   return jsonError(r).code;
 }
+
+/** The arguments of `test-machine add` pinned from a host key file, logging in as `key` says. */
+const addMachineArgs = (name: string, key: string[]) => [
+  'test-machine',
+  'add',
+  name,
+  '--host',
+  '127.0.0.1',
+  '--port',
+  '22',
+  '--user',
+  'qa',
+  ...key,
+  '--host-key-file',
+  join(dir, 'other_user_key.pub'),
+];
 
 beforeAll(async () => {
   t = await createTestDatabase();
@@ -65,21 +82,7 @@ beforeAll(async () => {
       ['projects', 'grant', 'web', '--actor', alice.name, '--permission', 'runs.deploy'],
       ['projects', 'grant', 'web', '--actor', carol.name, '--permission', 'claims.release'],
       // C3: a QA_HOST hold names a registered machine (an admin registers it).
-      [
-        'test-machine',
-        'add',
-        'lab-9',
-        '--host',
-        '127.0.0.1',
-        '--port',
-        '22',
-        '--user',
-        'qa',
-        '--credential',
-        'lab-9',
-        '--host-key-file',
-        join(dir, 'other_user_key.pub'),
-      ],
+      addMachineArgs('lab-9', ['--credential', 'lab-9']),
     ],
   );
   await setUp((args) => alice.run(args), [['sessions', 'register', '--session', 'a1', '--project', 'web']]);
@@ -111,29 +114,15 @@ afterAll(async () => {
 const createRun = (who: TestActor, sid: string, key: string) =>
   who.run([...releaseRunArgs('abc1234', key), '--json'], { YOKE_SESSION_ID: sid });
 
+/** `test-machine add` as this actor, pinned from a host key file, logging in as `key` says. */
+const addMachine = (who: TestActor, name: string, key: string[]) => who.run([...addMachineArgs(name, key), '--json']);
+
 test('I13 probe: self-grant, projects, apply, test machines and back-dated pricing are refused for users, allowed for an admin', async () => {
   const pricing = join(dir, 'old.json');
   writeFileSync(
     pricing,
     JSON.stringify({ revision_id: 'r-old', effective_at: '2020-01-01T00:00:00Z', source: 'x', rates: {} }),
   );
-  const machine = (who: TestActor, name: string) =>
-    who.run([
-      'test-machine',
-      'add',
-      name,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '22',
-      '--user',
-      'qa',
-      '--credential',
-      'lab',
-      '--host-key-file',
-      join(dir, 'other_user_key.pub'),
-      '--json',
-    ]);
   const cells: [string, (who: TestActor) => Promise<CliResult>][] = [
     [
       'self-grant',
@@ -141,7 +130,7 @@ test('I13 probe: self-grant, projects, apply, test machines and back-dated prici
     ],
     ['projects create', (who) => who.run(['projects', 'create', `p-${who.name.slice(0, 5)}`, '--json'])],
     ['apply', (who) => who.run(['apply', '-f', join(dir, 'web.yaml'), '--json'])],
-    ['test-machine add', (who) => machine(who, `lab-${who.name.slice(0, 5)}`)],
+    ['test-machine add', (who) => addMachine(who, `lab-${who.name.slice(0, 5)}`, ['--credential', 'lab'])],
     ['back-dated pricing', (who) => who.run(['pricing', 'import', pricing, '--backdate', '--reason', 'fix', '--json'])],
   ];
   for (const [name, op] of cells) {
@@ -156,6 +145,17 @@ test('I13 probe: self-grant, projects, apply, test machines and back-dated prici
     .execute();
   expect(grants.map((g) => g.actor_id).sort()).toEqual([boss.name, carol.name].sort());
 }, 180_000); // 20 CLI processes, each a node start on a loaded shared machine
+
+test('I3 I13 test-machine add --identity-file without --credential copies the key for an admin only: a user or agent is refused before anything is written', async () => {
+  const add = (who: TestActor, name: string) => addMachine(who, name, ['--identity-file', join(dir, 'other_user_key')]);
+  for (const who of [alice, bob]) {
+    expect(outcome(await add(who, `copy-${who.name.slice(0, 5)}`))).toBe('permission_denied');
+    expect(existsSync(join(testKeyDir, `copy-${who.name.slice(0, 5)}`))).toBe(false);
+  }
+  const admin = await add(boss, 'copy-boss');
+  expect(json(admin)).toMatchObject({ name: 'copy-boss', credential: 'copy-boss' });
+  expect(existsSync(join(testKeyDir, 'copy-boss'))).toBe(true);
+}, 120_000);
 
 test('I13 probe: impersonating registration and ending another session are refused; your own are allowed', async () => {
   expect(outcome(await bob.run(['sessions', 'register', '--session', 'x1', '--actor', alice.name, '--json']))).toBe(

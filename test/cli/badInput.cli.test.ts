@@ -1,9 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, setUp, yoke, type CliResult } from '../helpers/cli';
 import { releaseDefinition, writeDefinition } from '../helpers/runs';
+import { testKeyDir } from '../helpers/sshKeys';
 
 /**
  * Bad input is a usage error: exit 2, the message names the field, nothing is written. Each
@@ -81,6 +82,14 @@ test('a new project reusing an item_prefix is a usage error naming item_prefix; 
   expect(await count('projects')).toBe(before);
 });
 
+test('I9 projects create with a prefix another project uses is a usage error naming item_prefix; nothing is written', async () => {
+  const before = await count('projects');
+  const r = await run(['projects', 'create', 'shop2', '--prefix', 'WEB', '--json']);
+  expectUsage(r, 'item_prefix');
+  expect(jsonError(r)).toMatchObject({ code: 'item_prefix_taken', details: { field: 'item_prefix', prefix: 'WEB' } });
+  expect(await count('projects')).toBe(before);
+});
+
 test('environment and deploy urls must be http(s): file:, javascript:, gopher: are named', async () => {
   const definition = releaseDefinition({
     project: 'evil',
@@ -144,7 +153,7 @@ test('test-machine add: an identity file that is not a key, or a --host starting
   expect(await count('test_machines')).toBe(0);
 });
 
-test("I13 test-machine add: a credential that is a path (traversal, absolute, another user's key) is a usage error naming --credential; --identity-file alone names --credential; nothing is added", async () => {
+test("I13 test-machine add: a credential that is a path (traversal, absolute, another user's key) is a usage error naming --credential; neither --credential nor --identity-file names --credential; I3 an --identity-file alone that is no key names --identity-file; nothing is added or copied", async () => {
   const base = ['test-machine', 'add', 'lab2', '--host', '127.0.0.1', '--port', '22', '--user', 'u', '--json'];
   for (const credential of [
     '../../home/other/.ssh/id_ed25519',
@@ -156,9 +165,19 @@ test("I13 test-machine add: a credential that is a path (traversal, absolute, an
     const r = await run([...base, '--credential', credential]);
     expectUsage(r, '--credential');
   }
-  const pathOnly = await run([...base, '--identity-file', '/home/other/.ssh/id_ed25519']);
-  expectUsage(pathOnly, '--credential');
-  expect(jsonError(pathOnly)).toMatchObject({ code: 'credential_required' });
-  expect(jsonError(pathOnly).recovery).toContain('YOKE_SSH_KEY_DIR');
+  const neither = await run(base);
+  expectUsage(neither, '--credential');
+  expect(jsonError(neither)).toMatchObject({ code: 'credential_required' });
+  expect(jsonError(neither).recovery).toContain('YOKE_SSH_KEY_DIR');
+  // I3: --identity-file alone is copied into the key directory, but only a readable private key
+  const unreadable = await run([...base, '--identity-file', '/home/other/.ssh/id_ed25519']);
+  expectUsage(unreadable, '--identity-file');
+  expect(jsonError(unreadable)).toMatchObject({ code: 'identity_file_unreadable' });
+  const notAKey = join(dir, 'id_text');
+  writeFileSync(notAKey, 'hello\n');
+  const text = await run([...base, '--identity-file', notAKey]);
+  expectUsage(text, '--identity-file');
+  expect(jsonError(text)).toMatchObject({ code: 'identity_file_not_a_key' });
+  expect(existsSync(join(testKeyDir, 'lab2'))).toBe(false);
   expect(await count('test_machines')).toBe(0);
 });

@@ -198,6 +198,14 @@ const endedAs = (id: number, status: string) =>
 const letFinish = (id: number) => writeFileSync(join(lab.dir, `go-${id}`), '');
 
 let runA: string;
+/** A manual execution of runA recorded in-process, its workflow not started (the test starts one, or not). */
+const beginUnstarted = () =>
+  qaExecutionActivities({ db: t.db }).beginExecution({
+    sessionId: 'q1',
+    runId: runA,
+    stage: 'stage-qa',
+    plan: 'manual',
+  });
 
 describe('start identity and served revision', () => {
   beforeAll(async () => {
@@ -224,6 +232,24 @@ describe('start identity and served revision', () => {
     ]);
     ok(await run(['qa', 'abort', String(e.execution_id), '--reason', 'done looking'], 'q1'));
   }, 300_000);
+
+  test('I10 qa watch is bounded: --timeout exits 3 wait_timeout; an execution whose workflow is not running exits 3 naming the way out', async () => {
+    // An execution recorded without its workflow (begun in-process, nothing started): nothing moves it on.
+    const begun = await beginUnstarted();
+    const id = String(begun.execution_id);
+    const bounded = await run(['qa', 'watch', id, '--timeout', '1', '--json']);
+    expect(bounded.code).toBe(3);
+    expect(jsonError(bounded)).toMatchObject({ code: 'wait_timeout', details: { execution_id: begun.execution_id } });
+    expect(jsonError(bounded).recovery).toContain(`yoke qa watch ${id}`);
+    const stranded = await run(['qa', 'watch', id, '--json']);
+    expect(stranded.code).toBe(3);
+    expect(jsonError(stranded)).toMatchObject({
+      code: 'execution_workflow_not_running',
+      recovery: expect.stringContaining(`yoke qa abort ${id}`),
+    });
+    expect(jsonError(stranded).message).toContain('does not exist');
+    ok(await run(['qa', 'abort', id, '--reason', 'workflow lost'], 'q1'));
+  }, 120_000);
 
   test('Q2 a target serving another build is reported on stderr naming both commits; QA proceeds and each case records what it observed', async () => {
     stage.revision = 'feedbeef00000009';
@@ -296,12 +322,7 @@ describe('long human waits', () => {
   test('a long human wait continues as new when its history fills: recorded cases carry over and the verdicts land on the new run', async () => {
     // Begun in-process so the workflow can be started with a small history bound (the server's
     // own suggestion comes only after thousands of events, too many for a loaded test machine).
-    const begun = await qaExecutionActivities({ db: t.db }).beginExecution({
-      sessionId: 'q1',
-      runId: runA,
-      stage: 'stage-qa',
-      plan: 'manual',
-    });
+    const begun = await beginUnstarted();
     const e = { execution_id: begun.execution_id };
     await w.client.workflow.start('qaPlanExecution', {
       workflowId: qaExecutionWorkflowId(begun.execution_id),

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, yokeBin, type CliResult, setUp } from '../helpers/cli';
@@ -36,7 +37,7 @@ afterAll(async () => {
   await t.drop();
 });
 
-const addArgs = (name: string, extra: string[] = []) => [
+const addArgs = (name: string, extra: string[] = [], key = ['--credential', host.credential]) => [
   'test-machine',
   'add',
   name,
@@ -46,8 +47,7 @@ const addArgs = (name: string, extra: string[] = []) => [
   String(host.port),
   '--user',
   host.user,
-  '--credential',
-  host.credential,
+  ...key,
   '--verify-command',
   `test -f ${join(host.dir, 'healthy')}`,
   ...extra,
@@ -269,6 +269,61 @@ test('verify without a worker on the task queue exits 3 naming the queue; remove
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
   expect((await run(['test-machine', 'remove', 'lab-tofu'])).code).toBe(0);
 });
+
+test("I3 test-machine add --identity-file without --credential copies the key into the worker's key directory as the machine's name, records that credential and notes it; the worker logs in with the copy", async () => {
+  const base = (name: string, extra: string[]) => addArgs(name, extra, ['--identity-file', host.identityFile]);
+  // the quick-start form: trust on first use with the given key, then the worker verifies with its copy
+  const added = await run(base('LAB-Copy', []));
+  expect(added.code).toBe(0);
+  const keyFile = join(testKeyDir, 'lab-copy');
+  expect(json(added)).toMatchObject({
+    name: 'lab-copy',
+    credential: 'lab-copy',
+    host_key_source: 'trust_on_first_use',
+    credential_key_file: keyFile,
+  });
+  expect(json(added).note).toContain(keyFile);
+  expect(added.stderr).toMatch(/^note: copied .* to .*lab-copy .*recorded credential lab-copy/m);
+  expect(readFileSync(keyFile)).toEqual(readFileSync(host.identityFile));
+  expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+  const verified = await run(['test-machine', 'verify', 'lab-copy', '--session', 'op', '--json']);
+  expect(json(verified).check).toMatchObject({ passed: true });
+
+  // a key directory that does not exist yet is made, mode 700
+  const freshDir = join(mkdtempSync(join(tmpdir(), 'yoke-keys-')), 'ssh-keys');
+  const fresh = await run(base('lab-fresh', ['--host-key-file', host.hostKeyFile]), { YOKE_SSH_KEY_DIR: freshDir });
+  expect(json(fresh)).toMatchObject({ credential: 'lab-fresh', credential_key_file: join(freshDir, 'lab-fresh') });
+  expect(statSync(freshDir).mode & 0o777).toBe(0o700);
+  expect(statSync(join(freshDir, 'lab-fresh')).mode & 0o777).toBe(0o600);
+
+  // the same key already there under that name is reused; a different one is never overwritten
+  expect((await run(['test-machine', 'remove', 'lab-fresh'])).code).toBe(0);
+  const again = await run(base('lab-fresh', ['--host-key-file', host.hostKeyFile]), { YOKE_SSH_KEY_DIR: freshDir });
+  expect(again.code).toBe(0);
+  expect(json(again).note).toContain('already at');
+  writeFileSync(join(testKeyDir, 'lab-clash'), 'another key\n', { mode: 0o600 });
+  const clash = await run(base('lab-clash', ['--host-key-file', host.hostKeyFile]));
+  expect(clash.code).toBe(1);
+  expect(jsonError(clash)).toMatchObject({ code: 'credential_key_exists', details: { credential: 'lab-clash' } });
+  expect(jsonError(clash).recovery).toContain('--credential lab-clash');
+  expect(readFileSync(join(testKeyDir, 'lab-clash'), 'utf8')).toBe('another key\n');
+
+  // a machine that is not added leaves no key behind
+  const exists = await run(base('lab-copy', ['--host-key-file', host.hostKeyFile]));
+  expect(jsonError(exists).code).toBe('test_machine_exists');
+  expect(existsSync(keyFile)).toBe(true);
+  const unreachable = await run(base('lab-gone', []).map((a) => (a === String(host.port) ? '1' : a)));
+  expect(jsonError(unreachable).code).toBe('ssh_unavailable');
+  expect(existsSync(join(testKeyDir, 'lab-gone'))).toBe(false);
+
+  // both given: the credential is recorded and the identity file only pins the host key (nothing copied)
+  const both = await run([...base('lab-both', []), '--credential', host.credential]);
+  expect(json(both)).toMatchObject({ name: 'lab-both', credential: host.credential });
+  expect(json(both).note).toBeUndefined();
+  expect(existsSync(join(testKeyDir, 'lab-both'))).toBe(false);
+  const names = json<{ name: string }[]>(await run(['test-machine', 'list', '--json'])).map((m) => m.name);
+  expect(names).not.toContain('lab-clash');
+}, 60_000);
 
 function runInBackground(args: string[]): Promise<CliResult> {
   return new Promise((resolve) => {

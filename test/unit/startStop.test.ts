@@ -1,0 +1,104 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort, portAnswers } from '../../scripts/net';
+import { projectRoot } from '../../config/yokeConfig';
+import { untilTrue } from '../helpers/until';
+
+/**
+ * Issue 1 (`npm stop` or Ctrl-C stops what `npm start` started), with the real start.sh and
+ * stop.sh over stand-ins: two checkouts, each with a fake worker, dashboard and services script
+ * (which logs what it is asked), so nothing real is started or stopped.
+ */
+const repo = projectRoot(__dirname);
+
+interface Checkout {
+  dir: string;
+  home: string;
+  port: number;
+  start: ChildProcess;
+  exited: Promise<number | null>;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const started: number[] = [];
+const pidOf = (c: Checkout, name: string) => {
+  const pid = Number(readFileSync(join(c.home, `${name}.pid`), 'utf8'));
+  started.push(pid);
+  return pid;
+};
+
+afterAll(() => {
+  // whatever a failed assertion left running
+  for (const pid of started) if (alive(pid)) process.kill(pid, 'SIGKILL');
+});
+const servicesLog = (c: Checkout) => readFileSync(join(c.home, 'services.log'), 'utf8');
+
+async function startCheckout(): Promise<Checkout> {
+  const dir = mkdtempSync(join(tmpdir(), 'yoke-checkout-'));
+  for (const d of ['scripts', 'dist/config', 'dist/scripts', 'dist/workers', 'bin'])
+    mkdirSync(join(dir, d), { recursive: true });
+  writeFileSync(join(dir, 'package.json'), '{}\n');
+  for (const f of ['start.sh', 'stop.sh']) copyFileSync(join(repo, 'scripts', f), join(dir, 'scripts', f));
+  writeFileSync(join(dir, 'scripts/install.sh'), 'true\n');
+  copyFileSync(join(repo, 'dist/config/paths.js'), join(dir, 'dist/config/paths.js'));
+  writeFileSync(
+    join(dir, 'dist/scripts/services.js'),
+    `const fs = require('fs'); const { join } = require('path');
+const home = require('../config/paths').yokeHome();
+fs.mkdirSync(home, { recursive: true });
+fs.appendFileSync(join(home, 'services.log'), process.argv.slice(2).join(' ') + '\\n');
+if (process.argv[2] === 'up') fs.writeFileSync(join(home, 'services.json'), JSON.stringify({ temporalAddress: 'fake:7233', processes: [] }));
+`,
+  );
+  const lingers = "process.on('SIGTERM', () => process.exit(0));";
+  writeFileSync(join(dir, 'dist/workers/main.js'), `setInterval(() => {}, 1e6); ${lingers}\n`);
+  writeFileSync(
+    join(dir, 'bin/yoke'),
+    `require('http').createServer().listen(Number(process.argv[process.argv.indexOf('--port') + 1]), '127.0.0.1'); ${lingers}\n`,
+  );
+  const port = await freePort();
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, YOKE_DASHBOARD_PORT: String(port) };
+  const start = spawn('bash', ['scripts/start.sh'], { cwd: dir, env, stdio: 'ignore' });
+  const exited = new Promise<number | null>((resolve) => start.on('exit', (code) => resolve(code)));
+  const c = { dir, home: join(dir, '.yoke'), port, start, exited };
+  await untilTrue(
+    async () => existsSync(join(c.home, 'dashboard.pid')) && (await portAnswers(port)),
+    `the fake stack in ${dir} to come up`,
+  );
+  return c;
+}
+
+test("issue 1 npm stop stops only its own checkout's worker and dashboard (recorded pids), and a worker killed with -9 takes the dashboard with it", async () => {
+  const [a, b] = [await startCheckout(), await startCheckout()];
+  const [aWorker, aDashboard, bWorker, bDashboard] = [
+    pidOf(a, 'worker'),
+    pidOf(a, 'dashboard'),
+    pidOf(b, 'worker'),
+    pidOf(b, 'dashboard'),
+  ];
+
+  await promisify(execFile)('bash', ['scripts/stop.sh'], { cwd: a.dir, env: { PATH: process.env.PATH } });
+  await a.exited;
+  expect([alive(aWorker), alive(aDashboard)]).toEqual([false, false]);
+  expect([alive(bWorker), alive(bDashboard)]).toEqual([true, true]); // the other checkout's stack runs on
+  expect(servicesLog(a)).toMatch(/^down --owner start-\d+$/m); // start.sh's own services
+  expect(servicesLog(a)).toMatch(/^down$/m); // and, as before, every service npm start started
+  expect(existsSync(join(a.home, 'worker.pid'))).toBe(false);
+
+  process.kill(bWorker, 'SIGKILL');
+  expect(await b.exited).not.toBe(0);
+  await untilTrue(async () => !alive(bDashboard), 'the dashboard to stop with start.sh');
+  expect(await portAnswers(b.port)).toBe(false); // the next npm start can serve on the port
+  expect(servicesLog(b)).toMatch(/^down --owner start-\d+$/m);
+  expect(existsSync(join(b.home, 'dashboard.pid'))).toBe(false);
+}, 60_000);
