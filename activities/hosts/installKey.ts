@@ -29,13 +29,26 @@ export function installCredentialKey(keyDir: string, credential: string, key: Bu
     );
   }
   const file = join(keyDir, credential);
-  mkdirSync(keyDir, { recursive: true, mode: 0o700 });
+  const unwritable = (err: unknown) =>
+    refusal('key_dir_unwritable', `cannot write ${file}: ${(err as Error).message}`, {
+      recovery: `make the worker's key directory ${keyDir} writable for you, or place the key there as its operator and pass --credential ${credential}`,
+      details: { credential, key_dir: keyDir },
+    });
+  try {
+    mkdirSync(keyDir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw unwritable(err);
+  }
   let existing: Buffer | undefined;
   try {
     lstatSync(file);
-    existing = readFileSync(file);
+    try {
+      existing = readFileSync(file);
+    } catch {
+      existing = Buffer.alloc(0); // there but unreadable (or a dangling link): not ours to replace
+    }
   } catch (err) {
-    if ((err as { code?: string }).code !== 'ENOENT') existing = Buffer.alloc(0); // unreadable or a dangling link: not ours to replace
+    if ((err as { code?: string }).code !== 'ENOENT') throw err;
   }
   if (existing !== undefined) {
     if (existing.equals(key)) return { credential, key_file: file, created: false };
@@ -48,8 +61,12 @@ export function installCredentialKey(keyDir: string, credential: string, key: Bu
       },
     );
   }
-  writeFileSync(file, key, { mode: 0o600, flag: 'wx' });
-  chmodSync(file, 0o600); // the umask may have narrowed it; never wider than 600
+  try {
+    writeFileSync(file, key, { mode: 0o600, flag: 'wx' });
+    chmodSync(file, 0o600); // never wider than 600, whatever the umask
+  } catch (err) {
+    throw unwritable(err);
+  }
   return { credential, key_file: file, created: true };
 }
 
