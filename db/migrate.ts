@@ -32,6 +32,7 @@ import * as occupancyOneSnapshot from './migrations/0025_occupancy_one_snapshot'
 import * as occupancyLiveFirst from './migrations/0025_occupancy_one_snapshot_live_first';
 import * as authorityHoles from './migrations/0027_authority_holes';
 import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
+import * as qaReaderPinnedFlow from './migrations/0026_qa_reader_pinned_flow';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -68,6 +69,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0025_occupancy_one_snapshot_live_first': occupancyLiveFirst,
   '0027_authority_holes': authorityHoles,
   '0028_usage_fold_requests': usageFoldRequests,
+  '0026_qa_reader_pinned_flow': qaReaderPinnedFlow,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -18,7 +18,7 @@ import {
   resultsOf,
 } from '../../db/qaExecutions';
 import { isMember } from '../../db/runMembers';
-import { flowById, runById, stageEnvironment } from '../../db/runs';
+import { runById, runFlow, stageEnvironment } from '../../db/runs';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import { insertCheck, testMachineByName } from '../../db/testMachines';
 import { waitViews, type WaitView } from '../../db/waits';
@@ -198,7 +198,7 @@ export function qaExecutionActivities(deps: {
         details: { run_id: run.run_id, status: run.status },
       });
     }
-    const flow = await flowById(db, run.flow_id);
+    const flow = await runFlow(db, run);
     const stage = flow.stages.find((s) => s.name === input.stage);
     if (!stage || stage.kind !== 'qa') throw qaStageNotFound(run.run_id, flow.stages, input.stage);
     const plan = await planOf(db, run.project_id, input.plan);

@@ -3,7 +3,7 @@ import type { Database } from '../../db/database';
 import { setLocalTimeouts } from '../../db/localTimeouts';
 import type { Executor } from '../../db/pool';
 import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
-import { flowById, runById } from '../../db/runs';
+import { runById, runFlow } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
 import { qaStageNotFound } from '../../domain/qaStages';
 import { refusal } from '../../domain/errors';
@@ -98,7 +98,7 @@ export async function readQaPending(
 
 async function readIn(db: Executor, input: { runId: string; stage?: string | null }): Promise<QaPendingReport> {
   const run = await runById(db, input.runId);
-  const flow = await flowById(db, run.flow_id);
+  const flow = await runFlow(db, run);
   const stage = input.stage ?? null;
   if (stage !== null && !flow.stages.some((s) => s.name === stage && s.kind === 'qa'))
     throw qaStageNotFound(run.run_id, flow.stages, stage);

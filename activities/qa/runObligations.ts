@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { insertOperatorCheck } from '../../db/runQa';
-import { flowById, runById } from '../../db/runs';
+import { runById, runFlow } from '../../db/runs';
 import { refusal } from '../../domain/errors';
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { requireRunAuthority } from './authority';
@@ -33,7 +33,7 @@ export function runObligationActivities(deps: { db: Kysely<Database>; driverFres
           details: { run_id: run.run_id },
         });
       }
-      const flow = await flowById(trx, run.flow_id);
+      const flow = await runFlow(trx, run);
       const qaStages = flow.stages.filter((s) => s.kind === 'qa').map((s) => s.name);
       if (input.stage === undefined && input.blocking && qaStages.length > 0) {
         throw refusal(

@@ -3,7 +3,7 @@ import { owedDeliveryReadyItems } from '../../db/composition';
 import type { Database, FlowRow, RunRow } from '../../db/database';
 import { completionWalks, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
-import { environmentById, flowById, obligationsOf, runById, type ObligationRow } from '../../db/runs';
+import { environmentById, obligationsOf, runById, runFlow, type ObligationRow } from '../../db/runs';
 import { memberStates } from '../../db/runMembers';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { refusal, type YokeError } from '../../domain/errors';
@@ -103,7 +103,11 @@ export async function composition(
         'item_qa_flow_without_delivery_custody',
         `flow ${flow.name} has item-scoped QA (${itemScoped.map((s) => s.name).join(', ')}) but takes no delivery custody, so it cannot prove members ${members.map((m) => m.item).join(', ')}`,
         {
-          recovery: `deliver them through a flow with delivery_custody: true, or remove them: yoke deployment-runs remove-item ${run.run_id} ITEM --reason R`,
+          // At create the run is not made: there is no run to remove an item from.
+          recovery:
+            when === 'create'
+              ? `drop ${members.map((m) => `--item ${m.item}`).join(' ')} from the create, or create the run with a flow that has delivery_custody: true`
+              : `deliver them through a flow with delivery_custody: true, or remove them: yoke deployment-runs remove-item ${run.run_id} ITEM --reason R`,
           details: { run_id: run.run_id, flow: flow.name, members: members.map((m) => m.item) },
         },
       ),
@@ -194,7 +198,7 @@ export function assertComposition(c: Composition): void {
 export function compositionActivities(deps: { db: Kysely<Database> }) {
   async function validateRun(input: { runId: string }) {
     const run = await runById(deps.db, input.runId);
-    const flow = await flowById(deps.db, run.flow_id);
+    const flow = await runFlow(deps.db, run);
     const c = await composition(deps.db, run, flow, 'validate');
     assertComposition(c);
     return { run_id: run.run_id, valid: true, results: c.results, warnings: c.warnings };

@@ -90,6 +90,39 @@ export function terminalRefusal(run: RunRow, doing: string) {
   );
 }
 
+/** T3: a taken-over run never redeploys; its work continues under its successor. */
+function supersededRefusal(run: RunRow & { superseded_by_run_id: string }) {
+  return refusal(
+    'run_superseded',
+    `run ${run.run_id} was taken over by run ${run.superseded_by_run_id}; a superseded run cannot restart`,
+    {
+      recovery: `continue with the successor: yoke deployment-runs get ${run.superseded_by_run_id}`,
+      details: { run_id: run.run_id, superseded_by_run_id: run.superseded_by_run_id },
+    },
+  );
+}
+
+/**
+ * Why `execute` or `retry` cannot move a run, read from its status alone (or null when it
+ * can): a superseded run names its successor (T3) before its cancelled status; a cancelled run
+ * never restarts; only a failed run retries; a created or executing run executes.
+ */
+export function walkRefusal(run: RunRow, transition: 'execute' | 'retry') {
+  if (run.superseded_by_run_id) return supersededRefusal({ ...run, superseded_by_run_id: run.superseded_by_run_id });
+  if (transition === 'execute')
+    return run.status === 'created' || run.status === 'executing' ? null : terminalRefusal(run, 'execute');
+  if (run.status === 'cancelled')
+    return refusal(
+      'run_cancelled',
+      `run ${run.run_id} was cancelled (${run.terminal_reason}); a cancelled run cannot restart`,
+      {
+        recovery: 'create a new run (with a new --idempotency-key)',
+        details: { run_id: run.run_id },
+      },
+    );
+  return run.status === 'failed' ? null : terminalRefusal(run, 'retry (only failed runs retry)');
+}
+
 export interface ExecuteResult {
   run_id: string;
   project: string;
@@ -178,7 +211,8 @@ export function runExecutionActivities(deps: {
         driver_session_id: sessionId,
       };
     }
-    if (run.status !== 'created') throw terminalRefusal(run, 'execute');
+    const refused = walkRefusal(run, 'execute');
+    if (refused) throw refused;
     const freeze = planFreeze(context.members, context.obligations, flow.stages);
     // D9 at the executing freeze: the freeze changes no member, so it is judged on what was read.
     const judge = () =>
@@ -308,28 +342,8 @@ export function runExecutionActivities(deps: {
   async function retryRun(input: { sessionId: string; runId: string }): Promise<ExecuteResult> {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asLiveSession(trx, input);
-      if (run.status === 'cancelled') {
-        throw refusal(
-          'run_cancelled',
-          `run ${run.run_id} was cancelled (${run.terminal_reason}); a cancelled run cannot restart`,
-          {
-            recovery: 'create a new run (with a new --idempotency-key)',
-            details: { run_id: run.run_id },
-          },
-        );
-      }
-      if (run.superseded_by_run_id) {
-        // T3: a taken-over run never redeploys; its work continues under its successor.
-        throw refusal(
-          'run_superseded',
-          `run ${run.run_id} was taken over by run ${run.superseded_by_run_id}; a superseded run cannot restart`,
-          {
-            recovery: `continue with the successor: yoke deployment-runs get ${run.superseded_by_run_id}`,
-            details: { run_id: run.run_id, superseded_by_run_id: run.superseded_by_run_id },
-          },
-        );
-      }
-      if (run.status !== 'failed') throw terminalRefusal(run, 'retry (only failed runs retry)');
+      const refused = walkRefusal(run, 'retry');
+      if (refused) throw refused;
       assertDriver(run, session.session_id, freshMs);
       await restoreAutomaticRetractions(trx, run.run_id);
       await resetUnpassedStages(trx, run.run_id);
@@ -433,7 +447,17 @@ export function runExecutionActivities(deps: {
     });
   }
 
-  return { executeRun, heartbeatRun, terminalizeRun, retryRun, addItem, removeItem };
+  /**
+   * execute / retry before anything else is asked (issue 10): what the run's status alone
+   * refuses, so a run that cannot walk is named as such even while Temporal is down. The
+   * transition checks again under the run's lock.
+   */
+  async function assertWalkable(input: { runId: string; transition: 'execute' | 'retry' }): Promise<void> {
+    const refused = walkRefusal(await runById(db, input.runId), input.transition);
+    if (refused) throw refused;
+  }
+
+  return { executeRun, heartbeatRun, terminalizeRun, retryRun, addItem, removeItem, assertWalkable };
 }
 
 /** What terminalizing owes the waiting line and the QA workflows after commit. */

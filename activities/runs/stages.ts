@@ -243,9 +243,15 @@ export function runStageActivities(deps: {
   }) {
     await requireLiveSession(db, input.sessionId);
     const run = await runById(db, input.runId);
-    // R1: waiving blocking QA is the driver's or the steering seat's call.
-    if (input.status === 'waived')
-      await requireRunAuthority(db, run, input.sessionId, freshMs, `waive QA check ${input.checkName}`);
+    // R1: any verdict on the run's QA (passed, failed or waived) is the driver's or the
+    // steering seat's call, as on a plan execution (run_driven_elsewhere names the driver).
+    await requireRunAuthority(
+      db,
+      run,
+      input.sessionId,
+      freshMs,
+      `${input.status === 'waived' ? 'waive' : `record ${input.status} on`} QA check ${input.checkName}`,
+    );
     if (run.status === 'succeeded' || run.status === 'cancelled') {
       throw refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}; its QA is closed`, {
         recovery: 'record verdicts on a live run',

@@ -153,16 +153,19 @@ function creation<O extends z.infer<typeof BaseOptions> & { requirementId: strin
 }
 
 /**
- * execute / retry: Temporal must answer before anything is occupied (a missing worker only
- * delays the walk); then the Postgres transition, then the workflow of the run's walk,
- * searchable by project, status, origin and item. Should this process die between the two,
- * the sweep's reconciler starts the workflow (or: yoke deployment-runs repair RUN).
+ * execute / retry: a run whose status cannot walk is refused first (run_cancelled,
+ * run_superseded...), Temporal or not; then Temporal must answer before anything is occupied
+ * (a missing worker only delays the walk); then the Postgres transition, then the workflow of
+ * the run's walk, searchable by project, status, origin and item. Should this process die
+ * between the two, the sweep's reconciler starts the workflow (or: yoke deployment-runs repair RUN).
  */
 async function startWalking(
   ctx: CommandContext,
   json: boolean,
+  walkable: () => Promise<void>,
   transition: () => Promise<ExecuteResult>,
 ): Promise<ExecuteResult> {
+  await walkable();
   const client = await ctx.temporal.get();
   if (!(await ctx.temporal.hasWorker()))
     warn(
@@ -175,19 +178,19 @@ async function startWalking(
   return started;
 }
 
-/** execute and retry: the acting session moves the run (`transition`), then its walk starts. */
-function walkAction(
-  transition: (
-    activities: DeploymentRunActivities,
-    request: { sessionId: string; runId: string },
-  ) => Promise<ExecuteResult>,
-  render: (r: ExecuteResult) => string,
-) {
+/** execute and retry: the acting session moves the run (`executeRun` / `retryRun`), then its walk starts. */
+function walkAction(transition: 'execute' | 'retry', render: (r: ExecuteResult) => string) {
   return commandAction(
     BaseOptions,
     async (ctx, o, [runId]) => {
-      const sessionId = actingSession(o);
-      return startWalking(ctx, !!o.json, async () => transition(await runs(ctx), { sessionId, runId: runId! }));
+      const request = { sessionId: actingSession(o), runId: runId! };
+      const activities = await runs(ctx);
+      return startWalking(
+        ctx,
+        !!o.json,
+        () => activities.assertWalkable({ runId: request.runId, transition }),
+        () => (transition === 'execute' ? activities.executeRun(request) : activities.retryRun(request)),
+      );
     },
     render,
   );
@@ -384,7 +387,7 @@ export function registerDeploymentRuns(program: Command): void {
     .argument('<run>', 'run id')
     .action(
       walkAction(
-        (activities, request) => activities.executeRun(request),
+        'execute',
         (r) =>
           `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
       ),
@@ -434,12 +437,7 @@ export function registerDeploymentRuns(program: Command): void {
   dr.command('retry')
     .description('retry a failed run: restores its automatic retractions and executes again (O4)')
     .argument('<run>', 'run id')
-    .action(
-      walkAction(
-        (activities, request) => activities.retryRun(request),
-        (r) => `retrying ${r.run_id}, driven by ${r.driver_session_id}`,
-      ),
-    );
+    .action(walkAction('retry', (r) => `retrying ${r.run_id}, driven by ${r.driver_session_id}`));
 
   dr.command('qa-verdict')
     .description('record a run-level QA verdict')

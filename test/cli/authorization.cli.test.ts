@@ -234,7 +234,7 @@ test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims
   expect(outcome(await seat(carol, 'c1', 'release'))).toBe('allowed');
 });
 
-test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and waive another actor's driven run are refused", async () => {
+test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and any QA verdict (waived, failed, passed) on another actor's driven run are refused", async () => {
   expect(outcome(await createRun(bob, 'b1', 'kb'))).toBe('permission_denied');
   expect(outcome(await createRun(carol, 'c1', 'kc'))).toBe('permission_denied');
   for (const [who, sid] of [
@@ -245,9 +245,11 @@ test("I13 R1 matrix: create needs runs.deploy; heartbeat, approve and waive anot
     expect(outcome(await as(who, sid, ['deployment-runs', 'approve', runId, '--stage', 'signoff']))).toBe(
       'run_driven_elsewhere',
     );
-    expect(
-      outcome(await as(who, sid, ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke', '--status', 'waived'])),
-    ).toBe('run_driven_elsewhere');
+    // R1 (issue 4/11): every run-level verdict, not only a waiver, is the driver's or a seat's
+    for (const status of ['waived', 'failed', 'passed'])
+      expect(
+        outcome(await as(who, sid, ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke', '--status', status])),
+      ).toBe('run_driven_elsewhere');
   }
   // Naming alice's session does not make bob her: the actor is the connected role.
   expect(outcome(await as(bob, 'a1', ['deployment-runs', 'approve', runId, '--stage', 'signoff']))).toBe(

@@ -247,6 +247,67 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   expect(unknown.code).toBe(2);
 }, 240_000); // some twenty CLI runs: generous for a loaded machine
 
+test('O4 issue 10: retry and execute of a cancelled run answer run_cancelled even while Temporal is down (no temporal_unreachable)', async () => {
+  const created = json(
+    await run([
+      'deployment-runs',
+      'create',
+      '--project',
+      'web',
+      '--flow',
+      'preview-b',
+      '--target',
+      'preview-b',
+      '--candidate',
+      'abcdef1234',
+      '--idempotency-key',
+      'pb-cancelled',
+      '--json',
+    ]),
+  );
+  const cancel = [
+    'deployment-runs',
+    'terminalize',
+    created.run_id,
+    '--disposition',
+    'cancelled',
+    '--reason',
+    'dropped',
+  ];
+  expect((await run(cancel)).code).toBe(0);
+  const down = { TEMPORAL_ADDRESS: '127.0.0.1:9' };
+  for (const verb of ['retry', 'execute']) {
+    const refused = await run(['deployment-runs', verb, created.run_id, '--json'], down);
+    expect(refused.code).toBe(1);
+    expect(jsonError(refused)).toMatchObject({ code: 'run_cancelled', details: { run_id: created.run_id } });
+  }
+  // A run that can walk still needs Temporal first: nothing moves while it is down.
+  const other = json(
+    await run([
+      'deployment-runs',
+      'create',
+      '--project',
+      'web',
+      '--flow',
+      'preview-b',
+      '--target',
+      'preview-b',
+      '--candidate',
+      'abcdef1234',
+      '--idempotency-key',
+      'pb-walkable',
+      '--json',
+    ]),
+  );
+  const unreachable = await run(['deployment-runs', 'execute', other.run_id, '--json'], down);
+  expect(unreachable.code).toBe(3);
+  expect(jsonError(unreachable).code).toBe('temporal_unreachable');
+  expect(json(await run(['deployment-runs', 'get', other.run_id, 'status', '--json'])).status).toBe('created');
+  expect(
+    (await run(['deployment-runs', 'terminalize', other.run_id, '--disposition', 'cancelled', '--reason', 'x'])).code,
+  ).toBe(0);
+});
+
 test('O2 execute without a worker still occupies and refuses the next start; the run waits for a worker', async () => {
   const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
   const args = (key: string) => [

@@ -44,7 +44,7 @@ afterAll(async () => {
 const create = async (candidate: string, key: string, items: string[] = []) =>
   json(await run([...releaseRunArgs(candidate, key, items), '--json'])).run_id as string;
 
-test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit status, then the move and the chain', async () => {
+test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit status, then the move and the chain; the predecessor cannot restart (run_superseded naming its successor)', async () => {
   const pred = await create(repo.A, 'pred', ['WEB-1']);
   expect((await run(['deployment-runs', 'execute', pred, '--json'])).code).toBe(0);
   await until(
@@ -94,7 +94,14 @@ test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit sta
   const handle = w.client.workflow.getHandle(runWorkflowId(pred));
   expect(await handle.result()).toEqual({ status: 'superseded' });
   expect((await handle.describe()).typedSearchAttributes.get(RUN_STATUS_KEY)).toBe('superseded');
-  const again = await run(['deployment-runs', 'retry', pred, '--json']);
-  expect(again.code).toBe(1);
-  expect(jsonError(again).code).toBe('run_cancelled');
+  // Issue 14 (T3): the taken-over predecessor names its successor, on retry and execute alike.
+  for (const verb of ['retry', 'execute']) {
+    const again = await run(['deployment-runs', verb, pred, '--json']);
+    expect(again.code).toBe(1);
+    expect(jsonError(again)).toMatchObject({
+      code: 'run_superseded',
+      details: { run_id: pred, superseded_by_run_id: succ },
+    });
+    expect(jsonError(again).recovery).toContain(`yoke deployment-runs get ${succ}`);
+  }
 }, 120_000);

@@ -11,6 +11,10 @@ import { releaseDefinition, writeDefinition } from '../helpers/runs';
 import { startStallingProxy } from '../helpers/stallingProxy';
 import { Client } from 'pg';
 import { createDb } from '../../db/pool';
+import * as qaReaderPinnedFlow from '../../db/migrations/0026_qa_reader_pinned_flow';
+import { qaExecutionActivities } from '../../activities/qa/executions';
+import { readQaPending } from '../../activities/qa/pending';
+import { runObligationActivities } from '../../activities/qa/runObligations';
 
 let t: TestDatabase;
 let r: DeploymentRunActivities;
@@ -551,6 +555,126 @@ describe('membership and admission', () => {
   });
 });
 
+describe('the pinned flow (issue 10)', () => {
+  const deployTo = (url: string) => ({
+    http: { method: 'POST', url: `${url}/deploy?sha={{candidate}}`, expect_status: 200 },
+  });
+  /** web's definition with the release flow's stages replaced. */
+  const withReleaseStages = (stages: object[]) => {
+    const def = releaseDefinition({
+      project: 'web',
+      prefix: 'WEB',
+      stageUrl: 'http://stage.example.test',
+      prodUrl: 'https://web.example.test',
+    });
+    return { ...def, flows: def.flows.map((f) => (f.name === 'release' ? { ...f, stages } : f)) };
+  };
+  const apply = (def: object) =>
+    projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(def) });
+
+  test('Q4 Q5 issue 10: after execute, an apply that renames the item QA stage and removes the run QA and approval stages changes no answer of qa-pending (held), advance, qa begin, qa add or validate', async () => {
+    await apply(
+      withReleaseStages([
+        { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deployTo('http://stage.example.test') },
+        { name: 'item-qa', kind: 'qa', target: 'stage', scope: 'item', checks: [{ name: 'accept', plan: 'PLAN-7' }] },
+        { name: 'stage-qa', kind: 'qa', target: 'stage', scope: 'run', checks: [{ name: 'smoke-test' }] },
+        { name: 'signoff', kind: 'approval', target: 'production' },
+        {
+          name: 'deploy-production',
+          kind: 'deploy',
+          target: 'production',
+          action: deployTo('https://web.example.test'),
+        },
+      ]),
+    );
+    const run = await create({ items: ['WEB-1'] });
+    await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    for (const ordinal of [0, 1, 2, 3]) await stageStep(run.run_id, ordinal);
+    const read = (stage?: string) => readQaPending(t.db, { runId: run.run_id, stage }, 10_000);
+    const before = {
+      pending: await read(),
+      item: await read('item-qa'),
+      hold: await r.blockingQaHold({ runId: run.run_id }),
+      validate: await r.validateRun({ runId: run.run_id }),
+    };
+    // held before its completing stage, with the member at the item stage and the run check at the run stage
+    expect(before.pending).toMatchObject({ held: true, completing_stage: 'deploy-production' });
+    expect(before.pending.members.map((m) => [m.item, m.stage_name])).toEqual([['WEB-1', 'item-qa']]);
+    expect(before.pending.run_obligations).toContainEqual({
+      check_name: 'smoke-test',
+      stage_name: 'stage-qa',
+      status: 'pending',
+    });
+
+    await apply(
+      withReleaseStages([
+        { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deployTo('http://stage.example.test') },
+        { name: 'item-check', kind: 'qa', target: 'production', scope: 'item', checks: [{ name: 'accept', plan: 'PLAN-7' }] },
+        {
+          name: 'deploy-production',
+          kind: 'deploy',
+          target: 'production',
+          action: deployTo('https://web.example.test'),
+        },
+      ]),
+    );
+    // qa-pending, watch and advance read this report: the same answers, still held
+    expect(await read()).toEqual(before.pending);
+    expect(await read('item-qa')).toEqual(before.item);
+    expect((await refusalOf(read('item-check'))).code).toBe('qa_stage_not_found');
+    expect(await r.blockingQaHold({ runId: run.run_id })).toEqual(before.hold);
+    expect(await r.validateRun({ runId: run.run_id })).toEqual(before.validate);
+    // qa add: the pinned stages are the run's QA stages
+    const obligations = runObligationActivities({ db: t.db, driverFreshMs: 60_000 });
+    await expect(
+      obligations.addRunQa({ sessionId: 'd1', runId: run.run_id, check: 'late', stage: 'stage-qa', blocking: true }),
+    ).resolves.toMatchObject({ stage_name: 'stage-qa' });
+    const unknown = await refusalOf(
+      obligations.addRunQa({ sessionId: 'd1', runId: run.run_id, check: 'other', stage: 'item-check', blocking: true }),
+    );
+    expect(unknown).toMatchObject({ code: 'qa_stage_not_found', details: { stage: 'item-check' } });
+    // qa begin: likewise
+    const qa = qaExecutionActivities({ db: t.db, driverFreshMs: 60_000 });
+    const notPinned = await refusalOf(
+      qa.beginExecution({ sessionId: 'd1', runId: run.run_id, stage: 'item-check', plan: 'PLAN-7', item: 'WEB-1' }),
+    );
+    expect(notPinned.code).toBe('qa_stage_not_found');
+    await expect(
+      qa.beginExecution({ sessionId: 'd1', runId: run.run_id, stage: 'item-qa', plan: 'PLAN-7', item: 'WEB-1' }),
+    ).resolves.toMatchObject({ stage: 'item-qa', item: 'WEB-1' });
+  });
+
+  test('Q5 issue 10: 0026 reads the pinned stages in deployment_qa_stage_outstanding (a renamed item stage keeps its members) and migrates down to the live-flow reader', async () => {
+    const stages = (item: string) =>
+      withReleaseStages([
+        { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deployTo('http://stage.example.test') },
+        { name: item, kind: 'qa', target: 'stage', scope: 'item', checks: [] },
+      ]);
+    await apply(stages('item-qa'));
+    const run = await create({ items: ['WEB-1'] });
+    await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    const outstanding = async () =>
+      (
+        await sql<{ subject_kind: string; subject: string; stage_name: string }>`
+          SELECT subject_kind, subject, stage_name FROM deployment_qa_stage_outstanding(${run.run_id}, NULL)`.execute(
+          t.db,
+        )
+      ).rows;
+    const before = await outstanding();
+    expect(before).toEqual([{ subject_kind: 'member', subject: 'WEB-1', stage_name: 'item-qa' }]);
+    await apply(stages('item-check')); // the live flow's item stage renamed
+    expect(await outstanding()).toEqual(before);
+    await qaReaderPinnedFlow.down(t.db);
+    try {
+      // the previous reader read the live flow: the member's roll-ups became run obligations
+      expect((await outstanding()).map((o) => o.subject_kind)).not.toContain('member');
+    } finally {
+      await qaReaderPinnedFlow.up(t.db);
+    }
+    expect(await outstanding()).toEqual(before);
+  });
+});
+
 describe('occupancy, drivers and lifecycle', () => {
   test('O1 O2 O3 environments resolving to one origin are one unit: a second start is refused target_occupied with every detail', async () => {
     const web = await create();
@@ -585,7 +709,7 @@ describe('occupancy, drivers and lifecycle', () => {
     expect((refused.details.holder as { open_lines: string[] }).open_lines).toEqual([
       'qa: stage stage-qa awaits WEB-1/checkout-e2e, smoke-test',
     ]);
-    await r.recordQaVerdict({ sessionId: 'd2', runId: web.run_id, checkName: 'smoke-test', status: 'passed' });
+    await r.recordQaVerdict({ sessionId: 'd1', runId: web.run_id, checkName: 'smoke-test', status: 'passed' });
     await r.recordQaVerdict({ sessionId: 'd1', runId: web.run_id, checkName: 'WEB-1/checkout-e2e', status: 'waived' });
     await r.finishStage({ runId: web.run_id, ordinal: 1, walk: 1, result: { ok: true, detail: 'qa settled' } });
     // still executing (approval and production deploy ahead), but no longer occupying
@@ -777,6 +901,30 @@ describe('occupancy, drivers and lifecycle', () => {
       driver_session_id: 'd2',
       took_over: true,
     });
+  });
+
+  test('R1 issue 4/11: a run-level QA verdict (passed, failed or waived) from a session that neither drives the run nor holds a seat is refused run_driven_elsewhere and changes nothing', async () => {
+    const run = await create({ items: ['WEB-1'] });
+    await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    for (const status of ['passed', 'failed', 'waived'] as const) {
+      const refused = await refusalOf(
+        r.recordQaVerdict({ sessionId: 'd2', runId: run.run_id, checkName: 'smoke-test', status }),
+      );
+      expect(refused).toMatchObject({ code: 'run_driven_elsewhere', details: { driver_session_id: 'd1' } });
+    }
+    const check = () =>
+      t.db
+        .selectFrom('deployment_run_qa')
+        .select('status')
+        .where('run_id', '=', run.run_id)
+        .where('check_name', '=', 'smoke-test')
+        .executeTakeFirstOrThrow();
+    expect(await check()).toEqual({ status: 'pending' });
+    expect((await r.getRun({ runId: run.run_id })).status).toBe('executing');
+    // the driver records it
+    await expect(
+      r.recordQaVerdict({ sessionId: 'd1', runId: run.run_id, checkName: 'smoke-test', status: 'failed' }),
+    ).resolves.toMatchObject({ status: 'failed' });
   });
 
   test('R1 ending the driver session detaches it at once; the refusal says so', async () => {

@@ -580,7 +580,7 @@ describe('completion authority and composition', () => {
     expect(listed.find((i) => i.item === 'WEB-2')).toMatchObject({ completion_run: first.run_id, status: 'open' });
   });
 
-  test('D9 a custody-free flow with item-scoped QA refuses members: item_qa_flow_without_delivery_custody', async () => {
+  test('D9 a custody-free flow with item-scoped QA refuses members: item_qa_flow_without_delivery_custody; at create the recovery drops the --item or names a custody flow, never a run that was not made', async () => {
     await apply(definition({ flows: [stageOnly] }));
     const refused = await refusalOf(
       r.createRun({
@@ -595,6 +595,9 @@ describe('completion authority and composition', () => {
     );
     expect(refused).toMatchObject({ code: 'item_qa_flow_without_delivery_custody' });
     expect(refused.message).toContain('WEB-2');
+    expect(refused.recovery).toContain('--item WEB-2');
+    expect(refused.recovery).toContain('delivery_custody: true');
+    expect(refused.recovery).not.toMatch(/remove-item|run-\d/);
     expect(await t.db.selectFrom('deployment_runs').selectAll().execute()).toEqual([]); // nothing written
   });
 

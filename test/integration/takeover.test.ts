@@ -155,7 +155,7 @@ test('T3 an unknown commit needs a relayed containment_attestation naming both c
   expect(done.containment).toMatchObject({ basis: 'attestation', source: 'lane /w/x', contained: true });
 });
 
-test('T2 the takeover moves unclosed members, QA and executions with their lease and waits; closed members stay; occupancy passes', async () => {
+test('T2 the takeover moves unclosed members, QA and executions with their lease and waits; closed members stay; occupancy passes; T3 a retry or execute of the predecessor answers run_superseded', async () => {
   const claims = claimActivities({ db: t.db });
   const pred = await waitingRun(repo.B, ['WEB-1', 'WEB-2']);
   await r.recordQaVerdict({ sessionId: 'd1', runId: pred, checkName: 'smoke-test', status: 'passed' });
@@ -250,9 +250,13 @@ test('T2 the takeover moves unclosed members, QA and executions with their lease
   await occupancyOneSnapshot.up(t.db);
   expect(await holder()).toMatchObject({ holder: { run_id: succ } });
   await occupancyLiveFirst.up(t.db);
-  // T3: the predecessor never redeploys
-  expect((await refusalOf(r.retryRun({ sessionId: 'd1', runId: pred }))).code).toBe('run_cancelled');
-  expect((await refusalOf(r.executeRun({ sessionId: 'd1', runId: pred }))).code).toBe('run_cancelled');
+  // T3: the predecessor never redeploys; issue 14: retry and execute name its successor
+  for (const restart of [r.retryRun, r.executeRun]) {
+    expect(await refusalOf(restart({ sessionId: 'd1', runId: pred }))).toMatchObject({
+      code: 'run_superseded',
+      details: { run_id: pred, superseded_by_run_id: succ },
+    });
+  }
   expect((await refusalOf(r.takeoverRun({ sessionId: 'd1', runId: pred, successorRunId: third }))).code).toBe(
     'run_superseded',
   );
