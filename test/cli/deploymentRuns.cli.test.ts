@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { Client } from 'pg';
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, setUp } from '../helpers/cli';
 import { releaseDefinition, startHttpTarget, writeDefinition, type HttpTarget, releaseRunArgs } from '../helpers/runs';
@@ -247,24 +248,25 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   expect(unknown.code).toBe(2);
 }, 240_000); // some twenty CLI runs: generous for a loaded machine
 
+/** `deployment-runs create --json` of web's preview flow of that name, to its preview environment. */
+const previewArgs = (preview: string, key: string) => [
+  'deployment-runs',
+  'create',
+  '--project',
+  'web',
+  '--flow',
+  preview,
+  '--target',
+  preview,
+  '--candidate',
+  'abcdef1234',
+  '--idempotency-key',
+  key,
+  '--json',
+];
+
 test('O4 issue 10: retry and execute of a cancelled run answer run_cancelled even while Temporal is down (no temporal_unreachable)', async () => {
-  const created = json(
-    await run([
-      'deployment-runs',
-      'create',
-      '--project',
-      'web',
-      '--flow',
-      'preview-b',
-      '--target',
-      'preview-b',
-      '--candidate',
-      'abcdef1234',
-      '--idempotency-key',
-      'pb-cancelled',
-      '--json',
-    ]),
-  );
+  const created = json(await run(previewArgs('preview-b', 'pb-cancelled')));
   const cancel = [
     'deployment-runs',
     'terminalize',
@@ -282,23 +284,7 @@ test('O4 issue 10: retry and execute of a cancelled run answer run_cancelled eve
     expect(jsonError(refused)).toMatchObject({ code: 'run_cancelled', details: { run_id: created.run_id } });
   }
   // A run that can walk still needs Temporal first: nothing moves while it is down.
-  const other = json(
-    await run([
-      'deployment-runs',
-      'create',
-      '--project',
-      'web',
-      '--flow',
-      'preview-b',
-      '--target',
-      'preview-b',
-      '--candidate',
-      'abcdef1234',
-      '--idempotency-key',
-      'pb-walkable',
-      '--json',
-    ]),
-  );
+  const other = json(await run(previewArgs('preview-b', 'pb-walkable')));
   const unreachable = await run(['deployment-runs', 'execute', other.run_id, '--json'], down);
   expect(unreachable.code).toBe(3);
   expect(jsonError(unreachable).code).toBe('temporal_unreachable');
@@ -310,21 +296,7 @@ test('O4 issue 10: retry and execute of a cancelled run answer run_cancelled eve
 
 test('O2 execute without a worker still occupies and refuses the next start; the run waits for a worker', async () => {
   const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
-  const args = (key: string) => [
-    'deployment-runs',
-    'create',
-    '--project',
-    'web',
-    '--flow',
-    'preview-a',
-    '--target',
-    'preview-a',
-    '--candidate',
-    'abcdef1234',
-    '--idempotency-key',
-    key,
-    '--json',
-  ];
+  const args = (key: string) => previewArgs('preview-a', key);
   const first = json(await run(args('pa-1'), noWorker));
   const second = json(await run(args('pa-2'), noWorker));
   const started = await run(['deployment-runs', 'execute', first.run_id], noWorker);
@@ -345,3 +317,39 @@ test('O2 execute without a worker still occupies and refuses the next start; the
     ).code,
   ).toBe(0);
 });
+
+test('Q4 Q5 issue 10: an apply after execute that removes the approval stage before the completing one changes no answer: qa-pending --json says held, advance and watch exit 5', async () => {
+  const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
+  const runId = json(await run([...createArgs('pinned-1'), '--json'])).run_id as string;
+  expect((await run(['deployment-runs', 'execute', runId], noWorker)).code).toBe(0);
+  // Its deploy, QA and approval stages done (no worker walks it), blocking QA still pending.
+  const r = deploymentRunActivities({ db: t.db });
+  for (const ordinal of [0, 1, 2]) {
+    await r.beginStage({ runId, ordinal, walk: 1 });
+    await r.finishStage({ runId, ordinal, walk: 1, result: { ok: true, detail: 'test' } });
+  }
+  const released = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url });
+  const withoutSignoff = writeDefinition({
+    ...released,
+    flows: released.flows.map((f) =>
+      f.name === 'release' ? { ...f, stages: f.stages.filter((s) => (s as { name: string }).name !== 'signoff') } : f,
+    ),
+  });
+  expect((await run(['apply', '-f', withoutSignoff])).code).toBe(0);
+  try {
+    const pending = json(await run(['deployment-runs', 'qa-pending', runId, '--json'], noWorker));
+    expect(pending).toMatchObject({ held: true, completing_stage: 'deploy-production' });
+    const advance = await run(['deployment-runs', 'advance', runId, '--json'], noWorker);
+    expect(advance.code).toBe(5);
+    expect(json(advance)).toMatchObject({ held: true, advanced: false });
+    const watched = await run(['deployment-runs', 'watch', runId, '--timeout', '10', '--json'], noWorker);
+    expect(watched.code).toBe(5);
+    expect(watched.stdout).toContain('"status":"held"');
+  } finally {
+    await run(['apply', '-f', file]);
+    await run(
+      ['deployment-runs', 'terminalize', runId, '--disposition', 'cancelled', '--reason', 'test over'],
+      noWorker,
+    );
+  }
+}, 60_000);

@@ -609,7 +609,13 @@ describe('the pinned flow (issue 10)', () => {
     await apply(
       withReleaseStages([
         { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deployTo('http://stage.example.test') },
-        { name: 'item-check', kind: 'qa', target: 'production', scope: 'item', checks: [{ name: 'accept', plan: 'PLAN-7' }] },
+        {
+          name: 'item-check',
+          kind: 'qa',
+          target: 'production',
+          scope: 'item',
+          checks: [{ name: 'accept', plan: 'PLAN-7' }],
+        },
         {
           name: 'deploy-production',
           kind: 'deploy',
