@@ -30,9 +30,10 @@ import * as executeTargetedReads from './migrations/0022_execute_targeted_reads'
 import * as releaseWithoutWaiters from './migrations/0023_release_without_waiters';
 import * as occupancyOneSnapshot from './migrations/0025_occupancy_one_snapshot';
 import * as occupancyLiveFirst from './migrations/0025_occupancy_one_snapshot_live_first';
+import * as qaReaderPinnedFlow from './migrations/0026_qa_reader_pinned_flow';
 import * as authorityHoles from './migrations/0027_authority_holes';
 import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
-import * as qaReaderPinnedFlow from './migrations/0026_qa_reader_pinned_flow';
+import * as settlementUserRole from './migrations/0029_settlement_user_role';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -67,9 +68,10 @@ const MIGRATIONS: Record<string, Migration> = {
   '0023_release_without_waiters': releaseWithoutWaiters,
   '0025_occupancy_one_snapshot': occupancyOneSnapshot,
   '0025_occupancy_one_snapshot_live_first': occupancyLiveFirst,
+  '0026_qa_reader_pinned_flow': qaReaderPinnedFlow,
   '0027_authority_holes': authorityHoles,
   '0028_usage_fold_requests': usageFoldRequests,
-  '0026_qa_reader_pinned_flow': qaReaderPinnedFlow,
+  '0029_settlement_user_role': settlementUserRole,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

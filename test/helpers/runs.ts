@@ -3,7 +3,10 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import type { Kysely } from 'kysely';
 import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
+import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import type { Database } from '../../db/database';
 
 /**
  * `yoke deployment-runs create` of project web's release flow to stage (what releaseDefinition
@@ -189,6 +192,17 @@ export function releaseRuns(runs: () => DeploymentRunActivities) {
     return runId;
   }
   return { createdRun, waitingRun };
+}
+
+/** Applies project web's release definition (stage and production at example.test addresses). */
+export async function applyWebRelease(db: Kysely<Database>): Promise<void> {
+  const def = releaseDefinition({
+    project: 'web',
+    prefix: 'WEB',
+    stageUrl: 'http://stage.example.test',
+    prodUrl: 'https://web.example.test',
+  });
+  await projectDefinitionActivities({ db }).applyProjectDefinition({ file: writeDefinition(def) });
 }
 
 /** A run created and executed by a session, then walked through all its stages, each passing. */

@@ -2,13 +2,12 @@ import type { Kysely } from 'kysely';
 import { Client } from 'pg';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { itemActivities } from '../../activities/items';
-import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import type { Database } from '../../db/database';
 import { createDb } from '../../db/pool';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
-import { releaseDefinition, walkedRun as walkRun, writeDefinition } from '../helpers/runs';
+import { applyWebRelease, walkedRun as walkRun } from '../helpers/runs';
 
 /**
  * Issue 13, holes an audit found connecting as real login roles with raw SQL: items retitled
@@ -41,13 +40,7 @@ beforeAll(async () => {
   t = await createTestDatabase();
   su = new Client({ connectionString: t.url });
   await su.connect();
-  const def = releaseDefinition({
-    project: 'web',
-    prefix: 'WEB',
-    stageUrl: 'http://stage.example.test',
-    prodUrl: 'https://web.example.test',
-  });
-  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(def) });
+  await applyWebRelease(t.db);
   r = deploymentRunActivities({
     db: t.db,
     driverFreshMs: 60_000,

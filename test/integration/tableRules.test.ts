@@ -10,8 +10,8 @@ import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
  * A migration that gives users a new write adds it here, with the rule that allows it.
  */
 const USER_WRITES: Record<string, string[]> = {
-  sessions: ['INSERT', 'UPDATE'], // register, heartbeat and end your own
-  work_claims: ['INSERT', 'UPDATE'], // C1 take with your own session; release yours; C8 C11 operator release; W7 turns
+  sessions: ['INSERT', 'UPDATE'], // register, heartbeat and end your own; S3 end a holder left empty by a run you settle
+  work_claims: ['INSERT', 'UPDATE'], // C1 take with your own session; release yours; C8 C11 operator release; W7 turns; S1 delivered
   qa_test_machine_waits: ['INSERT', 'UPDATE'], // W4 join with your own session; W7 W9 the release hands the line on
   events: ['INSERT'], // insert-only, actor = session_user, the types users' commands write (C11: not the operator release's)
   backlog_items: ['INSERT', 'UPDATE'], // bare items named by users, moved along; D7 the done gate and attribution in a trigger
@@ -28,6 +28,7 @@ const USER_WRITES: Record<string, string[]> = {
   qa_plan_execution_leases: ['ALL'], // W6 your execution's leases
   deployment_run_memberships: ['INSERT', 'UPDATE'], // C10 D1 membership records follow the run's R1 rule
   deployment_run_member_artifacts: ['INSERT'], // C10 a member's artifacts uploaded under your own session
+  deployment_run_member_effects: ['INSERT', 'UPDATE'], // S3 S5 a committed settlement's ledger, by the run's R1 rule
 };
 
 let t: TestDatabase;

@@ -1,0 +1,185 @@
+import type { Kysely } from 'kysely';
+import { Client } from 'pg';
+import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
+import type { Database } from '../../db/database';
+import { createDb } from '../../db/pool';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
+import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
+import { applyWebRelease, walkedRun } from '../helpers/runs';
+
+/**
+ * Issues 12 and 13: `yoke deployment-runs update RUN status succeeded` run by the run's driver
+ * as a plain user writes the settlement commit and its effects (S1, S3, S5) under the user's
+ * own role. Each write follows the run's R1 rule and stays on the run's own rows (migration
+ * 0029_settlement_user_role); another actor without authority is refused and writes nothing.
+ */
+let t: TestDatabase;
+let su: Client;
+let admin: DeploymentRunActivities;
+const actors = sqlActors(() => t.url);
+let driver: SqlActor; // holds runs.deploy on web and drives the runs below
+let holder: SqlActor; // holds the claims the settlement releases
+let agent: SqlActor; // no grant, no seat
+let web: number;
+const pools: Kysely<Database>[] = [];
+const SHA = 'a1b2c3d4e5f6';
+
+const tracker = async () => ({ markDelivered: async () => 'closed' });
+
+function runsAs(actor: SqlActor): DeploymentRunActivities {
+  const db = createDb(actor.url, { max: 2 });
+  pools.push(db);
+  return deploymentRunActivities({ db, driverFreshMs: 60_000, tracker });
+}
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  su = new Client({ connectionString: t.url });
+  await su.connect();
+  await applyWebRelease(t.db);
+  admin = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000, tracker });
+  [driver, holder, agent] = [await actors.add('driver'), await actors.add('holder'), await actors.add('agent')];
+  web = (await su.query("SELECT project_id FROM projects WHERE name = 'web'")).rows[0].project_id;
+  await su.query("INSERT INTO project_grants (project_id, actor_id, permission) VALUES ($1, $2, 'runs.deploy')", [
+    web,
+    driver.name,
+  ]);
+  await su.query(
+    'INSERT INTO sessions (session_id, actor_id, project_id) SELECT s, a, $3 FROM unnest($1::text[], $2::text[]) AS x(s, a)',
+    [['dr1', 'h1', 'h2', 'h3', 'ag1'], [driver, holder, holder, holder, agent].map((a) => a.name), web],
+  );
+});
+afterAll(async () => {
+  for (const db of pools) await db.destroy();
+  await actors.end();
+  await su.end();
+  await t.drop();
+});
+
+/** A release run of one member, driven by dr1, walked through its stages with its QA passed (as the superuser). */
+async function readyRun(member: string, key: string, holderSession: string): Promise<string> {
+  await services(t.db).takeItem({ sessionId: holderSession, item: member });
+  const runId = await walkedRun(admin, {
+    items: [member],
+    idempotencyKey: key,
+    candidate: SHA,
+    sessionId: 'dr1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+  });
+  await admin.recordQaVerdict({ sessionId: 'dr1', runId, checkName: 'smoke-test', status: 'passed' });
+  return runId;
+}
+
+/** What a settlement wrote for the run, with the run's own name taken out. */
+async function settled(runId: string, holderSession: string) {
+  const q = async (text: string) => (await su.query(text, [runId])).rows;
+  return {
+    run: await q(
+      'SELECT status, settling_at IS NOT NULL AS settling, settlement_committed_at IS NOT NULL AS committed FROM deployment_runs WHERE run_id = $1',
+    ),
+    items: await q(
+      `SELECT i.status, jsonb_array_length(i.delivery_evidence->'completed_deliveries') AS deliveries, m.closed_at IS NOT NULL AS closed
+         FROM deployment_run_items m JOIN backlog_items i ON i.item_id = m.item_id WHERE m.run_id = $1`,
+    ),
+    effects: (
+      await q(
+        'SELECT effect, applied_at IS NOT NULL AS applied, outcome, last_error FROM deployment_run_member_effects WHERE run_id = $1 ORDER BY effect',
+      )
+    ).map((e) => ({ ...e, outcome: String(e.outcome).replace(holderSession, 'HOLDER') })),
+    events: await q(
+      "SELECT event_type FROM events WHERE payload->>'run_id' = $1 AND event_type IN ('DeploymentRunSettling', 'DeploymentRunSucceeded', 'ItemDone') ORDER BY event_type",
+    ),
+    holder: (
+      await su.query(
+        'SELECT ended_at IS NOT NULL AS ended, (SELECT count(*)::int FROM work_claims c WHERE c.session_id = s.session_id AND c.released_at IS NULL) AS live FROM sessions s WHERE session_id = $1',
+        [holderSession],
+      )
+    ).rows[0],
+  };
+}
+
+test('S1 S3 S5 issue 13: the run driver as a plain user settles the run with update RUN status succeeded, exactly as the admin path does', async () => {
+  // The admin path first, as the reference.
+  const byAdmin = await readyRun('WEB-3', 'admin', 'h1');
+  const adminOut = await admin.updateRunStatus({
+    sessionId: 'dr1',
+    runId: byAdmin,
+    field: 'status',
+    value: 'succeeded',
+  });
+  expect(adminOut).toMatchObject({ status: 'succeeded', replayed: false, effects_pending: 0 });
+  const adminWrote = await settled(byAdmin, 'h1');
+
+  // Then the same under the driver's own login role.
+  const byDriver = await readyRun('WEB-2', 'driver', 'h2');
+  await admin.recordQaVerdict({ sessionId: 'dr1', runId: byDriver, checkName: 'WEB-2/gift-smoke', status: 'passed' });
+  const out = await runsAs(driver).updateRunStatus({
+    sessionId: 'dr1',
+    runId: byDriver,
+    field: 'status',
+    value: 'succeeded',
+  });
+  expect(out).toMatchObject({ status: 'succeeded', replayed: false, effects_pending: 0 });
+  expect((out as { effects: { failed: unknown[] } }).effects.failed).toEqual([]);
+  const driverWrote = await settled(byDriver, 'h2');
+  expect(driverWrote).toEqual(adminWrote);
+  expect(driverWrote.run).toEqual([{ status: 'succeeded', settling: true, committed: true }]);
+  expect(driverWrote.effects.map((e) => e.applied)).toEqual([true, true, true]);
+  expect(driverWrote.holder).toEqual({ ended: true, live: 0 });
+  // A replay answers the same again.
+  await expect(
+    runsAs(driver).updateRunStatus({ sessionId: 'dr1', runId: byDriver, field: 'status', value: 'succeeded' }),
+  ).resolves.toMatchObject({ status: 'succeeded', replayed: true });
+});
+
+test('S1 S3 issue 13: another actor without authority is refused, through the activity and by raw SQL, and nothing is written', async () => {
+  const runId = await readyRun('WEB-1', 'refused', 'h3');
+  const before = await settled(runId, 'h3');
+  const viaCli = await yokeRefusalOf(
+    runsAs(agent).updateRunStatus({ sessionId: 'ag1', runId, field: 'status', value: 'succeeded' }),
+  );
+  expect(viaCli.code).toBe('run_driven_elsewhere');
+  const item = (await su.query('SELECT item_id FROM deployment_run_items WHERE run_id = $1', [runId])).rows[0].item_id;
+  // The effects ledger: never for a run the actor has no authority on, nor before the run's commit.
+  expect(
+    await refusalOf(
+      agent.q(
+        "INSERT INTO deployment_run_member_effects (run_id, item_id, effect, attempts) VALUES ($1, $2, 'tracker_sync', 1)",
+        [runId, item],
+      ),
+    ),
+  ).toBe('permission_denied');
+  expect(
+    await refusalOf(
+      driver.q(
+        "INSERT INTO deployment_run_member_effects (run_id, item_id, effect, attempts) VALUES ($1, $2, 'tracker_sync', 1)",
+        [runId, item],
+      ),
+    ),
+  ).toBe('permission_denied');
+  // Another actor's session is ended by no one but its actor, however its claims stand.
+  expect(await refusalOf(agent.q('UPDATE sessions SET ended_at = now() WHERE session_id = $1', ['h3']))).toBe(
+    'permission_denied',
+  );
+  // Even the run's driver releases no claim and ends no session in the run's name before it delivered.
+  expect(
+    await refusalOf(
+      driver.q(
+        "UPDATE work_claims SET released_at = now(), release_reason = 'delivered by run ' || $1 WHERE session_id = 'h3'",
+        [runId],
+      ),
+    ),
+  ).not.toBe('allowed');
+  expect(
+    await refusalOf(
+      driver.q(
+        "UPDATE sessions SET ended_at = now(), end_reason = 'settled: no claims left after run ' || $1 WHERE session_id = 'h3'",
+        [runId],
+      ),
+    ),
+  ).toBe('permission_denied');
+  expect(await settled(runId, 'h3')).toEqual(before);
+});
