@@ -56,6 +56,12 @@ export function createDb(databaseUrl: string, options: Omit<PoolConfig, 'connect
   const pool = new Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5_000, ...options });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
-  pool.on('connect', namePreparedStatements);
+  pool.on('connect', (client) => {
+    // Nor may a checked-out one (a transaction between two statements): pg emits its loss as an
+    // 'error' event, which unheard ended the worker. The transaction's next statement fails
+    // instead, and the pool drops the dead connection when it is released.
+    client.on('error', () => undefined);
+    namePreparedStatements(client);
+  });
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
