@@ -56,12 +56,6 @@ export async function connectedActor(db: Executor): Promise<{ actor: string; adm
   return rows[0]!;
 }
 
-/** Whether this connection is an admin or the worker, whom the database's claim and item rules do not bind. */
-export async function connectedAsService(db: Executor): Promise<boolean> {
-  const { rows } = await sql<{ service: boolean }>`SELECT yoke_is_service() AS service`.execute(db);
-  return rows[0]!.service;
-}
-
 /**
  * Migrating is an admin's job: a connection with no yoke schema yet, or an admin's, migrates;
  * the worker's own role (yoke_worker) does not, and leaves it to `yoke db migrate`.

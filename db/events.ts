@@ -17,19 +17,6 @@ export async function recordEvent(db: Executor, event: NewEvent): Promise<string
   return row.event_id;
 }
 
-/** The newest event of a type about a claim (one a trigger wrote, say), if any. */
-export async function lastEventOfClaim(db: Executor, claimId: number, type: string): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('events')
-    .select('event_id')
-    .where('claim_id', '=', claimId)
-    .where('event_type', '=', type)
-    .orderBy('event_id', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row?.event_id;
-}
-
 /** Many events in one statement (nothing when there are none). */
 export async function recordEvents(db: Executor, events: NewEvent[]): Promise<void> {
   if (events.length === 0) return;

@@ -34,6 +34,7 @@ import * as qaReaderPinnedFlow from './migrations/0026_qa_reader_pinned_flow';
 import * as authorityHoles from './migrations/0027_authority_holes';
 import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
 import * as settlementUserRole from './migrations/0029_settlement_user_role';
+import * as operatorEventOnce from './migrations/0030_operator_event_once';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -72,6 +73,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0027_authority_holes': authorityHoles,
   '0028_usage_fold_requests': usageFoldRequests,
   '0029_settlement_user_role': settlementUserRole,
+  '0030_operator_event_once': operatorEventOnce,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

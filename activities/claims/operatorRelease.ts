@@ -1,8 +1,7 @@
 import type { Transaction } from 'kysely';
-import { connectedAsService } from '../../db/actors';
 import type { ClaimRow, Database } from '../../db/database';
 import { claimView, liveClaimIdOfSession, releasedBy, type ClaimView } from '../../db/claims';
-import { lastEventOfClaim, recordEvent } from '../../db/events';
+import { recordEvent } from '../../db/events';
 import { hasPermission, projectById, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import type { Permission } from '../../domain/permissions';
@@ -103,44 +102,25 @@ export async function releaseAsOperator(
 ): Promise<{ claim: ClaimView; operator_event_id: string }> {
   const { claim, holderProjectId, reason } = op;
   const operator = await authorizeOperator(trx, op.actingSessionId, holderProjectId, op.hookContext, op.what);
-  // C11: a user's release of another actor's claim writes its event in the database, in the
-  // releasing statement (migration 0027_authority_holes); admins and the worker, whom no
-  // claim rule binds, and an actor releasing its own claim get it written here, first. A
-  // release the database lets pass without one (an expired turn, a done item's claim) gets
-  // it written here after.
-  const record = () =>
-    recordEvent(trx, {
-      event_type: OPERATOR_RELEASE_EVENT,
-      project_id: holderProjectId,
-      session_id: operator.session_id,
-      claim_id: claim.claim_id,
-      payload: {
-        key: claim.key,
-        target_kind: claim.target_kind,
-        sticky: isSticky(claim.target_kind),
-        holder_session_id: claim.session_id,
-        operator_session_id: operator.session_id,
-        operator_actor_id: operator.actor_id,
-        reason,
-      },
-    });
-  const eventId = (await operatorEventInDatabase(trx, claim, operator.actor_id)) ? null : await record();
+  // C11: the event first, then the release (a raw-SQL release gets its event from the claim
+  // trigger instead: migrations 0027_authority_holes, 0030_operator_event_once).
+  const eventId = await recordEvent(trx, {
+    event_type: OPERATOR_RELEASE_EVENT,
+    project_id: holderProjectId,
+    session_id: operator.session_id,
+    claim_id: claim.claim_id,
+    payload: {
+      key: claim.key,
+      target_kind: claim.target_kind,
+      sticky: isSticky(claim.target_kind),
+      holder_session_id: claim.session_id,
+      operator_session_id: operator.session_id,
+      operator_actor_id: operator.actor_id,
+      reason,
+    },
+  });
   await releaseServingLine(trx, claim, releasedBy(operator, reason), deps.lifetimeMs, effects);
-  return {
-    claim: await claimView(trx, claim.claim_id),
-    operator_event_id:
-      eventId ?? (await lastEventOfClaim(trx, claim.claim_id, OPERATOR_RELEASE_EVENT)) ?? (await record()),
-  };
-}
-
-/** Whether the claim trigger writes the operator event: a user (not an admin or the worker) releasing another actor's claim. */
-async function operatorEventInDatabase(
-  trx: Transaction<Database>,
-  claim: ClaimRow,
-  operatorActorId: string,
-): Promise<boolean> {
-  if ((await sessionById(trx, claim.session_id))?.actor_id === operatorActorId) return false;
-  return !(await connectedAsService(trx));
+  return { claim: await claimView(trx, claim.claim_id), operator_event_id: eventId };
 }
 
 /** A retried release finds its own earlier effect and answers the same (DESIGN.md principle 3). */
