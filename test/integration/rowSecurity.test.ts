@@ -242,8 +242,9 @@ test('I13 R1 runs: created for projects you may deploy; driven by the driver or 
   expect(await refusalOf(bob.q("UPDATE deployment_runs SET driver_session_id = 'b1' WHERE run_id = 'r1'"))).toBe(
     'run_driven_elsewhere',
   );
-  // A QA runner records a passed or failed verdict whoever drives.
-  expect(await refusalOf(verdict(bob))).toBe('allowed');
+  // Issue 13: a passed or failed verdict is the driver's or a seat's, as qa-verdict requires (0032_run_qa_verdict_rule).
+  expect(await refusalOf(verdict(bob))).toBe('run_driven_elsewhere');
+  expect(await refusalOf(verdict(alice))).toBe('allowed');
   expect(await refusalOf(heartbeat(alice))).toBe('allowed');
 
   // No live driver: approval and waiver need the seat; with it, allowed.

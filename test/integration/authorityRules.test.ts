@@ -1,0 +1,116 @@
+import type { Kysely } from 'kysely';
+import { Client } from 'pg';
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import type { Database } from '../../db/database';
+import { createDb } from '../../db/pool';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
+import { applyWebRelease, walkedRun } from '../helpers/runs';
+
+/**
+ * Issue 13, holes a second audit found by raw SQL as plain login roles (the rule in each
+ * 0032_* migration): a run's QA verdict set by anyone, another actor's place in a waiting line
+ * cancelled, a driver freshness Postgres hard-coded apart from the CLI's (issue 4), and events
+ * forged for another's project in another's session. The CLI's own paths, run under the
+ * actors' own roles, still pass.
+ */
+let t: TestDatabase;
+let su: Client;
+const actors = sqlActors(() => t.url);
+let driver: SqlActor; // drives the run
+let stranger: SqlActor; // no grant, no seat, no session on the run
+let deployer: SqlActor; // runs.deploy on web, no seat
+let holder: SqlActor; // holds a test machine
+let waiter: SqlActor; // waits for it
+let leaver: SqlActor; // waits, then leaves
+let web: number;
+let runId: string;
+const pools: Kysely<Database>[] = [];
+
+function dbOf(actor: SqlActor): Kysely<Database> {
+  const db = createDb(actor.url, { max: 2 });
+  pools.push(db);
+  return db;
+}
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  su = new Client({ connectionString: t.url });
+  await su.connect();
+  await applyWebRelease(t.db);
+  [driver, stranger, deployer, holder, waiter, leaver] = [
+    await actors.add('driver'),
+    await actors.add('stranger'),
+    await actors.add('deployer'),
+    await actors.add('holder'),
+    await actors.add('waiter'),
+    await actors.add('leaver'),
+  ];
+  web = (await su.query("SELECT project_id FROM projects WHERE name = 'web'")).rows[0].project_id;
+  for (const [sid, who] of [
+    ['dr1', driver],
+    ['st1', stranger],
+    ['dp1', deployer],
+    ['h1', holder],
+    ['x1', waiter],
+    ['y1', leaver],
+  ] as const)
+    await su.query('INSERT INTO sessions (session_id, actor_id, project_id) VALUES ($1, $2, $3)', [sid, who.name, web]);
+  await su.query("INSERT INTO project_grants (project_id, actor_id, permission) VALUES ($1, $2, 'runs.deploy')", [
+    web,
+    deployer.name,
+  ]);
+  runId = await walkedRun(deploymentRunActivities({ db: t.db, driverFreshMs: 60_000 }), {
+    sessionId: 'dr1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: 'a1b2c3d4e5f6',
+    idempotencyKey: 'rules',
+    items: [],
+  });
+});
+afterAll(async () => {
+  for (const db of pools) await db.destroy();
+  await actors.end();
+  await su.end();
+  await t.drop();
+});
+
+const checkStatus = async (check: string) =>
+  (await su.query('SELECT status FROM deployment_run_qa WHERE run_id = $1 AND check_name = $2', [runId, check])).rows[0]
+    .status as string;
+
+test("issue 13 R1: a plain user cannot set a run's QA check passed or failed by raw SQL; the driver's qa-verdict records it", async () => {
+  const verdict = (who: SqlActor, status: string) =>
+    who.q("UPDATE deployment_run_qa SET status = $2 WHERE run_id = $1 AND check_name = 'smoke-test'", [runId, status]);
+  expect(await refusalOf(verdict(stranger, 'passed'))).toBe('run_driven_elsewhere');
+  expect(await refusalOf(verdict(stranger, 'failed'))).toBe('run_driven_elsewhere');
+  // Nor by a new row born passed, nor past the policy with a row the trigger lets through.
+  expect(
+    await refusalOf(
+      stranger.q(
+        "INSERT INTO deployment_run_qa (run_id, check_name, source, status) VALUES ($1, 'forged', 'flow-default', 'passed')",
+        [runId],
+      ),
+    ),
+  ).toBe('run_driven_elsewhere');
+  expect(await checkStatus('smoke-test')).toBe('pending');
+
+  // With no live driver, one who may deploy still needs the seat (the CLI's strict rule).
+  await su.query("UPDATE deployment_runs SET driver_heartbeat_at = now() - interval '1 hour' WHERE run_id = $1", [
+    runId,
+  ]);
+  expect(await refusalOf(verdict(deployer, 'passed'))).toBe('steering_seat_required');
+  await su.query('UPDATE deployment_runs SET driver_heartbeat_at = now() WHERE run_id = $1', [runId]);
+
+  // The CLI's qa-verdict under the driver's own role.
+  const asDriver = deploymentRunActivities({ db: dbOf(driver), driverFreshMs: 60_000 });
+  await expect(
+    asDriver.recordQaVerdict({ sessionId: 'dr1', runId, checkName: 'smoke-test', status: 'failed' }),
+  ).resolves.toMatchObject({ status: 'failed' });
+  await expect(
+    asDriver.recordQaVerdict({ sessionId: 'dr1', runId, checkName: 'smoke-test', status: 'passed' }),
+  ).resolves.toMatchObject({ status: 'passed' });
+  expect(await checkStatus('smoke-test')).toBe('passed');
+});
