@@ -36,6 +36,7 @@ import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
 import * as settlementUserRole from './migrations/0029_settlement_user_role';
 import * as operatorEventOnce from './migrations/0030_operator_event_once';
 import * as runQaVerdictRule from './migrations/0032_run_qa_verdict_rule';
+import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -76,6 +77,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0029_settlement_user_role': settlementUserRole,
   '0030_operator_event_once': operatorEventOnce,
   '0032_run_qa_verdict_rule': runQaVerdictRule,
+  '0032_wait_owner_rule': waitOwnerRule,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -4,6 +4,7 @@ import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import type { Database } from '../../db/database';
 import { createDb } from '../../db/pool';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { addTestMachines, refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
 import { applyWebRelease, walkedRun } from '../helpers/runs';
 
@@ -26,6 +27,7 @@ let leaver: SqlActor; // waits, then leaves
 let web: number;
 let runId: string;
 const pools: Kysely<Database>[] = [];
+const LAB = 'QA_HOST:lab-w';
 
 function dbOf(actor: SqlActor): Kysely<Database> {
   const db = createDb(actor.url, { max: 2 });
@@ -113,4 +115,76 @@ test("issue 13 R1: a plain user cannot set a run's QA check passed or failed by 
     asDriver.recordQaVerdict({ sessionId: 'dr1', runId, checkName: 'smoke-test', status: 'passed' }),
   ).resolves.toMatchObject({ status: 'passed' });
   expect(await checkStatus('smoke-test')).toBe('passed');
+});
+
+test("issue 13 W7 W9: a user cannot cancel another actor's place in a waiting line; the line's own hand-offs and a waiter's own moves pass", async () => {
+  await addTestMachines(services(t.db), ['lab-w']);
+  const line = (who: SqlActor) => services(dbOf(who), { reservationLifetimeMs: 60_000 });
+  const join = (who: SqlActor, sid: string) =>
+    yokeRefusalOf(
+      line(who).acquireCoordinationClaim({ sessionId: sid, key: LAB, join: { resumeCommand: `acquire ${sid}` } }),
+    );
+  const held = await line(holder).acquireCoordinationClaim({ sessionId: 'h1', key: LAB });
+  expect((await join(waiter, 'x1')).code).toBe('claim_held');
+  expect((await join(leaver, 'y1')).code).toBe('claim_held');
+  const states = async () =>
+    (
+      await su.query(
+        "SELECT session_id, state, cancel_reason FROM qa_test_machine_waits WHERE test_machine = 'lab-w' ORDER BY wait_id",
+      )
+    ).rows;
+
+  // The audit's statement, and a forged reservation.
+  expect(
+    await refusalOf(
+      stranger.q(
+        "UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now(), cancel_reason = 'kicked' WHERE state = 'waiting'",
+      ),
+    ),
+  ).toBe('permission_denied');
+  expect(
+    await refusalOf(
+      stranger.q("UPDATE qa_test_machine_waits SET state = 'reserved', claim_id = $1 WHERE session_id = 'x1'", [
+        held.claim.claim_id,
+      ]),
+    ),
+  ).toBe('permission_denied');
+  expect(await states()).toEqual([
+    { session_id: 'x1', state: 'waiting', cancel_reason: null },
+    { session_id: 'y1', state: 'waiting', cancel_reason: null },
+  ]);
+
+  // A waiter leaves the line itself.
+  expect(
+    await refusalOf(
+      leaver.q(
+        "UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now(), cancel_reason = 'left' WHERE session_id = 'y1' AND state = 'waiting'",
+      ),
+    ),
+  ).toBe('allowed');
+  // W7: the holder's release reserves the machine for the oldest waiter (another actor's wait), who takes its turn.
+  const released = await line(holder).releaseWorkClaim({
+    actingSessionId: 'h1',
+    claimId: held.claim.claim_id,
+    reason: 'done',
+  });
+  expect(released.reservations.map((r) => r.session_id)).toEqual(['x1']);
+  await expect(line(waiter).acquireCoordinationClaim({ sessionId: 'x1', key: LAB })).resolves.toMatchObject({
+    consumed_reservation: true,
+  });
+  // W9: a wait whose session has ended is anyone's to cancel.
+  expect((await join(leaver, 'y1')).code).toBe('claim_held');
+  await su.query("UPDATE sessions SET ended_at = now(), end_reason = 'gone' WHERE session_id = 'y1'");
+  expect(
+    await refusalOf(
+      stranger.q(
+        "UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now(), cancel_reason = 'session_ended' WHERE session_id = 'y1' AND state = 'waiting'",
+      ),
+    ),
+  ).toBe('allowed');
+  expect(await states()).toEqual([
+    { session_id: 'x1', state: 'granted', cancel_reason: null },
+    { session_id: 'y1', state: 'cancelled', cancel_reason: 'left' },
+    { session_id: 'y1', state: 'cancelled', cancel_reason: 'session_ended' },
+  ]);
 });

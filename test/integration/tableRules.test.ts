@@ -179,13 +179,14 @@ test('I13 W5 a user moving the line along cannot move a wait to the front, to an
       plain.q("UPDATE qa_test_machine_waits SET state = 'waiting', settled_at = NULL WHERE wait_id = $1", [settled]),
     ),
   ).toBe('permission_denied');
-  // The hand-off itself (W7 W9) stays anyone's: the release that cancels a turn runs as its releaser.
-  expect(
-    await refusalOf(
-      plain.q(
-        "UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now(), cancel_reason = 'released' WHERE wait_id = $1",
-        [open],
-      ),
-    ),
-  ).toBe('allowed');
+  // Issue 13: another actor's live wait is not anyone's to cancel (0032_wait_owner_rule); the
+  // hand-off's own cancellations (W9) are, once their cause is recorded: here, the session ended.
+  const cancel = () =>
+    plain.q(
+      "UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now(), cancel_reason = 'session_ended' WHERE wait_id = $1",
+      [open],
+    );
+  expect(await refusalOf(cancel())).toBe('permission_denied');
+  await su.query("UPDATE sessions SET ended_at = now(), end_reason = 'gone' WHERE session_id = 's1'");
+  expect(await refusalOf(cancel())).toBe('allowed');
 });
