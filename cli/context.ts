@@ -13,6 +13,8 @@ export interface CommandContext {
   temporal: LazyTemporal;
   /** Waiting-line settings for activities the CLI runs in-process (W7 wakes go through Temporal). */
   line: { reservationLifetimeMs: number; notifier: LineNotifier };
+  /** R1: the deployment's driver freshness as Postgres holds it (read once, on first use), so the CLI and the database agree. */
+  driverFreshMs(): Promise<number>;
 }
 
 let lastDatabaseUrl: string | undefined;
@@ -32,12 +34,16 @@ export async function withDb<T>(
   const { openStore } = await import('../activities/store');
   const db = openStore(config.databaseUrl, options);
   const temporal = new LazyTemporal(config);
+  let freshMs: Promise<number> | undefined;
+  const driverFreshMs = () =>
+    (freshMs ??= import('../activities/deploymentSettings').then((m) => m.driverFreshMs(db, config.driverFreshMs)));
   try {
     return await fn({
       config,
       db,
       temporal,
       line: { reservationLifetimeMs: config.reservationLifetimeMs, notifier: temporal.lineNotifier() },
+      driverFreshMs,
     });
   } catch (err) {
     throw asYokeError(yokeErrorFromFailure(err) ?? err, config.databaseUrl);

@@ -497,6 +497,13 @@ export interface QaPlanExecutionLeasesTable {
   claimed_at: Date;
 }
 
+/** One row (issue 4, R1): the deployment's settings that Postgres and the CLI both honour. */
+export interface DeploymentSettingsTable {
+  singleton: Generated<boolean>;
+  driver_fresh_seconds: Generated<number>;
+  updated_at: Generated<Date>;
+}
+
 export interface Database {
   projects: ProjectsTable;
   project_grants: ProjectGrantsTable;
@@ -529,6 +536,7 @@ export interface Database {
   qa_plan_executions: QaPlanExecutionsTable;
   qa_plan_execution_results: QaPlanExecutionResultsTable;
   qa_plan_execution_leases: QaPlanExecutionLeasesTable;
+  deployment_settings: DeploymentSettingsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

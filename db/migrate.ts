@@ -35,6 +35,7 @@ import * as authorityHoles from './migrations/0027_authority_holes';
 import * as usageFoldRequests from './migrations/0028_usage_fold_requests';
 import * as settlementUserRole from './migrations/0029_settlement_user_role';
 import * as operatorEventOnce from './migrations/0030_operator_event_once';
+import * as driverFreshness from './migrations/0032_driver_freshness';
 import * as runQaVerdictRule from './migrations/0032_run_qa_verdict_rule';
 import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
 
@@ -76,6 +77,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0028_usage_fold_requests': usageFoldRequests,
   '0029_settlement_user_role': settlementUserRole,
   '0030_operator_event_once': operatorEventOnce,
+  '0032_driver_freshness': driverFreshness,
   '0032_run_qa_verdict_rule': runQaVerdictRule,
   '0032_wait_owner_rule': waitOwnerRule,
 };

@@ -4,6 +4,7 @@ import { refusal, type YokeError } from './errors';
  * Issue 13: authority is enforced in Postgres, so a "no" can come back as an error of the
  * database. `yoke_refuse` raises SQLSTATE YK001 with the spec's code in DETAIL and the
  * recovery in HINT; a privilege or row-level-security violation (42501) is permission_denied.
+ * `yoke_refuse_with` adds the refusal's details as JSON on the HINT's last line (`details: {...}`).
  * Pure: it reads only the error's fields.
  */
 export function refusalFromPostgres(err: unknown): YokeError | undefined {
@@ -17,7 +18,8 @@ export function refusalFromPostgres(err: unknown): YokeError | undefined {
   };
   const text = typeof message === 'string' ? message : String(err);
   if (code === 'YK001' && typeof detail === 'string') {
-    return refusal(detail, text, { recovery: typeof hint === 'string' ? hint : 'ask an admin' });
+    const { recovery, details } = splitHint(typeof hint === 'string' ? hint : 'ask an admin');
+    return refusal(detail, text, { recovery, details });
   }
   if (code === '42501') {
     return refusal('permission_denied', text, {
@@ -27,4 +29,19 @@ export function refusalFromPostgres(err: unknown): YokeError | undefined {
     });
   }
   return undefined;
+}
+
+const DETAILS_LINE = '\ndetails: ';
+
+function splitHint(hint: string): { recovery: string; details: Record<string, unknown> } {
+  const at = hint.lastIndexOf(DETAILS_LINE);
+  if (at < 0) return { recovery: hint, details: {} };
+  try {
+    const details: unknown = JSON.parse(hint.slice(at + DETAILS_LINE.length));
+    if (typeof details === 'object' && details !== null && !Array.isArray(details))
+      return { recovery: hint.slice(0, at), details: details as Record<string, unknown> };
+  } catch {
+    // not ours: the hint stays whole
+  }
+  return { recovery: hint, details: {} };
 }

@@ -4,6 +4,7 @@ import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
 import { connectionMayMigrate } from '../db/actors';
 import { createActivities, FOLDS_AT_ONCE } from './activities';
+import { recordDriverFreshMs } from '../activities/deploymentSettings';
 import { loadConfig } from '../config/yokeConfig';
 import { ensureSweepSchedule } from '../temporal/schedules';
 import { temporalConnectOptions } from '../temporal/connection';
@@ -24,6 +25,8 @@ async function main(): Promise<void> {
   const foldDb = createDb(config.workerDatabaseUrl, { max: FOLDS_AT_ONCE });
   if (await connectionMayMigrate(db)) await migrateToLatest(db);
   else logger.info('connected as a worker role: schema migrations are left to an admin (yoke db migrate)');
+  // R1: the deployment's driver freshness is this worker's YOKE_DRIVER_FRESH_SECONDS; Postgres and the CLI read it there.
+  await recordDriverFreshMs(db, config.driverFreshMs);
   const connectOptions = temporalConnectOptions(config.temporal);
   const connection = await NativeConnection.connect(connectOptions);
   const clientConnection = await Connection.connect(connectOptions);

@@ -6,7 +6,7 @@ const ViewOptions = BaseOptions.extend({ project: nonEmpty.optional() });
 
 async function boardOf(ctx: CommandContext) {
   const { boardActivities } = await import('../../activities/board');
-  return boardActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs });
+  return boardActivities({ db: ctx.db, driverFreshMs: await ctx.driverFreshMs() });
 }
 
 /** `yoke board`, `yoke fleet`, `yoke frontier`: views cut from one read and one schedule (U1). */

@@ -45,7 +45,7 @@ async function runs(ctx: CommandContext) {
   const { deploymentRunActivities } = await import('../../activities/deploymentRuns');
   return deploymentRunActivities({
     db: ctx.db,
-    driverFreshMs: ctx.config.driverFreshMs,
+    driverFreshMs: await ctx.driverFreshMs(),
     ssh: ctx.config.ssh,
     line: ctx.line,
     qaNotifier: ctx.temporal.qaNotifier(),

@@ -22,7 +22,7 @@ async function qa(ctx: CommandContext) {
     db: ctx.db,
     line: ctx.line,
     ssh: ctx.config.ssh,
-    driverFreshMs: ctx.config.driverFreshMs,
+    driverFreshMs: await ctx.driverFreshMs(),
     qaNotifier: ctx.temporal.qaNotifier(),
   });
 }

@@ -24,7 +24,7 @@ export function registerRunQa(dr: Command): void {
         BaseOptions.extend({ check: nonEmpty, stage: nonEmpty.optional(), nonBlocking: z.boolean().optional() }),
         async (ctx, o, [runId]) => {
           const { runObligationActivities } = await import('../../activities/qa/runObligations');
-          return runObligationActivities({ db: ctx.db, driverFreshMs: ctx.config.driverFreshMs }).addRunQa({
+          return runObligationActivities({ db: ctx.db, driverFreshMs: await ctx.driverFreshMs() }).addRunQa({
             sessionId: actingSession(o),
             runId: runId!,
             check: o.check,

@@ -42,7 +42,7 @@ export function registerServe(program: Command): void {
         const { join } = await import('node:path');
         const app = buildDashboard({
           db: ctx.db,
-          driverFreshMs: ctx.config.driverFreshMs,
+          driverFreshMs: await ctx.driverFreshMs(),
           temporalUi: await temporalUi(ctx.config.home),
           namespace: ctx.config.temporal.namespace,
           viewerSessionId: o.session ?? process.env.YOKE_SESSION_ID,

@@ -326,3 +326,45 @@ test("I13 R1 QA plan executions: verdicts and waivers on another actor's driven 
   );
   expect((await recorded()).map((r) => r.case_name).sort()).toEqual(['gate', 'look']);
 });
+
+test("issue 4 issue 13 R1: the CLI honours the deployment's driver freshness from Postgres, not its own environment; a lapse by that setting frees the run for the CLI and Postgres alike", async () => {
+  await setUp(
+    (args) => boss.run(args),
+    [['projects', 'grant', 'web', '--actor', bob.name, '--permission', 'runs.deploy']],
+  );
+  const heartbeatAgo = (seconds: number) =>
+    t.db
+      .updateTable('deployment_runs')
+      .set({ driver_session_id: 'a1', driver_heartbeat_at: sql`now() - make_interval(secs => ${seconds})` })
+      .where('run_id', '=', runId)
+      .execute();
+  const bobBeats = (env: Record<string, string> = {}) =>
+    bob.run(['deployment-runs', 'heartbeat', runId, '--json'], {
+      YOKE_SESSION_ID: 'b1',
+      TEMPORAL_ADDRESS: '127.0.0.1:9',
+      ...env,
+    });
+  // A caller's own environment cannot shorten the deployment's setting (ten minutes here).
+  await heartbeatAgo(7);
+  const refused = await bobBeats({ YOKE_DRIVER_FRESH_SECONDS: '5' });
+  expect(jsonError(refused)).toMatchObject({
+    code: 'run_driven_elsewhere',
+    details: { run_id: runId, driver_session_id: 'a1' },
+  });
+  // The deployment's setting is 5 s: 7 s after alice's heartbeat the run is free, for the CLI and for Postgres.
+  await sql`UPDATE deployment_settings SET driver_fresh_seconds = 5`.execute(t.db);
+  try {
+    await heartbeatAgo(2);
+    expect(outcome(await bobBeats())).toBe('run_driven_elsewhere');
+    await heartbeatAgo(7);
+    expect(outcome(await bobBeats())).toBe('allowed');
+    const run = await t.db
+      .selectFrom('deployment_runs')
+      .select('driver_session_id')
+      .where('run_id', '=', runId)
+      .executeTakeFirstOrThrow();
+    expect(run.driver_session_id).toBe('b1');
+  } finally {
+    await sql`UPDATE deployment_settings SET driver_fresh_seconds = 600`.execute(t.db);
+  }
+}, 120_000);

@@ -1,8 +1,10 @@
 import type { Kysely } from 'kysely';
 import { Client } from 'pg';
 import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { driverFreshMs } from '../../activities/deploymentSettings';
 import type { Database } from '../../db/database';
 import { createDb } from '../../db/pool';
+import { refusalFromPostgres } from '../../domain/sqlRefusal';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
@@ -187,4 +189,43 @@ test("issue 13 W7 W9: a user cannot cancel another actor's place in a waiting li
     { session_id: 'y1', state: 'cancelled', cancel_reason: 'left' },
     { session_id: 'y1', state: 'cancelled', cancel_reason: 'session_ended' },
   ]);
+});
+
+test('issue 4 issue 13 R1: driver freshness is one deployment setting Postgres and the CLI honour; users cannot change it; the refusal names the driver', async () => {
+  expect(await refusalOf(stranger.q('UPDATE deployment_settings SET driver_fresh_seconds = 1'))).toBe(
+    'permission_denied',
+  );
+  expect(await driverFreshMs(dbOf(stranger), 1)).toBe(600_000);
+  await su.query('UPDATE deployment_settings SET driver_fresh_seconds = 5');
+  const asDeployer = deploymentRunActivities({
+    db: dbOf(deployer),
+    driverFreshMs: await driverFreshMs(dbOf(deployer), 600_000),
+  });
+
+  // Fresh: Postgres refuses a raw heartbeat, naming the driver's session and actor.
+  await su.query("UPDATE deployment_runs SET driver_heartbeat_at = now() - interval '2 seconds' WHERE run_id = $1", [
+    runId,
+  ]);
+  const err = await deployer
+    .q('UPDATE deployment_runs SET driver_heartbeat_at = now() WHERE run_id = $1', [runId])
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  expect(refusalFromPostgres(err)).toMatchObject({
+    code: 'run_driven_elsewhere',
+    details: { run_id: runId, driver_session_id: 'dr1', driver_actor_id: driver.name, actor_id: deployer.name },
+  });
+  expect((await yokeRefusalOf(asDeployer.heartbeatRun({ sessionId: 'dp1', runId }))).code).toBe('run_driven_elsewhere');
+
+  // Lapsed by the deployment's setting (7 s > 5 s, far inside ten minutes): the run is free for the CLI and Postgres alike.
+  await su.query("UPDATE deployment_runs SET driver_heartbeat_at = now() - interval '7 seconds' WHERE run_id = $1", [
+    runId,
+  ]);
+  await expect(asDeployer.heartbeatRun({ sessionId: 'dp1', runId })).resolves.toBeDefined();
+  expect(
+    (await su.query('SELECT driver_session_id FROM deployment_runs WHERE run_id = $1', [runId])).rows[0]
+      .driver_session_id,
+  ).toBe('dp1');
+  await su.query('UPDATE deployment_settings SET driver_fresh_seconds = 600');
 });
