@@ -38,6 +38,7 @@ import * as operatorEventOnce from './migrations/0030_operator_event_once';
 import * as driverFreshness from './migrations/0032_driver_freshness';
 import * as runQaVerdictRule from './migrations/0032_run_qa_verdict_rule';
 import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
+import * as eventRule from './migrations/0032_event_rule';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -78,6 +79,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0029_settlement_user_role': settlementUserRole,
   '0030_operator_event_once': operatorEventOnce,
   '0032_driver_freshness': driverFreshness,
+  '0032_event_rule': eventRule,
   '0032_run_qa_verdict_rule': runQaVerdictRule,
   '0032_wait_owner_rule': waitOwnerRule,
 };

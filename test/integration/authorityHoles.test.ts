@@ -325,7 +325,8 @@ test('C11 issue 13: a user who is no operator cannot write an operator-release e
         agent.q('INSERT INTO events (event_type, project_id, payload) VALUES ($1, $2, $3)', [type, web, '{}']),
       ),
     ]).toEqual([type, 'permission_denied']);
+  // Issue 13: nor one of its types for a run it may not act on (0032_event_rule; authorityRules.test.ts).
   expect(
     await refusalOf(agent.q("INSERT INTO events (event_type, payload) VALUES ('DeploymentRunStageStarted', '{}')")),
-  ).toBe('allowed');
+  ).toBe('permission_denied');
 });

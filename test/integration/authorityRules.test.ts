@@ -229,3 +229,31 @@ test('issue 4 issue 13 R1: driver freshness is one deployment setting Postgres a
   ).toBe('dp1');
   await su.query('UPDATE deployment_settings SET driver_fresh_seconds = 600');
 });
+
+test("issue 13: a user's events name its own session and a run it may act on; forged ItemDone and DeploymentRunSucceeded are refused", async () => {
+  const event = (who: SqlActor, type: string, sid: string | null, payload: object) =>
+    who.q('INSERT INTO events (event_type, project_id, session_id, payload) VALUES ($1, $2, $3, $4)', [
+      type,
+      web,
+      sid,
+      JSON.stringify(payload),
+    ]);
+  // dp1 drives the run now (the test above).
+  expect(await refusalOf(event(stranger, 'ItemDone', 'dp1', { item: 'WEB-1', run_id: runId }))).toBe(
+    'permission_denied',
+  );
+  expect(await refusalOf(event(stranger, 'ItemDone', 'st1', { item: 'WEB-1', run_id: runId }))).toBe(
+    'permission_denied',
+  );
+  expect(await refusalOf(event(stranger, 'DeploymentRunSucceeded', null, { run_id: runId }))).toBe('permission_denied');
+  expect(await refusalOf(event(stranger, 'DeploymentRunStageStarted', null, {}))).toBe('permission_denied');
+  expect(await refusalOf(event(stranger, 'QaPlanExecutionBegun', 'st1', { execution_id: 1, run_id: runId }))).toBe(
+    'permission_denied',
+  );
+  // The driver, in its own session (or none), on its run: as its commands write them; not in another's session.
+  expect(await refusalOf(event(deployer, 'DeploymentRunCancelled', 'dp1', { run_id: runId, reason: 'x' }))).toBe(
+    'allowed',
+  );
+  expect(await refusalOf(event(deployer, 'DeploymentRunSettling', null, { run_id: runId }))).toBe('allowed');
+  expect(await refusalOf(event(deployer, 'DeploymentRunSettling', 'dr1', { run_id: runId }))).toBe('permission_denied');
+});

@@ -283,11 +283,13 @@ test('I13 R1 runs: created for projects you may deploy; driven by the driver or 
 });
 
 test('I13 events are insert-only and name the connected role, whatever the writer claims', async () => {
-  const [row] = await bob.q<{ actor_id: string }>(
-    "INSERT INTO events (event_type, payload, actor_id) VALUES ('DeploymentRunStageStarted', '{}', $1) RETURNING actor_id",
-    [alice.name],
+  // Alice drives r1: she writes its events (0032_event_rule), under her own name whatever she claims.
+  const [row] = await alice.q<{ actor_id: string }>(
+    `INSERT INTO events (event_type, project_id, payload, actor_id) VALUES ('DeploymentRunStageStarted', $1, '{"run_id": "r1"}', $2)
+     RETURNING actor_id`,
+    [web, bob.name],
   );
-  expect(row!.actor_id).toBe(bob.name);
+  expect(row!.actor_id).toBe(alice.name);
   for (const who of [bob, boss, worker]) {
     expect(await refusalOf(who.q("UPDATE events SET event_type = 'Forged'"))).toBe('permission_denied');
     expect(await refusalOf(who.q('DELETE FROM events'))).toBe('permission_denied');
