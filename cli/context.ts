@@ -35,8 +35,12 @@ export async function withDb<T>(
   const db = openStore(config.databaseUrl, options);
   const temporal = new LazyTemporal(config);
   let freshMs: Promise<number> | undefined;
+  // The CLI's own YOKE_DRIVER_FRESH_SECONDS, when set, rules what the CLI decides (as
+  // YOKE_RESERVATION_LIFETIME_SECONDS does); Postgres still holds users to the recorded setting.
   const driverFreshMs = () =>
-    (freshMs ??= import('../activities/deploymentSettings').then((m) => m.driverFreshMs(db, config.driverFreshMs)));
+    (freshMs ??= config.driverFreshExplicit
+      ? Promise.resolve(config.driverFreshMs)
+      : import('../activities/deploymentSettings').then((m) => m.driverFreshMs(db, config.driverFreshMs)));
   try {
     return await fn({
       config,

@@ -89,6 +89,8 @@ export interface YokeConfig {
   ssh: { connectTimeoutMs: number; commandTimeoutMs: number; keyDir: string };
   /** R1: how long a driver's heartbeat keeps its attachment live. */
   driverFreshMs: number;
+  /** Whether YOKE_DRIVER_FRESH_SECONDS was set for this process (else the deployment's recorded setting rules). */
+  driverFreshExplicit: boolean;
   /** I2: how long the CLI waits for a create before repeating it once under the same key. */
   createTimeoutMs: number;
   /** T3: how long a takeover waits for a run or execution row lock before refusing takeover_lock_timeout. */
@@ -161,6 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
       keyDir: sshKeyDir({ YOKE_SSH_KEY_DIR: e.YOKE_SSH_KEY_DIR, YOKE_HOME: e.YOKE_HOME }),
     },
     driverFreshMs: e.YOKE_DRIVER_FRESH_SECONDS * 1000,
+    driverFreshExplicit: env.YOKE_DRIVER_FRESH_SECONDS !== undefined,
     createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,
     takeoverLockTimeoutMs: e.YOKE_TAKEOVER_LOCK_TIMEOUT_MS,
     applyMaxBytes: e.YOKE_APPLY_MAX_BYTES,

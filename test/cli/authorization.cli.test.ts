@@ -368,3 +368,22 @@ test("issue 4 issue 13 R1: the CLI honours the deployment's driver freshness fro
     await sql`UPDATE deployment_settings SET driver_fresh_seconds = 600`.execute(t.db);
   }
 }, 120_000);
+
+test('issue 4 R1: a CLI run with YOKE_DRIVER_FRESH_SECONDS set decides by its own setting, as the README says; without it, by the recorded one', async () => {
+  await setUp((args) => boss.run(args), [['sessions', 'register', '--session', 'x1', '--project', 'web']]);
+  await t.db
+    .updateTable('deployment_runs')
+    .set({ driver_session_id: 'a1', driver_heartbeat_at: sql`now() - make_interval(secs => 7)` })
+    .where('run_id', '=', runId)
+    .execute();
+  const bossBeats = (env: Record<string, string> = {}) =>
+    boss.run(['deployment-runs', 'heartbeat', runId, '--json'], {
+      YOKE_SESSION_ID: 'x1',
+      TEMPORAL_ADDRESS: '127.0.0.1:9',
+      ...env,
+    });
+  // the recorded setting (ten minutes): alice's attachment is still live
+  expect(outcome(await bossBeats())).toBe('run_driven_elsewhere');
+  // the admin's own 5 s: 7 s after alice's heartbeat the run is free
+  expect(outcome(await bossBeats({ YOKE_DRIVER_FRESH_SECONDS: '5' }))).toBe('allowed');
+}, 60_000);
