@@ -39,6 +39,7 @@ import * as driverFreshness from './migrations/0032_driver_freshness';
 import * as runQaVerdictRule from './migrations/0032_run_qa_verdict_rule';
 import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
 import * as eventRule from './migrations/0032_event_rule';
+import * as leanClaimPath from './migrations/0034_lean_claim_path';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -82,6 +83,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0032_event_rule': eventRule,
   '0032_run_qa_verdict_rule': runQaVerdictRule,
   '0032_wait_owner_rule': waitOwnerRule,
+  '0034_lean_claim_path': leanClaimPath,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
