@@ -14,9 +14,17 @@ import { sshKeyDir } from '../../config/paths';
 import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
 import { refusal, usageError } from '../../domain/errors';
 
-/** Where and as whom to run commands on a test machine, with its pinned host key. */
+/**
+ * What the host is to yoke: a test machine (registered with `yoke test-machine add`) or a
+ * deploy host (a `hosts:` entry of the project definition). Each is re-pinned its own way.
+ */
+export type SshHostRole = 'test_machine' | 'deploy_host';
+
+/** Where and as whom to run commands on a test machine or deploy host, with its pinned host key. */
 export interface SshTarget {
   name: string;
+  /** Test machine unless said otherwise. */
+  role?: SshHostRole;
   host: string;
   port: number;
   user: string;
@@ -60,9 +68,33 @@ export class SshUnavailable extends Error {
   constructor(
     readonly target: string,
     readonly detail: string,
+    role: SshHostRole = 'test_machine',
   ) {
-    super(`cannot reach test machine ${target} over SSH: ${detail}`);
+    super(`cannot reach ${roleLabel(role)} ${target} over SSH: ${detail}`);
   }
+}
+
+function roleLabel(role: SshHostRole): string {
+  return role === 'deploy_host' ? 'deploy host' : 'test machine';
+}
+
+/**
+ * A pinned host key that no longer matches: named for what the host is, with the way to re-pin
+ * it. A test machine is re-added; a deploy host's key lives in the project definition (issue 10).
+ */
+export function hostKeyMismatch(target: SshTarget, pinned: string, presented: string) {
+  const role = target.role ?? 'test_machine';
+  const where = `${roleLabel(role)} ${target.name} (${target.host}:${target.port})`;
+  return refusal('host_key_mismatch', `${where} presented host key ${presented}, not the pinned ${pinned}`, {
+    recovery:
+      role === 'deploy_host'
+        ? `if the host was legitimately re-imaged, point host ${target.name}'s host_key_file in the project definition (hosts:) at its new public key, then re-apply the definition: yoke apply -f FILE`
+        : `if the machine was legitimately re-imaged, re-pin it: yoke test-machine remove ${target.name}, then yoke test-machine add ${target.name} ... --host-key-file NEW_KEY.pub`,
+    details:
+      role === 'deploy_host'
+        ? { deploy_host: target.name, pinned, presented }
+        : { test_machine: target.name, pinned, presented },
+  });
 }
 
 const KEEP_BYTES = 64 * 1024;
@@ -174,25 +206,14 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
 
     conn.on('error', (err: Error & { level?: string }) => {
       if (pinned && presented && (presented.blob !== pinned.blob || presented.type !== pinned.type)) {
-        finish(() =>
-          reject(
-            refusal(
-              'host_key_mismatch',
-              `test machine ${target.name} (${target.host}:${target.port}) presented host key ${fingerprint(presented!)}, not the pinned ${fingerprint(pinned)}`,
-              {
-                recovery: `if the machine was legitimately re-imaged, re-pin it: yoke test-machine remove ${target.name}, then yoke test-machine add ${target.name} ... --host-key-file NEW_KEY.pub`,
-                details: { test_machine: target.name, pinned: fingerprint(pinned), presented: fingerprint(presented!) },
-              },
-            ),
-          ),
-        );
+        finish(() => reject(hostKeyMismatch(target, fingerprint(pinned), fingerprint(presented!))));
         return;
       }
-      finish(() => reject(new SshUnavailable(target.name, err.message)));
+      finish(() => reject(new SshUnavailable(target.name, err.message, target.role)));
     });
     conn.on('ready', () => {
       conn.exec(command, (err, stream) => {
-        if (err) return finish(() => reject(new SshUnavailable(target.name, err.message)));
+        if (err) return finish(() => reject(new SshUnavailable(target.name, err.message, target.role)));
         const hash = createHash('sha256');
         const out: Buffer[] = [];
         const errOut: Buffer[] = [];
@@ -221,7 +242,13 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
           // (sshd died, the network dropped): the host is unavailable, not the command failed.
           if (!timedOut && code == null && signal == null && !opts.signal?.aborted) {
             finish(() =>
-              reject(new SshUnavailable(target.name, 'the connection closed before the command reported its exit')),
+              reject(
+                new SshUnavailable(
+                  target.name,
+                  'the connection closed before the command reported its exit',
+                  target.role,
+                ),
+              ),
             );
             return;
           }

@@ -129,6 +129,7 @@ export function runStageActivities(deps: {
         const result = await runOverSsh(
           {
             name: host.name,
+            role: 'deploy_host',
             host: host.host,
             port: host.port,
             user: host.ssh_user,

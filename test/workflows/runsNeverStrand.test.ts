@@ -133,12 +133,16 @@ async function expectFailedCleanly(runId: string, reason: RegExp) {
   expect(run.occupancy!.occupying).toBe(false);
 }
 
-test('an SSH deploy refused host_key_mismatch fails the stage and the run with its reason; YokeRunStatus reads failed', async () => {
+test('issue 10 an SSH deploy refused host_key_mismatch fails the stage and the run with its reason, naming the deploy host and its host_key_file; YokeRunStatus reads failed', async () => {
   await sql`UPDATE deploy_hosts SET host_key = ${pinnedKey(other)} WHERE name = 'app'`.execute(t.db);
   try {
     const { run, handle } = await walking('ssh-deploy', []);
     expect(await handle.result()).toEqual({ status: 'failed' });
     await expectFailedCleanly(run.run_id, /host_key_mismatch/);
+    // The recovery is the project definition's, not `yoke test-machine` (app is no test machine).
+    const detail = (await r.getRun({ runId: run.run_id })).stages!.find((s) => s.status === 'failed')!.detail;
+    expect(detail).toMatch(/deploy host app .*host_key_file.*yoke apply -f FILE/);
+    expect(detail).not.toMatch(/test-machine|test machine/);
     expect(await runStatusLabel(handle)).toBe('failed');
   } finally {
     await sql`UPDATE deploy_hosts SET host_key = ${pinnedKey(app)} WHERE name = 'app'`.execute(t.db);
