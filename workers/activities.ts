@@ -116,6 +116,21 @@ export function createActivities(deps: ActivityDeps) {
     },
     { bugsAreFinal: true },
   );
+  // A QA plan execution's steps too (issue 10): infrastructure failures are retried (or, for a
+  // case's command, the case runs again); anything else is recorded as the execution's end.
+  const qaSteps = raisingApplicationFailures(
+    {
+      acquireHost: qa.acquireHost,
+      recordStepOutcome: qa.recordStepOutcome,
+      recordSshUnavailable: qa.recordSshUnavailable,
+      recordStepInterrupted: qa.recordStepInterrupted,
+      // Issue 13: verdicts and waivers are the CLI's to write under its caller's role; the worker only reads them.
+      recordedCases: qa.recordedCases,
+      finishExecution: qa.finishExecution,
+      runStepCommand: heartbeating(qa.runStepCommand),
+    },
+    { bugsAreFinal: true },
+  );
   return raisingApplicationFailures({
     // The fold workflow folds only the requests recorded in Postgres (never a path from a signal).
     foldRequestedUsage: atMost(
@@ -139,12 +154,6 @@ export function createActivities(deps: ActivityDeps) {
     finishCheck: machines.finishCheck,
     expireReservation: machines.expireReservation,
     runCheckCommand: heartbeating(machines.runCheckCommand),
-    acquireHost: qa.acquireHost,
-    recordStepOutcome: qa.recordStepOutcome,
-    recordSshUnavailable: qa.recordSshUnavailable,
-    // Issue 13: verdicts and waivers are the CLI's to write under its caller's role; the worker only reads them.
-    recordedCases: qa.recordedCases,
-    finishExecution: qa.finishExecution,
-    runStepCommand: heartbeating(qa.runStepCommand),
+    ...qaSteps,
   });
 }

@@ -1,12 +1,16 @@
 import {
+  ActivityFailure,
   allHandlersFinished,
+  ApplicationFailure,
   CancellationScope,
   condition,
   ContinueAsNew,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
+  TimeoutFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import { ONCE_HEARTBEATING } from './activityOptions';
@@ -34,12 +38,35 @@ const steps = proxyActivities<
   >
 >({
   startToCloseTimeout: '1 minute',
-  retry: { maximumAttempts: 20 },
+  // Issue 10: steps only read and write Postgres; a failing connection is retried without limit,
+  // with backoff, and anything else reaches the workflow non-retryable (workers/activities.ts).
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
-// A case's command heartbeats while it runs and is never retried automatically: running a
-// test twice is a decision, not a side effect of a lost worker.
+// A case's command heartbeats while it runs and is never retried by Temporal: the workflow
+// decides. A command that reported no result (its worker died or lost its connection) is an
+// infrastructure failure, so the case rejoins its machine's line and runs again (interrupted).
 const ssh = proxyActivities<Pick<QaExecutionActivities, 'runStepCommand'>>(ONCE_HEARTBEATING);
+
+/**
+ * Issue 10 / W3: why a case's command ended with no result of its own, when that is an
+ * infrastructure failure: the activity timed out (the worker running it was killed or cut off,
+ * so it stopped heartbeating) or failed on something retryable (Postgres unreachable). A
+ * refusal or a bug (non-retryable) is not: it still ends the execution, naming it.
+ */
+function interruption(err: unknown): string | null {
+  if (!(err instanceof ActivityFailure)) return null;
+  const cause = err.cause;
+  if (cause instanceof TimeoutFailure)
+    return cause.timeoutType === 'HEARTBEAT'
+      ? 'worker_lost: the worker running the command stopped heartbeating (it died or lost its connection)'
+      : `timed_out: the command's activity timed out (${cause.timeoutType})`;
+  if (cause instanceof ApplicationFailure && !cause.nonRetryable) return `infrastructure: ${cause.message}`;
+  return null;
+}
+
+/** The longest pause before an interrupted case runs again, doubling from one second. */
+const MAX_RERUN_PAUSE_MS = 60_000;
 
 /** The safety net under the casesRecorded nudge: a verdict recorded without one is read this late. */
 const REREAD_EVERY = '5 minutes';
@@ -58,7 +85,8 @@ export interface QaPlanExecutionInput {
  * A QA plan execution (qa-plan-execution/<id>): walks the plan's steps in order. Automatic
  * steps lease their test machine; when it is held or unhealthy the execution is in the line
  * and sleeps until the reservation signal wakes it (W2, no polling); an SSH failure records
- * ssh_unavailable and waits in line again (W3). Manual steps and the gate wait for a human
+ * ssh_unavailable and waits in line again (W3), and so does a case whose command reported no
+ * result because its worker was lost (issue 10): only a command's own result decides a case. Manual steps and the gate wait for a human
  * verdict, which the CLI records in Postgres under its caller's role (issue 13); the
  * casesRecorded signal only wakes the workflow to re-read the recorded cases, and a slow
  * timer re-reads them too, so a nudge lost after the commit strands nothing. Every end goes
@@ -112,6 +140,8 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
     await continueAsNew<typeof qaPlanExecution>({ ...input, runId, recorded: Object.fromEntries(recorded) });
   };
 
+  /** The current case's interruptions in a row: each waits twice as long before it runs again. */
+  let interruptions = 0;
   let failedCase: string | null = null;
   let error: string | null = null;
   try {
@@ -138,21 +168,36 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
           }
           snapshot.phase = 'step';
           let outcome: StepOutcome | undefined;
+          let interrupted: string | null = null;
           try {
             outcome = await CancellationScope.cancellable(async () => {
               running = CancellationScope.current();
               return ssh.runStepCommand({ executionId, ordinal: step.ordinal });
             });
           } catch (err) {
-            if (!isCancellation(err) && !(ended !== null || recorded.has(step.name))) throw err;
+            if (!isCancellation(err) && !(ended !== null || recorded.has(step.name))) {
+              interrupted = interruption(err);
+              // patched: an execution that already ended on such a failure replays as it ran.
+              if (interrupted === null || !patched('qa-case-interrupted-runs-again')) throw err;
+            }
           } finally {
             running = undefined;
+          }
+          if (interrupted !== null && ended === null && !recorded.has(step.name)) {
+            // Issue 10 / W3: never an error verdict; the case rejoins the line and runs again.
+            interruptions++;
+            await steps.recordStepInterrupted({ executionId, ordinal: step.ordinal, detail: interrupted });
+            const pause = Math.min(1_000 * 2 ** (interruptions - 1), MAX_RERUN_PAUSE_MS);
+            snapshot.phase = 'waiting_for_host';
+            await condition(() => ended !== null || recorded.has(step.name), pause);
+            continue;
           }
           if (!outcome || ended !== null || recorded.has(step.name)) continue;
           if (outcome.kind === 'ssh_unavailable') {
             await steps.recordSshUnavailable({ executionId, ordinal: step.ordinal, detail: outcome.detail });
             continue;
           }
+          interruptions = 0;
           const r = await steps.recordStepOutcome({ executionId, ordinal: step.ordinal, outcome });
           recorded.set(r.case, r.verdict);
         }

@@ -534,6 +534,67 @@ export function qaExecutionActivities(deps: {
     return value;
   }
 
+  /**
+   * Issue 10 / W3: a case's command that never reported a result (the worker running it died or
+   * lost its connection, the activity timed out) is an infrastructure failure, never a verdict:
+   * the case runs again. Like ssh_unavailable, the lease is released (serving the line) and the
+   * execution joins the machine's line, its wait naming why; the machine itself is not at fault,
+   * so no failed verification is recorded. One transaction, after which the workflow's next
+   * acquire takes the machine or waits its turn.
+   */
+  async function recordStepInterrupted(input: {
+    executionId: number;
+    ordinal: number;
+    detail: string;
+  }): Promise<{ position: number }> {
+    const e = await executionById(db, input.executionId);
+    const step = stepAt(e, input.ordinal);
+    const machine = step.test_machine!;
+    const why = `step_interrupted: case ${step.name} did not report a result (${input.detail}); it runs again`;
+    const { value } = await inLineTransaction(db, notifier, async (trx, effects) => {
+      const locked = await executionById(trx, e.execution_id, { lock: true });
+      if (locked.status !== 'running') return { position: 0 };
+      const session = await requireLiveSession(trx, e.session_id);
+      await recordEvent(trx, {
+        event_type: 'QaPlanCaseInterrupted',
+        session_id: e.session_id,
+        payload: {
+          execution_id: e.execution_id,
+          run_id: locked.run_id,
+          case: step.name,
+          test_machine: machine,
+          detail: input.detail.slice(0, EXCERPT_CHARS),
+        },
+      });
+      if (locked.held_claim_id !== null) {
+        const claim = await lockClaimForRelease(trx, locked.held_claim_id);
+        if (claim && !claim.released_at)
+          await releaseServingLine(
+            trx,
+            claim,
+            { reason: why, bySessionId: e.session_id, byActorId: null },
+            lifetimeMs,
+            effects,
+          );
+        await clearHeldClaim(trx, e.execution_id);
+      }
+      const joined = await joinLine(
+        trx,
+        {
+          test_machine: machine,
+          session_id: e.session_id,
+          actor_id: session.actor_id,
+          resume_command: `yoke qa watch ${e.execution_id}`,
+          rationale: why,
+          qa_plan_execution_id: e.execution_id,
+        },
+        effects,
+      );
+      return { position: joined.position };
+    });
+    return value;
+  }
+
   async function recordHuman(
     input: { executionId: number; case: string; sessionId: string; runId?: string },
     verdict: 'passed' | 'failed' | 'waived',
@@ -719,6 +780,7 @@ export function qaExecutionActivities(deps: {
     runStepCommand,
     recordStepOutcome,
     recordSshUnavailable,
+    recordStepInterrupted,
     recordHumanVerdict,
     waiveExecutionCase,
     recordedCases,
