@@ -10,7 +10,8 @@ import {
   terminalRunsOccupying,
   waitsOfEndedSessions,
 } from '../db/invariants';
-import type { RunWorkflows } from './runs/runWorkflows';
+import { supersededRunsSince } from '../db/runs';
+import { SUPERSEDED_WORKFLOW_WINDOW_MS, type RunWorkflows } from './runs/runWorkflows';
 
 export interface Violation {
   invariant: string;
@@ -28,6 +29,7 @@ export interface DoctorReport {
 const INVARIANTS = [
   'one_live_holder_per_unit',
   'executing_run_has_live_workflow',
+  'superseded_run_workflow_ended',
   'no_terminal_run_occupies',
   'occupying_run_marked_live',
   'reserved_wait_has_live_claim',
@@ -77,6 +79,17 @@ export function doctorActivities(deps: { db: Kysely<Database>; workflows: RunWor
           recovery: `yoke deployment-runs repair ${run.run_id} (the sweep's reconciler does the same)`,
         });
       }
+    }
+    // T2: a takeover whose signal was lost (Temporal unreachable) leaves the predecessor walking.
+    for (const r of await supersededRunsSince(db, new Date(Date.now() - SUPERSEDED_WORKFLOW_WINDOW_MS))) {
+      const wf = await deps.workflows.describe(r.run_id);
+      if (wf.status !== 'RUNNING') continue;
+      violations.push({
+        invariant: 'superseded_run_workflow_ended',
+        subject: r.run_id,
+        message: `run ${r.run_id} was taken over by run ${r.superseded_by_run_id} but its workflow ${wf.workflow_id} still runs`,
+        recovery: `yoke deployment-runs repair ${r.run_id} tells it to end superseded (the sweep's reconciler does the same)`,
+      });
     }
     for (const r of await terminalRunsOccupying(db)) {
       violations.push({

@@ -1,6 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { RunWalk, RunWorkflowView, RunWorkflows, WorkflowAttachment } from '../activities/runs/runWorkflows';
 import { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } from '../workflows/definitions';
+import { temporalTakeoverNotifier } from './takeoverSignals';
 import type { deploymentRun } from '../workflows/deploymentRun';
 
 /** What Temporal knows of a run's workflow: its status, and the walk it runs (from its memo). */
@@ -49,5 +50,7 @@ export function temporalRunWorkflows(client: Client, taskQueue: string): RunWork
     ensure: (run) => ensureRunWorkflow(client, taskQueue, run),
     describe: (runId) => describeRunWorkflow(client, runId),
     workflowId: runWorkflowId,
+    // The takeover's own message (a workflow that ended meanwhile needs none).
+    supersede: (runId, successorRunId) => temporalTakeoverNotifier(client).runSuperseded(runId, successorRunId),
   };
 }

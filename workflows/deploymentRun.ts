@@ -127,7 +127,7 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
   snapshot.walk = walk;
   upsertMemo({ walk }); // the reconciler tells a superseded workflow from the run's own by it
   if (plan.walk !== walk) return end('superseded');
-  if (plan.status !== 'executing') return end(plan.status);
+  if (plan.status !== 'executing') return endAs(plan);
 
   /** Each stage kind's step. */
   const stageSteps: Record<StagePlan['kind'], (stage: StagePlan) => Promise<StageOutcome>> = {
@@ -202,18 +202,28 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
     return { status };
   }
 
+  /**
+   * T2: ends with the run's status as Postgres has it; a run its row says was taken over ends
+   * superseded, whether or not the takeover's signal reached this workflow (Temporal may have
+   * been unreachable when the takeover committed).
+   */
+  function endAs(run: { status: string; superseded_by_run_id?: string | null }): RunOutcome {
+    if (run.superseded_by_run_id) superseded = true;
+    return end(run.status);
+  }
+
   async function walkStages(): Promise<RunOutcome> {
     const completing = plan.stages[plan.stages.length - 1]!;
     for (const stage of plan.stages.slice(plan.cursor)) {
-      if (terminalized) return end((await steps.runStatus({ runId })).status);
+      if (terminalized) return endAs(await steps.runStatus({ runId }));
       if (stage.ordinal === completing.ordinal && !(await holdCompletingStage(stage)))
-        return end((await steps.runStatus({ runId })).status);
+        return endAs(await steps.runStatus({ runId }));
       const begun = await steps.beginStage({ runId, ordinal: stage.ordinal, walk });
       if (begun.superseded) return end('superseded');
-      if (!begun.proceed) return end(begun.status);
+      if (!begun.proceed) return endAs(begun);
       Object.assign(snapshot, { phase: 'stage', stage: stage.name, ordinal: stage.ordinal });
       const outcome = await runStage(stage);
-      if ('ended' in outcome) return end((await steps.runStatus({ runId })).status);
+      if ('ended' in outcome) return endAs(await steps.runStatus({ runId }));
       await steps.finishStage({ runId, ordinal: stage.ordinal, walk, result: outcome });
       if (!outcome.ok) {
         const reason = `stage ${stage.name} failed: ${outcome.detail}`;
@@ -224,11 +234,11 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
     // S1: operators filtering on YokeRunStatus see a run that is settling, not one still walking.
     // patched: a workflow already past this point when the label arrived replays without it.
     if (patched('settling-label')) upsertSearchAttributes([{ key: RUN_STATUS_KEY, value: 'settling' }]);
-    return end((await settle()).status);
+    return endAs(await settle());
   }
 
   /** The seam after the last stage: settlement decides how the run ends (workflows/settlement.ts). */
-  async function settle(): Promise<{ status: string }> {
+  async function settle(): Promise<{ status: string; superseded_by_run_id?: string | null }> {
     const status = await settleRun(runId, async (timeout) => {
       const mark = pokes;
       await condition(() => terminalized || pokes !== mark, timeout);
@@ -239,7 +249,7 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
       if (!terminalized && timeToContinueAsNew()) await continueAsNew<typeof deploymentRun>({ runId, walk });
       return terminalized;
     });
-    return { status: status === 'terminalized' ? (await steps.runStatus({ runId })).status : status };
+    return status === 'terminalized' ? await steps.runStatus({ runId }) : { status };
   }
 
   try {

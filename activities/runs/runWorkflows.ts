@@ -3,7 +3,7 @@ import type { Database } from '../../db/database';
 import { markOccupancyLive, occupancyUnitsOf, releaseTerminalOccupancy } from '../../db/occupancy';
 import { projectById } from '../../db/projects';
 import { membersOf } from '../../db/runMembers';
-import { executingRunIds, runById } from '../../db/runs';
+import { executingRunIds, runById, supersededRunsSince } from '../../db/runs';
 import { refusal } from '../../domain/errors';
 
 /** What a run's workflow is started with: its walk, and the labels operators filter by. */
@@ -16,8 +16,18 @@ export interface RunWalk {
 }
 
 export type WorkflowAttachment = 'running' | 'started' | 'replaced';
-/** What repair did: the workflow it found or started, or (a terminal run) the occupancy it released. */
-export type Repair = WorkflowAttachment | 'occupancy_released';
+/**
+ * What repair did: the workflow it found or started, or (a terminal run) the occupancy it
+ * released, or (a run taken over whose workflow still ran) told that workflow to end superseded.
+ */
+export type Repair = WorkflowAttachment | 'occupancy_released' | 'superseded';
+
+/**
+ * T2: how long after a takeover the reconciler still looks for the predecessor's workflow. The
+ * workflow re-reads its run at least every 10 minutes and then ends superseded by itself; the
+ * reconciler only makes that prompt once Temporal answers again.
+ */
+export const SUPERSEDED_WORKFLOW_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** A run's workflow as Temporal reports it: status null when there is none. */
 export interface RunWorkflowView {
@@ -32,6 +42,8 @@ export interface RunWorkflows {
   ensure(run: RunWalk): Promise<WorkflowAttachment>;
   describe(runId: string): Promise<RunWorkflowView>;
   workflowId(runId: string): string;
+  /** T2: tells the run's workflow it was taken over (the takeover's own signal may have been lost). */
+  supersede(runId: string, successorRunId: string): Promise<void>;
 }
 
 export interface Reattachment {
@@ -61,8 +73,21 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
     };
   }
 
+  /** T2: a run taken over whose workflow still runs is told again, so it ends superseded now. */
+  async function endSupersededWorkflow(runId: string, successorRunId: string): Promise<Reattachment | null> {
+    const wf = await deps.workflows.describe(runId);
+    if (wf.status !== 'RUNNING') return null;
+    await deps.workflows.supersede(runId, successorRunId);
+    const run = await runById(db, runId);
+    return { run_id: runId, walk: run.walk, workflow_id: wf.workflow_id, workflow: 'superseded' };
+  }
+
   async function reattachRun(input: { runId: string }): Promise<Reattachment> {
     const run = await runById(db, input.runId);
+    if (run.superseded_by_run_id && run.status !== 'executing') {
+      const told = await endSupersededWorkflow(run.run_id, run.superseded_by_run_id);
+      if (told) return told;
+    }
     await markOccupancyLive(db, run.run_id);
     if (run.status !== 'executing' && run.status !== 'created' && !run.occupancy_released_at) {
       // A terminal run never occupies: release what a fault left behind (yoke doctor names it).
@@ -92,7 +117,10 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
     return { run_id: run.run_id, walk: walk.walk, workflow_id: deps.workflows.workflowId(run.run_id), workflow };
   }
 
-  /** Every executing run gets a running workflow; returns the runs that needed one. */
+  /**
+   * Every executing run gets a running workflow, and every recently taken-over run's workflow
+   * that still runs is told to end superseded (T2); returns the runs that needed either.
+   */
   async function reattachStrandedRuns(): Promise<{ reattached: Reattachment[] }> {
     const reattached: Reattachment[] = [];
     for (const run_id of await executingRunIds(db)) {
@@ -103,6 +131,10 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
         // It ended between the list and the look: nothing to reattach.
         if ((err as { code?: string }).code !== 'run_not_executing') throw err;
       }
+    }
+    for (const r of await supersededRunsSince(db, new Date(Date.now() - SUPERSEDED_WORKFLOW_WINDOW_MS))) {
+      const told = await endSupersededWorkflow(r.run_id, r.superseded_by_run_id);
+      if (told) reattached.push(told);
     }
     return { reattached };
   }

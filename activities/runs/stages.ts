@@ -61,24 +61,34 @@ export function runStageActivities(deps: {
    * Where a walk starts: the run's status, the walk that owns the cursor, and the first stage
    * not yet passed (a restarted or continued workflow never redeploys a passed stage).
    */
-  async function loadRunPlan(input: {
-    runId: string;
-  }): Promise<{ status: string; walk: number; cursor: number; stages: StagePlan[] }> {
+  async function loadRunPlan(input: { runId: string }): Promise<{
+    status: string;
+    walk: number;
+    cursor: number;
+    stages: StagePlan[];
+    superseded_by_run_id: string | null;
+  }> {
     const run = await runById(db, input.runId);
     const flow = await runFlow(db, run);
     const done = await stageStatuses(db, run.run_id);
     const firstOpen = flow.stages.findIndex((_, i) => done.find((d) => d.ordinal === i)?.status !== 'passed');
     return {
       status: run.status,
+      superseded_by_run_id: run.superseded_by_run_id,
       walk: run.walk,
       cursor: firstOpen < 0 ? flow.stages.length : firstOpen,
       stages: flow.stages.map((s, ordinal) => ({ ordinal, name: s.name, kind: s.kind, target: s.target })),
     };
   }
 
-  /** The run's status now (the workflow labels itself with it when it ends). */
-  async function runStatus(input: { runId: string }): Promise<{ status: string }> {
-    return { status: (await runById(db, input.runId)).status };
+  /**
+   * The run's status now (the workflow labels itself with it when it ends), and the run that
+   * took it over, if any (T2: a predecessor's workflow ends superseded even when the takeover's
+   * signal never reached it).
+   */
+  async function runStatus(input: { runId: string }): Promise<{ status: string; superseded_by_run_id: string | null }> {
+    const run = await runById(db, input.runId);
+    return { status: run.status, superseded_by_run_id: run.superseded_by_run_id };
   }
 
   /**
@@ -89,11 +99,17 @@ export function runStageActivities(deps: {
     runId: string;
     ordinal: number;
     walk: number;
-  }): Promise<{ proceed: boolean; status: string; superseded: boolean }> {
+  }): Promise<{ proceed: boolean; status: string; superseded: boolean; superseded_by_run_id?: string | null }> {
     return db.transaction().execute(async (trx) => {
       const run = await runById(trx, input.runId, { lock: true });
       if (run.walk !== input.walk) return { proceed: false, status: run.status, superseded: true };
-      if (run.status !== 'executing') return { proceed: false, status: run.status, superseded: false };
+      if (run.status !== 'executing')
+        return {
+          proceed: false,
+          status: run.status,
+          superseded: false,
+          superseded_by_run_id: run.superseded_by_run_id,
+        };
       const flow = await runFlow(trx, run);
       const stage = flow.stages[input.ordinal]!;
       const waits = stage.kind === 'qa' || stage.kind === 'approval';
