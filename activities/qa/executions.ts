@@ -113,6 +113,9 @@ export type HostTurn =
 
 const EXCERPT_CHARS = 4000;
 
+type LineTrx = Parameters<Parameters<typeof inLineTransaction>[2]>[0];
+type LineTrxEffects = Parameters<Parameters<typeof inLineTransaction>[2]>[1];
+
 function identityOf(e: ExecutionRow): DeploymentStartIdentity {
   return {
     target: e.target_environment,
@@ -480,6 +483,47 @@ export function qaExecutionActivities(deps: {
   }
 
   /**
+   * W3: the execution gives its machine back (serving the line) and, while it runs, joins the
+   * machine's line again, its wait saying why; inside the caller's line transaction, with the
+   * execution's row locked.
+   */
+  async function giveBackAndRejoin(
+    trx: LineTrx,
+    effects: LineTrxEffects,
+    locked: ExecutionRow,
+    actorId: string,
+    machine: string,
+    why: string,
+  ): Promise<{ position: number }> {
+    if (locked.held_claim_id !== null) {
+      const claim = await lockClaimForRelease(trx, locked.held_claim_id);
+      if (claim && !claim.released_at)
+        await releaseServingLine(
+          trx,
+          claim,
+          { reason: why, bySessionId: locked.session_id, byActorId: null },
+          lifetimeMs,
+          effects,
+        );
+      await clearHeldClaim(trx, locked.execution_id);
+    }
+    if (locked.status !== 'running') return { position: 0 };
+    const joined = await joinLine(
+      trx,
+      {
+        test_machine: machine,
+        session_id: locked.session_id,
+        actor_id: actorId,
+        resume_command: `yoke qa watch ${locked.execution_id}`,
+        rationale: why,
+        qa_plan_execution_id: locked.execution_id,
+      },
+      effects,
+    );
+    return { position: joined.position };
+  }
+
+  /**
    * W3: an SSH connection failure is a failed verification `ssh_unavailable` of the machine,
    * not an error verdict: the lease is released (the machine is now unhealthy, so nobody is
    * served it) and the execution joins the line, to be woken after a successful verify (W8).
@@ -504,32 +548,7 @@ export function qaExecutionActivities(deps: {
         session_id: e.session_id,
         qa_plan_execution_id: e.execution_id,
       });
-      if (locked.held_claim_id !== null) {
-        const claim = await lockClaimForRelease(trx, locked.held_claim_id);
-        if (claim && !claim.released_at)
-          await releaseServingLine(
-            trx,
-            claim,
-            { reason: `ssh_unavailable: ${input.detail}`, bySessionId: e.session_id, byActorId: null },
-            lifetimeMs,
-            effects,
-          );
-        await clearHeldClaim(trx, e.execution_id);
-      }
-      if (locked.status !== 'running') return { position: 0 };
-      const joined = await joinLine(
-        trx,
-        {
-          test_machine: machine,
-          session_id: e.session_id,
-          actor_id: session.actor_id,
-          resume_command: `yoke qa watch ${e.execution_id}`,
-          rationale: `ssh_unavailable: ${input.detail}`,
-          qa_plan_execution_id: e.execution_id,
-        },
-        effects,
-      );
-      return { position: joined.position };
+      return giveBackAndRejoin(trx, effects, locked, session.actor_id, machine, `ssh_unavailable: ${input.detail}`);
     });
     return value;
   }
@@ -566,31 +585,7 @@ export function qaExecutionActivities(deps: {
           detail: input.detail.slice(0, EXCERPT_CHARS),
         },
       });
-      if (locked.held_claim_id !== null) {
-        const claim = await lockClaimForRelease(trx, locked.held_claim_id);
-        if (claim && !claim.released_at)
-          await releaseServingLine(
-            trx,
-            claim,
-            { reason: why, bySessionId: e.session_id, byActorId: null },
-            lifetimeMs,
-            effects,
-          );
-        await clearHeldClaim(trx, e.execution_id);
-      }
-      const joined = await joinLine(
-        trx,
-        {
-          test_machine: machine,
-          session_id: e.session_id,
-          actor_id: session.actor_id,
-          resume_command: `yoke qa watch ${e.execution_id}`,
-          rationale: why,
-          qa_plan_execution_id: e.execution_id,
-        },
-        effects,
-      );
-      return { position: joined.position };
+      return giveBackAndRejoin(trx, effects, locked, session.actor_id, machine, why);
     });
     return value;
   }
