@@ -44,7 +44,8 @@ class Progress {
 /**
  * `--wait`: blocks until the caller's turn is reserved, then consumes it. The wait workflow's
  * `awaitTurn` update wakes us the moment the release signals it (W7); Postgres, read every
- * second for the position shown, is the record and the fallback if Temporal is away.
+ * second for the position shown, is the record and the fallback if Temporal is away. The
+ * caller keeps the session alive meanwhile (the acquire command heartbeats it under --wait).
  */
 export async function waitForTurn(
   ctx: CommandContext,

@@ -2,6 +2,7 @@ import { isTerminalRunStatus } from '../domain/runStatuses';
 import type { DeploymentRunActivities } from '../activities/deploymentRuns';
 import type { RunView } from '../activities/runs/read';
 import type { CommandContext } from './context';
+import { keepWatcherAlive } from './sessionKeepAlive';
 import { unreachable } from '../domain/errors';
 
 function stamp(): string {
@@ -65,9 +66,23 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
 /**
  * `deployment-runs watch`: reads the run from Postgres (the record) and prints each change
  * as it happens: one line per stage transition in a terminal, one JSON object per change
- * with --json. Returns the final status.
+ * with --json. Returns the final status. Run as a session, it keeps that session alive.
  */
 export async function watchRun(
+  ctx: CommandContext,
+  runs: DeploymentRunActivities,
+  runId: string,
+  opts: { json: boolean; intervalMs: number; timeoutMs: number },
+): Promise<string> {
+  const stopHeartbeat = await keepWatcherAlive(ctx);
+  try {
+    return await followRun(ctx, runs, runId, opts);
+  } finally {
+    await stopHeartbeat();
+  }
+}
+
+async function followRun(
   ctx: CommandContext,
   runs: DeploymentRunActivities,
   runId: string,

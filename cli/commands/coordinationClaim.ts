@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { claimActivities, type AcquireResult, type ReleaseResult } from '../../activities/claims';
-import { YokeError } from '../../domain/errors';
+import { usageError, YokeError } from '../../domain/errors';
 import { OPERATOR_KEY_HELP, parseOperatorKey } from '../../domain/operatorKeys';
 import { actingSession, BaseOptions, claimIdSchema, commandAction, inHookContext, nonEmpty } from '../context';
 import { warn } from '../output';
@@ -92,38 +92,53 @@ export function registerCoordinationClaim(parent: Command): void {
       commandAction(
         AcquireOptions,
         async (ctx, o) => {
+          if (o.waitTimeout !== undefined && !o.wait) {
+            // W4: the stored resume_command must not carry a bound the command never applied.
+            throw usageError('invalid_argument', '--wait-timeout applies only with --wait, and --wait was not given', {
+              recovery: 'add --wait to wait in line for at most that long, or drop --wait-timeout',
+              details: { option: '--wait-timeout' },
+            });
+          }
           const sessionId = actingSession(o);
           const key = parseOperatorKey(o.key);
           const join = key.kind === 'qa_admission' ? { resumeCommand: resumeCommand() } : undefined;
           const claims = claimActivities({ db: ctx.db, line: ctx.line });
           const acquire = () =>
             claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });
-          const result = await acquire().catch(async (err: unknown) => {
-            if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
-            const wait = err.details.wait as { position: number };
-            if (!o.wait) {
-              throw new YokeError(
-                err.kind,
-                err.code,
-                err.message,
-                `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
-                err.details,
+          // W7 W9: a process waiting for its turn is its session alive, from its first acquire
+          // (joining may wait on Temporal) until it took the turn or gave up; else the stale-session
+          // sweep would end the session and cancel the wait it is in.
+          const stopHeartbeat = o.wait
+            ? (await import('../sessionKeepAlive')).keepSessionAlive(ctx, sessionId)
+            : async () => undefined;
+          const result = await acquire()
+            .catch(async (err: unknown) => {
+              if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
+              const wait = err.details.wait as { position: number };
+              if (!o.wait) {
+                throw new YokeError(
+                  err.kind,
+                  err.code,
+                  err.message,
+                  `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
+                  err.details,
+                );
+              }
+              warn(!!o.json, `${err.message}`);
+              const { waitForTurn } = await import('../waitForTurn');
+              return waitForTurn(
+                ctx,
+                {
+                  testMachine: key.testMachine,
+                  sessionId,
+                  json: !!o.json,
+                  resumeCommand: join!.resumeCommand,
+                  timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
+                },
+                acquire,
               );
-            }
-            warn(!!o.json, `${err.message}`);
-            const { waitForTurn } = await import('../waitForTurn');
-            return waitForTurn(
-              ctx,
-              {
-                testMachine: key.testMachine,
-                sessionId,
-                json: !!o.json,
-                resumeCommand: join!.resumeCommand,
-                timeoutMs: o.waitTimeout !== undefined ? o.waitTimeout * 1000 : undefined,
-              },
-              acquire,
-            );
-          });
+            })
+            .finally(stopHeartbeat);
           for (const w of result.warnings) warn(!!o.json, `warning: ${w}`);
           return result;
         },

@@ -247,56 +247,64 @@ export function registerQa(program: Command): void {
       const status = await withDb(async (ctx) => {
         const acts = await qa(ctx);
         const health = executionWorkflowHealth(ctx, id);
+        // A runner watching its execution is alive: its session (and the execution's waits) stay.
+        const stopHeartbeat = await (await import('../sessionKeepAlive')).keepWatcherAlive(ctx);
         const started = Date.now();
         let checked = 0;
         const seen = new Map<string, string>();
         let lastWaiting = '';
-        for (;;) {
-          const v = await acts.getExecution({ executionId: id });
-          for (const s of v.steps) {
-            const key = s.verdict ?? '';
-            if (!key || seen.get(s.name) === key) continue;
-            seen.set(s.name, key);
-            if (o.json)
-              process.stdout.write(
-                `${JSON.stringify({ execution_id: id, case: s.name, kind: s.kind, verdict: s.verdict, observed_commit: s.observed_commit, revision_check: s.revision_check })}\n`,
+        try {
+          for (;;) {
+            const v = await acts.getExecution({ executionId: id });
+            for (const s of v.steps) {
+              const key = s.verdict ?? '';
+              if (!key || seen.get(s.name) === key) continue;
+              seen.set(s.name, key);
+              if (o.json)
+                process.stdout.write(
+                  `${JSON.stringify({ execution_id: id, case: s.name, kind: s.kind, verdict: s.verdict, observed_commit: s.observed_commit, revision_check: s.revision_check })}\n`,
+                );
+              else
+                process.stdout.write(
+                  `${String(s.ordinal + 1).padStart(2)}/${v.steps.length} ${s.name.padEnd(20)} ${s.kind.padEnd(10)} ${s.verdict}  served ${s.observed_commit ?? '?'} (${s.revision_check})\n`,
+                );
+            }
+            const waiting = v.waits
+              .filter((w) => w.state === 'waiting')
+              .map((w) => `waiting for ${w.test_machine} at position ${w.position}`)
+              .join('; ');
+            if (waiting !== lastWaiting && !o.json && waiting) process.stdout.write(`${waiting}\n`);
+            lastWaiting = waiting;
+            if (v.status !== 'running') {
+              if (o.json)
+                process.stdout.write(
+                  `${JSON.stringify({ execution_id: id, status: v.status, release_reason: v.release_reason })}\n`,
+                );
+              else
+                process.stdout.write(
+                  `execution ${id} ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}\n`,
+                );
+              return v.status;
+            }
+            // Issue 10: every CLI wait is bounded, and one on an execution nothing moves on says so.
+            if (Date.now() - checked >= WORKFLOW_CHECK_EVERY_MS) {
+              checked = Date.now();
+              await health();
+            }
+            if (Date.now() - started > o.timeout * 1000) {
+              throw unreachable(
+                'wait_timeout',
+                `execution ${id} did not end within ${Math.round(o.timeout)} s of watching`,
+                {
+                  recovery: `it goes on without you: yoke qa watch ${id} again, or --timeout SECONDS`,
+                  details: { execution_id: id, status: v.status },
+                },
               );
-            else
-              process.stdout.write(
-                `${String(s.ordinal + 1).padStart(2)}/${v.steps.length} ${s.name.padEnd(20)} ${s.kind.padEnd(10)} ${s.verdict}  served ${s.observed_commit ?? '?'} (${s.revision_check})\n`,
-              );
+            }
+            await new Promise((r) => setTimeout(r, o.intervalMs));
           }
-          const waiting = v.waits
-            .filter((w) => w.state === 'waiting')
-            .map((w) => `waiting for ${w.test_machine} at position ${w.position}`)
-            .join('; ');
-          if (waiting !== lastWaiting && !o.json && waiting) process.stdout.write(`${waiting}\n`);
-          lastWaiting = waiting;
-          if (v.status !== 'running') {
-            if (o.json)
-              process.stdout.write(
-                `${JSON.stringify({ execution_id: id, status: v.status, release_reason: v.release_reason })}\n`,
-              );
-            else
-              process.stdout.write(`execution ${id} ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}\n`);
-            return v.status;
-          }
-          // Issue 10: every CLI wait is bounded, and one on an execution nothing moves on says so.
-          if (Date.now() - checked >= WORKFLOW_CHECK_EVERY_MS) {
-            checked = Date.now();
-            await health();
-          }
-          if (Date.now() - started > o.timeout * 1000) {
-            throw unreachable(
-              'wait_timeout',
-              `execution ${id} did not end within ${Math.round(o.timeout)} s of watching`,
-              {
-                recovery: `it goes on without you: yoke qa watch ${id} again, or --timeout SECONDS`,
-                details: { execution_id: id, status: v.status },
-              },
-            );
-          }
-          await new Promise((r) => setTimeout(r, o.intervalMs));
+        } finally {
+          await stopHeartbeat();
         }
       });
       if (status !== 'passed') process.exitCode = 1;
