@@ -2,15 +2,16 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { HARNESSES } from '../../domain/harnesses';
 import { sessionActivities } from '../../activities/sessions';
-import { BaseOptions, commandAction, nonEmpty } from '../context';
+import { actingSession, BaseOptions, commandAction, nonEmpty, parseOptions } from '../context';
 import { usageError } from '../../domain/errors';
 import { table } from '../output';
 import { claimTarget } from '../render';
 
-const SessionOpt = BaseOptions.extend({ session: nonEmpty });
+// Issue 2: the acting session is --session S or YOKE_SESSION_ID, for these commands as for every other.
+const SessionOpt = BaseOptions;
 // The columns hold up to 200 characters (sessions.session_id, actor_id): longer is bad input.
 const RegisterOptions = SessionOpt.extend({
-  session: nonEmpty.max(200),
+  session: nonEmpty.max(200).optional(),
   actor: nonEmpty.max(200).optional(),
   project: nonEmpty.optional(),
   machine: nonEmpty.optional(),
@@ -21,13 +22,18 @@ const RegisterOptions = SessionOpt.extend({
   window: z.coerce.number().int().positive().optional(),
 });
 
+/** The session to register: --session S or YOKE_SESSION_ID, held to the column's 200 characters either way. */
+function registeringSession(o: { session?: string }): string {
+  return parseOptions(z.object({ session: nonEmpty.max(200) }), { session: actingSession(o) }).session;
+}
+
 export function registerSessions(program: Command): void {
   const sessions = program.command('sessions').description('registered sessions that claims belong to');
 
   sessions
     .command('register')
     .description('register (or re-register) a session')
-    .requiredOption('--session <id>', 'session id')
+    .option('--session <id>', 'session id (default $YOKE_SESSION_ID)')
     .option(
       '--actor <actor>',
       'actor id (default: the connected Postgres role; another actor only when an admin connects)',
@@ -44,7 +50,7 @@ export function registerSessions(program: Command): void {
         RegisterOptions,
         ({ db }, o) =>
           sessionActivities({ db }).registerSession({
-            sessionId: o.session,
+            sessionId: registeringSession(o),
             actorId: o.actor,
             project: o.project,
             machine: o.machine,
@@ -63,11 +69,11 @@ export function registerSessions(program: Command): void {
   sessions
     .command('heartbeat')
     .description('keep a session and its claims alive')
-    .requiredOption('--session <id>', 'session id')
+    .option('--session <id>', 'session id (default $YOKE_SESSION_ID)')
     .action(
       commandAction(
         SessionOpt,
-        ({ db }, o) => sessionActivities({ db }).heartbeatSession({ sessionId: o.session }),
+        ({ db }, o) => sessionActivities({ db }).heartbeatSession({ sessionId: actingSession(o) }),
         (s) => `session ${s.session_id} alive at ${s.heartbeat_at}`,
       ),
     );
@@ -75,14 +81,14 @@ export function registerSessions(program: Command): void {
   sessions
     .command('end')
     .description('end a session; its non-sticky claims are released, sticky holds stay (C5)')
-    .requiredOption('--session <id>', 'session id')
+    .option('--session <id>', 'session id (default $YOKE_SESSION_ID)')
     .option('--if-claim-free', 'end only if the session holds no live non-sticky claim')
     .action(
       commandAction(
         SessionOpt.extend({ ifClaimFree: z.boolean().optional() }),
         async ({ db, line }, o) => {
           const r = await sessionActivities({ db, line }).endSession({
-            sessionId: o.session,
+            sessionId: actingSession(o),
             ifClaimFree: o.ifClaimFree,
           });
           for (const w of r.warnings) process.stderr.write(`warning: ${w}\n`);

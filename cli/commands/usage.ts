@@ -3,7 +3,15 @@ import { z } from 'zod';
 import type { sessionUsage } from '../../workflows/sessionUsage';
 import { YokeError } from '../../domain/errors';
 import { BACKFILL_HARNESSES, FOLDED_HARNESSES } from '../../domain/harnesses';
-import { BaseOptions, commandAction, nonEmpty, parseOptions, withDb, type CommandContext } from '../context';
+import {
+  actingSession,
+  BaseOptions,
+  commandAction,
+  nonEmpty,
+  parseOptions,
+  withDb,
+  type CommandContext,
+} from '../context';
 import { emit, table } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -42,7 +50,7 @@ export function registerUsage(program: Command): void {
   hooks
     .command('usage')
     .description("fold a session's harness artifact into its measured usage (only new bytes; absolute totals)")
-    .requiredOption('--session <id>', 'session')
+    .option('--session <id>', 'session (default $YOKE_SESSION_ID)')
     .requiredOption('--harness <harness>', 'claude | codex | cursor')
     .requiredOption('--artifact <path>', 'transcript / rollout / result capture (repeatable)', collect)
     .option('--async', "hand the fold to the session's fold workflow (session-usage/<session>) and return")
@@ -54,7 +62,7 @@ export function registerUsage(program: Command): void {
           artifact: z.array(nonEmpty).min(1),
           async: z.boolean().optional(),
         }),
-        raw,
+        { ...raw, session: actingSession(raw) },
       );
       // An artifact that does not exist yet is "no source" (unavailable); a directory, FIFO or
       // device is a mistake, refused here before any worker is asked to read it.
@@ -111,7 +119,7 @@ export function registerUsage(program: Command): void {
   hooks
     .command('served-model')
     .description('settle provider-attested served facts for a session (U2, U4); retried when the write fails')
-    .requiredOption('--session <id>', 'session')
+    .option('--session <id>', 'session (default $YOKE_SESSION_ID)')
     .requiredOption('--model <model>', 'served model, as the provider stated it')
     .option('--window <tokens>', 'served context window')
     .option('--effort <effort>', 'served effort (recorded with the model)')
@@ -123,7 +131,7 @@ export function registerUsage(program: Command): void {
           window: z.coerce.number().int().positive().optional(),
           effort: nonEmpty.optional(),
         }),
-        raw,
+        { ...raw, session: actingSession(raw) },
       );
       // U4: facts a hook could not write before (status line or this one) are written with
       // these; this statement's facts win, the pending ones fill the gaps.

@@ -53,4 +53,21 @@ describe('a read command run with --session', () => {
     expect(runs.code).toBe(0);
     expect(json(runs)).toEqual([]);
   }, 180_000);
+
+  test('issue 2 sessions register, heartbeat and end act as YOKE_SESSION_ID when --session is not given', async () => {
+    const asB3 = (args: string[]) => yoke(t.url, args, { YOKE_SESSION_ID: 'b3' });
+    const registered = await asB3(['sessions', 'register', '--actor', 'bob', '--json']);
+    expect(registered.code).toBe(0);
+    expect(json(registered)).toMatchObject({ session_id: 'b3', registered: true });
+    const beat = await asB3(['sessions', 'heartbeat', '--json']);
+    expect(beat.code).toBe(0);
+    expect(json(beat)).toMatchObject({ session_id: 'b3', ended_at: null });
+    const ended = await asB3(['sessions', 'end', '--json']);
+    expect(ended.code).toBe(0);
+    expect(json(ended)).toMatchObject({ session_id: 'b3', ended: true });
+    // neither given: the usage error names both ways
+    const none = await yoke(t.url, ['sessions', 'heartbeat', '--json']);
+    expect(none.code).toBe(2);
+    expect(JSON.parse(none.stderr.trim()).error).toMatchObject({ code: 'session_required' });
+  }, 60_000);
 });
