@@ -84,3 +84,38 @@ export async function ensureDatabase(serverUrl: string, name: string): Promise<s
   }
   return withDatabase(serverUrl, name);
 }
+
+/**
+ * Issue 2: DATABASE_URL names its database; like the default `yoke` one, it is created when the
+ * server answers without it (connected to the same server's `postgres`, else `template1`). When
+ * that is not allowed, the error names the database, the server's reason and the ways out.
+ */
+export async function ensureNamedDatabase(databaseUrl: string, log: (line: string) => void): Promise<string> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.replace(/^\//, '')) || decodeURIComponent(url.username) || 'postgres';
+  const probe = new Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+  try {
+    await probe.connect();
+    return databaseUrl;
+  } catch (err) {
+    if ((err as { code?: string }).code !== '3D000') throw err; // not "database does not exist"
+  } finally {
+    await probe.end().catch(() => undefined);
+  }
+  let last: unknown;
+  for (const maintenance of ['postgres', 'template1']) {
+    try {
+      await ensureDatabase(withDatabase(databaseUrl, maintenance), name);
+      log(`Postgres: created database "${name}" named by DATABASE_URL`);
+      return databaseUrl;
+    } catch (err) {
+      last = err;
+    }
+  }
+  const server = `${url.hostname}${url.port ? `:${url.port}` : ''}`;
+  throw new Error(
+    `database "${name}" named by DATABASE_URL does not exist on ${server}, and it could not be created ` +
+      `(${(last as Error).message}). Create it as a role allowed to (createdb -h ${url.hostname}${url.port ? ` -p ${url.port}` : ''} "${name}"), ` +
+      'grant CREATEDB to the connecting role, or point DATABASE_URL at an existing database; then run npm start again',
+  );
+}
