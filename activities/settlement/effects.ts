@@ -13,6 +13,7 @@ import {
 import type { TrackerConfig } from '../../domain/projectDefinition';
 import { sessionActivities } from '../sessions';
 import type { TrackerFactory } from './tracker';
+import { refusal, type YokeError } from '../../domain/errors';
 
 export const SETTLEMENT_EFFECTS: readonly SettlementEffect[] = ['tracker_sync', 'lane_cleanup', 'holder_session_end'];
 
@@ -20,6 +21,8 @@ export interface EffectsOutcome {
   run_id: string;
   applied: { item: string; effect: SettlementEffect; outcome: string }[];
   failed: { item: string; effect: SettlementEffect; error: string }[];
+  /** Effects another settlement (a concurrent replay) holds the lease of and is applying now. */
+  leased: { item: string; effect: SettlementEffect }[];
   /** Effects not yet applied (failed, or held by a concurrent replay's lease). */
   pending: number;
 }
@@ -62,7 +65,7 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
   const { db } = deps;
   const leaseMs = deps.leaseMs ?? 60_000;
   const members = await closedMembersForEffects(db, runId);
-  const out: EffectsOutcome = { run_id: runId, applied: [], failed: [], pending: 0 };
+  const out: EffectsOutcome = { run_id: runId, applied: [], failed: [], leased: [], pending: 0 };
   const trackers = new Map<string, ReturnType<TrackerFactory>>();
   const trackerFor = (config: TrackerConfig | null) => {
     const key = JSON.stringify(config);
@@ -75,7 +78,10 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
       const key: EffectKey = { runId, itemId: m.item_id, effect };
       // Take the effect: a row not applied and not leased by a live replay.
       if (!(await onShortConnection(db, (conn) => takeEffect(conn, key, leaseMs)))) {
-        if (!(await onShortConnection(db, (conn) => effectApplied(conn, key)))) out.pending++;
+        if (!(await onShortConnection(db, (conn) => effectApplied(conn, key)))) {
+          out.leased.push({ item: m.item, effect });
+          out.pending++;
+        }
         continue;
       }
       try {
@@ -108,6 +114,33 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
     }
   }
   return out;
+}
+
+/**
+ * The replay's answer while the run is still settling (settlement_effects_pending). When nothing
+ * failed but another settlement (a concurrent replay, the workflow) holds the effects' leases and
+ * is applying them, it says so, with the recovery of waiting for it, not "fix the cause".
+ */
+export function effectsPendingRefusal(e: Pick<EffectsOutcome, 'run_id' | 'failed' | 'leased'>): YokeError {
+  const replay = `yoke deployment-runs update ${e.run_id} status succeeded`;
+  if (!e.failed.length && e.leased.length) {
+    return refusal(
+      'settlement_effects_pending',
+      `run ${e.run_id} committed its settlement; its effects are being applied by another settlement (${e.leased.map((l) => `${l.item} ${l.effect}`).join(', ')})`,
+      {
+        recovery: `wait for it: yoke deployment-runs watch ${e.run_id} (exits 0 once the run reads succeeded), or replay once it is done: ${replay}`,
+        details: { run_id: e.run_id, failed: e.failed, leased: e.leased },
+      },
+    );
+  }
+  return refusal(
+    'settlement_effects_pending',
+    `run ${e.run_id} committed its settlement but is still settling: ${e.failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
+    {
+      recovery: `fix the cause and replay: ${replay}`,
+      details: { run_id: e.run_id, failed: e.failed, leased: e.leased },
+    },
+  );
 }
 
 /** Terminal lane cleanup: the member's checkout is removed (a missing one is already clean). */

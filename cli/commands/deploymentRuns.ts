@@ -490,14 +490,8 @@ export function registerDeploymentRuns(program: Command): void {
           ).updateRunStatus({ sessionId: actingSession(o), runId: runId!, field: field!, value: value! });
           await poke(ctx, !!o.json, r.run_id, (defs, h) => h.signal(defs.settlementReplay));
           if (r.status !== 'succeeded') {
-            const failed = 'effects' in r ? r.effects.failed : [];
-            throw new YokeError(
-              'refusal',
-              'settlement_effects_pending',
-              `run ${r.run_id} committed its settlement but is still settling: ${failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
-              `fix the cause and replay: yoke deployment-runs update ${r.run_id} status succeeded`,
-              { run_id: r.run_id, failed },
-            );
+            const { effectsPendingRefusal } = await import('../../activities/settlement/effects');
+            throw effectsPendingRefusal('effects' in r ? r.effects : { run_id: r.run_id, failed: [], leased: [] });
           }
           return r;
         },

@@ -9,6 +9,8 @@ import { projectDefinitionActivities } from '../../activities/projectDefinition'
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import { commitSettlement } from '../../activities/settlement/commit';
+import { effectsPendingRefusal } from '../../activities/settlement/effects';
+import { takeEffect } from '../../db/settlementEffects';
 import * as stageApprovals from '../../db/migrations/0020_stage_approvals';
 import type { IssueTracker } from '../../activities/settlement/tracker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
@@ -709,4 +711,28 @@ describe('completion authority and composition', () => {
     });
     expect(credited.warnings.filter((w) => w.code === 'supplemental_proof_not_credited')).toEqual([]);
   });
+});
+
+test('S3 S5 a replay that finds the effects leased by another settlement says so: settlement_effects_pending with nothing failed and the recovery of waiting', async () => {
+  await apply(definition({ items: [{ id: 'WEB-1', issue: 41 }] }));
+  const runId = await walkedRun(['WEB-1']);
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e');
+  const { item_id: itemId } = await t.db
+    .selectFrom('backlog_items')
+    .select('item_id')
+    .where('number', '=', 1)
+    .executeTakeFirstOrThrow();
+  // another replay took the tracker sync's lease and is still applying it
+  expect(await takeEffect(t.db, { runId, itemId, effect: 'tracker_sync' }, 60_000)).toBe(true);
+  const out = await r.settleNow({ runId });
+  expect(out).toMatchObject({ status: 'executing', effects_pending: 1 });
+  expect(out.effects).toMatchObject({ failed: [], leased: [{ item: 'WEB-1', effect: 'tracker_sync' }] });
+  const answer = effectsPendingRefusal(out.effects);
+  expect(answer.code).toBe('settlement_effects_pending');
+  expect(answer.message).toBe(
+    `run ${runId} committed its settlement; its effects are being applied by another settlement (WEB-1 tracker_sync)`,
+  );
+  expect(answer.recovery).toContain(`yoke deployment-runs watch ${runId}`);
+  expect(answer.recovery).not.toContain('fix the cause');
+  expect(tracked).toEqual([]);
 });
