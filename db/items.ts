@@ -127,6 +127,7 @@ export async function defaultCompletionFlowId(db: Executor, projectId: number): 
 
 export interface DependencyRow {
   item_id: number;
+  depends_on_item_id: number;
   depends_on: string;
   environment: string;
   status: ItemStatus;
@@ -139,7 +140,7 @@ export async function dependenciesOf(db: Executor, itemIds: number[]): Promise<D
     .selectFrom('item_dependencies as d')
     .innerJoin('backlog_items as i', 'i.item_id', 'd.depends_on_item_id')
     .innerJoin('projects as p', 'p.project_id', 'i.project_id')
-    .select(['d.item_id', 'd.environment', 'i.status', 'i.delivery_evidence'])
+    .select(['d.item_id', 'd.depends_on_item_id', 'd.environment', 'i.status', 'i.delivery_evidence'])
     .select(sql<string>`p.item_prefix || '-' || i.number`.as('depends_on'))
     .where('d.item_id', 'in', itemIds)
     .orderBy('d.item_id')

@@ -39,6 +39,7 @@ import * as driverFreshness from './migrations/0032_driver_freshness';
 import * as runQaVerdictRule from './migrations/0032_run_qa_verdict_rule';
 import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
 import * as eventRule from './migrations/0032_event_rule';
+import * as doneGateDependencies from './migrations/0033_done_gate_dependencies';
 import * as leanClaimPath from './migrations/0034_lean_claim_path';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
@@ -83,6 +84,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0032_event_rule': eventRule,
   '0032_run_qa_verdict_rule': runQaVerdictRule,
   '0032_wait_owner_rule': waitOwnerRule,
+  '0033_done_gate_dependencies': doneGateDependencies,
   '0034_lean_claim_path': leanClaimPath,
 };
 

@@ -45,7 +45,8 @@ export interface BlockReason {
     | 'done_gate_qa_open'
     | 'post_deploy_obligations_unanswered'
     | 'not_prepared'
-    | 'item_qa_execution_live';
+    | 'item_qa_execution_live'
+    | 'dependency_unsatisfied';
   message: string;
   recovery: string;
 }
@@ -62,6 +63,11 @@ export interface DoneGateFacts {
   unanswered: { requirement_id: string; target_env: string | null }[];
   /** The prerequisites have been committed (rung and preflight for this run). */
   prepared: boolean;
+  /**
+   * D7: dependencies not satisfied (done; an environment-specific one also attributed there),
+   * nor closing in the same settlement commit (S2: all or none). environment '' is ordinary.
+   */
+  unmetDependencies: { item: string; environment: string }[];
 }
 
 /** D8/S1: completion authority reads a settling or succeeded run as delivered. */
@@ -95,6 +101,14 @@ export function doneGateReasons(f: DoneGateFacts): BlockReason[] {
       code: 'post_deploy_obligations_unanswered',
       message: `post-deploy obligations unanswered: ${f.unanswered.map((u) => `${u.requirement_id}${u.target_env ? ` (${u.target_env})` : ''}`).join(', ')}`,
       recovery: `deliver through a run whose QA stages target them, or waive them in the project definition (waived: true) and apply; then: yoke deployment-runs update ${f.closingRunId} status succeeded`,
+    });
+  }
+  if (f.unmetDependencies.length) {
+    const deps = [...new Set(f.unmetDependencies.map((d) => d.item))];
+    reasons.push({
+      code: 'dependency_unsatisfied',
+      message: `${f.item} depends on ${f.unmetDependencies.map((d) => `${d.item}${d.environment ? ` delivered to ${d.environment}` : ' done'}`).join(', ')}`,
+      recovery: `deliver ${deps.join(', ')} first (yoke items get ${deps[0]}), then: yoke deployment-runs update ${f.closingRunId} status succeeded`,
     });
   }
   if (reasons.length === 0 && !f.prepared) {

@@ -3,17 +3,25 @@ import { recordEvent } from '../../db/events';
 import {
   completionWalks,
   defaultCompletionFlowId,
+  dependenciesOf,
   markMembersClosed,
   memberQaRows,
   releaseClaimsOfItems,
   unansweredObligations,
   writeDoneMany,
   writeStatus,
+  type DependencyRow,
   type ItemRow,
 } from '../../db/items';
 import { MEMBER_CLOSED_EVENT } from '../../db/invariants';
 import type { Executor } from '../../db/pool';
-import { doneGateReasons, type BlockReason, type DoneGateFacts, type ItemStatus } from '../../domain/completion';
+import {
+  dependencySatisfied,
+  doneGateReasons,
+  type BlockReason,
+  type DoneGateFacts,
+  type ItemStatus,
+} from '../../domain/completion';
 import { refusal } from '../../domain/errors';
 
 /** The run a done write closes through, with what its attribution names (D7). */
@@ -50,6 +58,12 @@ export function completionAuthority(
   return run.project_id === item.project_id && (item.completion_flow_id ?? projectDefaultFlowId) === run.flow_id;
 }
 
+/** The members one settlement commit closes together, and the environment it delivers to. */
+export interface ClosingTogether {
+  itemIds: number[];
+  environment: string;
+}
+
 /**
  * The done gate's facts for many items at once, in a fixed number of statements: the walk,
  * the closing run's roll-up rows, the unanswered obligations and the stamped prerequisites.
@@ -58,13 +72,30 @@ export async function readDoneGateFacts(
   db: Executor,
   closing: Pick<RunRow, 'run_id' | 'candidate_sha'>,
   items: ItemRow[],
+  together?: ClosingTogether,
 ): Promise<Map<number, DoneGateFacts>> {
   const ids = items.map((i) => i.item_id);
-  const [walks, qa, unanswered] = await Promise.all([
+  const [walks, qa, unanswered, dependencies] = await Promise.all([
     completionWalks(db, ids),
     memberQaRows(db, closing.run_id),
     unansweredObligations(db, closing, ids),
+    dependenciesOf(db, ids),
   ]);
+  // D7 S2: a dependency the same settlement commit closes (all or none) is satisfied by it,
+  // when the run delivers to the environment the dependency names.
+  const closesWith = (d: DependencyRow) =>
+    !!together &&
+    together.itemIds.includes(d.depends_on_item_id) &&
+    (d.environment === '' || d.environment === together.environment);
+  const unmet = (itemId: number) =>
+    dependencies
+      .filter(
+        (d) =>
+          d.item_id === itemId &&
+          !dependencySatisfied({ status: d.status, evidence: d.delivery_evidence }, d.environment) &&
+          !closesWith(d),
+      )
+      .map((d) => ({ item: d.depends_on, environment: d.environment }));
   const facts = new Map<number, DoneGateFacts>();
   for (const item of items) {
     const walk = walks.get(item.item_id);
@@ -77,6 +108,7 @@ export async function readDoneGateFacts(
       unanswered: unanswered.filter((u) => u.item_id === item.item_id),
       prepared:
         item.delivery_evidence.rung?.run === closing.run_id && item.delivery_evidence.preflight?.run === closing.run_id,
+      unmetDependencies: unmet(item.item_id),
     });
   }
   return facts;

@@ -1,11 +1,12 @@
 import type { Kysely } from 'kysely';
 import { owedDeliveryReadyItems } from '../../db/composition';
 import type { Database, FlowRow, RunRow } from '../../db/database';
-import { completionWalks, itemsById, type ItemRow } from '../../db/items';
+import { completionWalks, dependenciesOf, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
 import { environmentById, obligationsOf, runById, runFlow, type ObligationRow } from '../../db/runs';
 import { memberStates } from '../../db/runMembers';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
+import { dependencySatisfied } from '../../domain/completion';
 import { refusal, type YokeError } from '../../domain/errors';
 import { completionAuthority, hasCompletionAuthority } from '../completion/doneGate';
 
@@ -21,10 +22,19 @@ export interface SupplementalWarning {
   message: string;
 }
 
+/** D7: a member this run would close has a dependency not yet satisfied; settlement holds it. */
+export interface DependencyWarning {
+  code: 'dependency_unsatisfied';
+  item: string;
+  depends_on: string;
+  environment: string | null;
+  message: string;
+}
+
 export interface Composition {
   refusals: YokeError[];
   results: CompositionResult[];
-  warnings: (UntargetedObligation | SupplementalWarning)[];
+  warnings: (UntargetedObligation | SupplementalWarning | DependencyWarning)[];
 }
 
 const PERSISTENT_TIERS = ['stage', 'production'];
@@ -160,6 +170,27 @@ export async function composition(
 
   // D6: obligations no QA stage targets are named, never an error.
   out.warnings.push(...untargetedObligations(obligations, flow.stages));
+
+  // D7: the done gate holds a member whose dependency is unsatisfied; named before the run
+  // executes (the freeze leaves it to settlement, which refuses run_settlement_blocked).
+  if (when !== 'freeze') {
+    const closing: CompositionInputs['members'] = [];
+    for (const m of members) if (m.status !== 'done' && (await authority(m))) closing.push(m);
+    const ids = closing.map((m) => m.item_id);
+    for (const d of await dependenciesOf(db, ids)) {
+      const closesWith = ids.includes(d.depends_on_item_id) && (d.environment === '' || d.environment === target.name);
+      if (closesWith || dependencySatisfied({ status: d.status, evidence: d.delivery_evidence }, d.environment))
+        continue;
+      const item = closing.find((m) => m.item_id === d.item_id)!.item;
+      out.warnings.push({
+        code: 'dependency_unsatisfied',
+        item,
+        depends_on: d.depends_on,
+        environment: d.environment || null,
+        message: `${item} depends on ${d.depends_on}${d.environment ? ` delivered to ${d.environment}` : ' done'}, not yet satisfied: settlement of ${run.run_id} will hold ${item} until it is`,
+      });
+    }
+  }
 
   // D10: a supplemental membership answers only with the final run's commit.
   if (when === 'add_item' || when === 'validate') {

@@ -1,7 +1,7 @@
 import { dependenciesOf } from '../../db/items';
 import { closureMembers, releaseLineage, type LineageEntry } from '../../db/memberClosure';
 import type { Executor } from '../../db/pool';
-import { obligationsOf, runById, runFlow } from '../../db/runs';
+import { environmentById, obligationsOf, runById, runFlow } from '../../db/runs';
 import { derivedSelection, requirementId, untargetedObligations } from '../../domain/admission';
 import { dependencySatisfied, doneGateReasons, type BlockReason } from '../../domain/completion';
 import { readDoneGateFacts } from '../completion/doneGate';
@@ -43,8 +43,8 @@ export interface MemberClosureView {
 
 /**
  * D2: the member closure diagnostic, computed only when asked, in a fixed number of
- * statements whatever the member count (run, flow, members with completion authority,
- * obligations, dependencies, lineage, and the done gate's three batched reads). It changes
+ * statements whatever the member count (run, flow, members with completion authority, its
+ * target, obligations, dependencies, lineage, and the done gate's four batched reads). It changes
  * nothing: it runs no close-out and writes no QA, acceptance or lifecycle.
  */
 export async function memberClosure(db: Executor, runId: string): Promise<MemberClosureView> {
@@ -55,10 +55,15 @@ export async function memberClosure(db: Executor, runId: string): Promise<Member
     releaseLineage(db, runId),
   ]);
   const ids = members.map((m) => m.item_id);
+  // S2: the members settlement would close together (a dependency among them closes with them, D7).
+  const together = {
+    itemIds: members.filter((m) => m.required && !m.closed_at && m.status !== 'done').map((m) => m.item_id),
+    environment: (await environmentById(db, run.target_environment_id)).name,
+  };
   const [obligations, dependencies, facts] = await Promise.all([
     obligationsOf(db, ids),
     dependenciesOf(db, ids),
-    readDoneGateFacts(db, run, members),
+    readDoneGateFacts(db, run, members, together),
   ]);
   // Settlement commits the prerequisites itself before any status write (S2), so a missing
   // stamp is reported under prerequisites, not as a block.

@@ -176,6 +176,49 @@ test("D7 issue 13: Postgres holds a user's done write to the done gate; the CLI'
   await r.settleNow({ runId }); // the run ends, so the next test's run may occupy the stage
 });
 
+test('D7 issue 12: a dependency not done refuses the raw done write in Postgres with dependency_unsatisfied, as delivery_ready is refused', async () => {
+  const [docs, checkout] = [await itemId(3), await itemId(1)];
+  await su.query("INSERT INTO item_dependencies (item_id, depends_on_item_id, environment) VALUES ($1, $2, '')", [
+    docs,
+    checkout,
+  ]);
+  try {
+    const runId = await walkedRun(['WEB-3'], 'dependency');
+    await pass(runId, 'smoke-test');
+    await r.beginSettling({ runId });
+    const c = new Client({ connectionString: agent.url });
+    await c.connect();
+    try {
+      await c.query(
+        `UPDATE backlog_items SET delivery_evidence = delivery_evidence
+           || jsonb_build_object('rung', jsonb_build_object('run', $2::text), 'preflight', jsonb_build_object('run', $2::text))
+          WHERE item_id = $1`,
+        [docs, runId],
+      );
+      await expect(
+        c.query(
+          `UPDATE backlog_items SET status = 'done', delivery_evidence = jsonb_set(delivery_evidence, '{completed_deliveries}',
+             jsonb_build_array(jsonb_build_object('owner', 'web', 'member', 'WEB-3', 'run', $2::text, 'environment', 'stage', 'candidate', $3::text)))
+            WHERE item_id = $1`,
+          [docs, runId, SHA],
+        ),
+      ).rejects.toMatchObject({
+        code: 'YK001',
+        detail: 'done_gate_refused',
+        message: expect.stringContaining('dependency_unsatisfied: WEB-3 depends on WEB-1 done'),
+      });
+    } finally {
+      await c.end();
+    }
+    expect((await su.query('SELECT status FROM backlog_items WHERE item_id = $1', [docs])).rows[0].status).not.toBe(
+      'done',
+    );
+    await r.terminalizeRun({ sessionId: 'dr1', runId, disposition: 'cancelled', reason: 'test done' });
+  } finally {
+    await su.query('DELETE FROM item_dependencies WHERE item_id = $1', [docs]);
+  }
+});
+
 test('D7 issue 13: a blocking QA requirement still open on the closing run refuses the raw done write in Postgres', async () => {
   const item = await itemId(1);
   const runId = await walkedRun(['WEB-1'], 'open-qa');

@@ -736,3 +736,58 @@ test('S3 S5 a replay that finds the effects leased by another settlement says so
   expect(answer.recovery).not.toContain('fix the cause');
   expect(tracked).toEqual([]);
 });
+
+test('D7 issue 12 settlement holds a member whose dependency is unsatisfied, as delivery_ready does: run_settlement_blocked names dependency_unsatisfied with its recovery; validate warned first', async () => {
+  await apply(
+    definition({
+      items: [
+        { id: 'WEB-6', obligations: [] },
+        { id: 'WEB-8', obligations: [], depends_on: [{ item: 'WEB-6' }] },
+        { id: 'WEB-9', obligations: [], depends_on: [{ item: 'WEB-6', environment: 'stage' }] },
+      ],
+    }),
+  );
+  const runId = await walkedRun(['WEB-8', 'WEB-9']);
+  const validated = await r.validateRun({ runId });
+  expect(validated.warnings).toEqual([
+    expect.objectContaining({ code: 'dependency_unsatisfied', item: 'WEB-8', depends_on: 'WEB-6', environment: null }),
+    expect.objectContaining({
+      code: 'dependency_unsatisfied',
+      item: 'WEB-9',
+      depends_on: 'WEB-6',
+      environment: 'stage',
+    }),
+  ]);
+  await pass(runId, 'smoke-test');
+  const blocked = await refusalOf(r.settleNow({ runId }));
+  expect(blocked.code).toBe('run_settlement_blocked');
+  expect(blocked.message).toContain('WEB-8 depends on WEB-6 done');
+  expect(blocked.message).toContain('WEB-9 depends on WEB-6 delivered to stage');
+  expect(blocked.recovery).toContain('deliver WEB-6 first (yoke items get WEB-6)');
+  expect(await statusOf('WEB-8')).not.toBe('done');
+  expect(await statusOf('WEB-9')).not.toBe('done');
+  const closure = (await r.getRun({ runId, includeMemberClosure: true })).member_closure!;
+  expect(closure.members.find((m) => m.item === 'WEB-8')).toMatchObject({
+    blocked: true,
+    blocked_reasons: [expect.objectContaining({ code: 'dependency_unsatisfied' })],
+    prerequisites: { dependencies: [expect.objectContaining({ item: 'WEB-6', satisfied: false })] },
+  });
+});
+
+test('D7 issue 12 a dependency closing in the same settlement commit satisfies its dependents (all or none, S2)', async () => {
+  await apply(
+    definition({
+      items: [
+        { id: 'WEB-6', obligations: [] },
+        { id: 'WEB-8', obligations: [], depends_on: [{ item: 'WEB-6' }] },
+        { id: 'WEB-9', obligations: [], depends_on: [{ item: 'WEB-6', environment: 'stage' }] },
+      ],
+    }),
+  );
+  const runId = await walkedRun(['WEB-6', 'WEB-8', 'WEB-9']);
+  expect((await r.validateRun({ runId })).warnings.filter((w) => w.code === 'dependency_unsatisfied')).toEqual([]);
+  await pass(runId, 'smoke-test');
+  const settled = await r.settleNow({ runId });
+  expect(settled.commit.closed.sort()).toEqual(['WEB-6', 'WEB-8', 'WEB-9']);
+  for (const item of ['WEB-6', 'WEB-8', 'WEB-9']) expect(await statusOf(item)).toBe('done');
+});
