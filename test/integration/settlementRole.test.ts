@@ -183,3 +183,38 @@ test('S1 S3 issue 13: another actor without authority is refused, through the ac
   ).toBe('permission_denied');
   expect(await settled(runId, 'h3')).toEqual(before);
 });
+
+test('D7 issue 12: under the driver’s own role, a dependency closing in the same settlement commit satisfies the done gate in Postgres', async () => {
+  // the run the test before left waiting on the stage origin is cancelled, so this one may occupy it
+  for (const { run_id } of (await su.query("SELECT run_id FROM deployment_runs WHERE status = 'executing'")).rows)
+    await admin.terminalizeRun({ sessionId: 'dr1', runId: run_id, disposition: 'cancelled', reason: 'next test' });
+  const s = services(t.db);
+  await s.takeItem({ sessionId: 'h3', item: 'WEB-10' });
+  await s.takeItem({ sessionId: 'h3', item: 'WEB-11' });
+  await su.query(
+    `INSERT INTO item_dependencies (item_id, depends_on_item_id, environment)
+     SELECT a.item_id, b.item_id, '' FROM backlog_items a, backlog_items b
+      WHERE a.project_id = $1 AND a.number = 11 AND b.project_id = $1 AND b.number = 10`,
+    [web],
+  );
+  const runId = await walkedRun(admin, {
+    items: ['WEB-10', 'WEB-11'],
+    idempotencyKey: 'together',
+    candidate: SHA,
+    sessionId: 'dr1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+  });
+  await admin.recordQaVerdict({ sessionId: 'dr1', runId, checkName: 'smoke-test', status: 'passed' });
+  const out = await runsAs(driver).updateRunStatus({ sessionId: 'dr1', runId, field: 'status', value: 'succeeded' });
+  expect(out).toMatchObject({ status: 'succeeded' });
+  const { rows } = await su.query(
+    'SELECT number, status FROM backlog_items WHERE project_id = $1 AND number IN (10, 11) ORDER BY number',
+    [web],
+  );
+  expect(rows).toEqual([
+    { number: 10, status: 'done' },
+    { number: 11, status: 'done' },
+  ]);
+});
