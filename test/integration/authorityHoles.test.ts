@@ -154,6 +154,36 @@ test('D7 issue 13: a user with no grant and no seat cannot retitle an item, set 
   ).toBe('allowed');
 });
 
+/**
+ * The agent's raw done write through a settling run (its stamps first, then done with the run's
+ * attribution) is refused in Postgres by the done gate with `reason`, and the item stays open.
+ */
+async function expectRawDoneRefused(item: number, ref: string, runId: string, reason: string): Promise<void> {
+  const c = new Client({ connectionString: agent.url });
+  await c.connect();
+  try {
+    await c.query(
+      `UPDATE backlog_items SET delivery_evidence = delivery_evidence
+         || jsonb_build_object('rung', jsonb_build_object('run', $2::text), 'preflight', jsonb_build_object('run', $2::text))
+        WHERE item_id = $1`,
+      [item, runId],
+    );
+    await expect(
+      c.query(
+        `UPDATE backlog_items SET status = 'done', delivery_evidence = jsonb_set(delivery_evidence, '{completed_deliveries}',
+           jsonb_build_array(jsonb_build_object('owner', 'web', 'member', $4::text, 'run', $2::text, 'environment', 'stage', 'candidate', $3::text)))
+          WHERE item_id = $1`,
+        [item, runId, SHA, ref],
+      ),
+    ).rejects.toMatchObject({ code: 'YK001', detail: 'done_gate_refused', message: expect.stringContaining(reason) });
+  } finally {
+    await c.end();
+  }
+  expect((await su.query('SELECT status FROM backlog_items WHERE item_id = $1', [item])).rows[0].status).not.toBe(
+    'done',
+  );
+}
+
 test("D7 issue 13: Postgres holds a user's done write to the done gate; the CLI's own done write passes it as the run's driver", async () => {
   const item = await itemId(2);
   const runId = await walkedRun(['WEB-2'], 'gate');
@@ -186,33 +216,7 @@ test('D7 issue 12: a dependency not done refuses the raw done write in Postgres 
     const runId = await walkedRun(['WEB-3'], 'dependency');
     await pass(runId, 'smoke-test');
     await r.beginSettling({ runId });
-    const c = new Client({ connectionString: agent.url });
-    await c.connect();
-    try {
-      await c.query(
-        `UPDATE backlog_items SET delivery_evidence = delivery_evidence
-           || jsonb_build_object('rung', jsonb_build_object('run', $2::text), 'preflight', jsonb_build_object('run', $2::text))
-          WHERE item_id = $1`,
-        [docs, runId],
-      );
-      await expect(
-        c.query(
-          `UPDATE backlog_items SET status = 'done', delivery_evidence = jsonb_set(delivery_evidence, '{completed_deliveries}',
-             jsonb_build_array(jsonb_build_object('owner', 'web', 'member', 'WEB-3', 'run', $2::text, 'environment', 'stage', 'candidate', $3::text)))
-            WHERE item_id = $1`,
-          [docs, runId, SHA],
-        ),
-      ).rejects.toMatchObject({
-        code: 'YK001',
-        detail: 'done_gate_refused',
-        message: expect.stringContaining('dependency_unsatisfied: WEB-3 depends on WEB-1 done'),
-      });
-    } finally {
-      await c.end();
-    }
-    expect((await su.query('SELECT status FROM backlog_items WHERE item_id = $1', [docs])).rows[0].status).not.toBe(
-      'done',
-    );
+    await expectRawDoneRefused(docs, 'WEB-3', runId, 'dependency_unsatisfied: WEB-3 depends on WEB-1 done');
     await r.terminalizeRun({ sessionId: 'dr1', runId, disposition: 'cancelled', reason: 'test done' });
   } finally {
     await su.query('DELETE FROM item_dependencies WHERE item_id = $1', [docs]);
@@ -224,32 +228,11 @@ test('D7 issue 13: a blocking QA requirement still open on the closing run refus
   const runId = await walkedRun(['WEB-1'], 'open-qa');
   await pass(runId, 'smoke-test');
   await r.beginSettling({ runId });
-  const c = new Client({ connectionString: agent.url });
-  await c.connect();
-  try {
-    await c.query(
-      `UPDATE backlog_items SET delivery_evidence = delivery_evidence
-         || jsonb_build_object('rung', jsonb_build_object('run', $2::text), 'preflight', jsonb_build_object('run', $2::text))
-        WHERE item_id = $1`,
-      [item, runId],
-    );
-    await expect(
-      c.query(
-        `UPDATE backlog_items SET status = 'done', delivery_evidence = jsonb_set(delivery_evidence, '{completed_deliveries}',
-           jsonb_build_array(jsonb_build_object('owner', 'web', 'member', 'WEB-1', 'run', $2::text, 'environment', 'stage', 'candidate', $3::text)))
-          WHERE item_id = $1`,
-        [item, runId, SHA],
-      ),
-    ).rejects.toMatchObject({
-      code: 'YK001',
-      detail: 'done_gate_refused',
-      message: expect.stringContaining('done_gate_qa_open: blocking QA requirement WEB-1/checkout-e2e is pending'),
-    });
-  } finally {
-    await c.end();
-  }
-  expect((await su.query('SELECT status FROM backlog_items WHERE item_id = $1', [item])).rows[0].status).not.toBe(
-    'done',
+  await expectRawDoneRefused(
+    item,
+    'WEB-1',
+    runId,
+    'done_gate_qa_open: blocking QA requirement WEB-1/checkout-e2e is pending',
   );
 });
 

@@ -737,16 +737,17 @@ test('S3 S5 a replay that finds the effects leased by another settlement says so
   expect(tracked).toEqual([]);
 });
 
+/** WEB-8 depends on WEB-6 being done; WEB-9 on WEB-6 delivered to stage. */
+const dependents = definition({
+  items: [
+    { id: 'WEB-6', obligations: [] },
+    { id: 'WEB-8', obligations: [], depends_on: [{ item: 'WEB-6' }] },
+    { id: 'WEB-9', obligations: [], depends_on: [{ item: 'WEB-6', environment: 'stage' }] },
+  ],
+});
+
 test('D7 issue 12 settlement holds a member whose dependency is unsatisfied, as delivery_ready does: run_settlement_blocked names dependency_unsatisfied with its recovery; validate warned first', async () => {
-  await apply(
-    definition({
-      items: [
-        { id: 'WEB-6', obligations: [] },
-        { id: 'WEB-8', obligations: [], depends_on: [{ item: 'WEB-6' }] },
-        { id: 'WEB-9', obligations: [], depends_on: [{ item: 'WEB-6', environment: 'stage' }] },
-      ],
-    }),
-  );
+  await apply(dependents);
   const runId = await walkedRun(['WEB-8', 'WEB-9']);
   const validated = await r.validateRun({ runId });
   expect(validated.warnings).toEqual([
@@ -775,15 +776,7 @@ test('D7 issue 12 settlement holds a member whose dependency is unsatisfied, as 
 });
 
 test('D7 issue 12 a dependency closing in the same settlement commit satisfies its dependents (all or none, S2)', async () => {
-  await apply(
-    definition({
-      items: [
-        { id: 'WEB-6', obligations: [] },
-        { id: 'WEB-8', obligations: [], depends_on: [{ item: 'WEB-6' }] },
-        { id: 'WEB-9', obligations: [], depends_on: [{ item: 'WEB-6', environment: 'stage' }] },
-      ],
-    }),
-  );
+  await apply(dependents);
   const runId = await walkedRun(['WEB-6', 'WEB-8', 'WEB-9']);
   expect((await r.validateRun({ runId })).warnings.filter((w) => w.code === 'dependency_unsatisfied')).toEqual([]);
   await pass(runId, 'smoke-test');

@@ -57,11 +57,11 @@ afterAll(async () => {
   await t.drop();
 });
 
-/** A release run of one member, driven by dr1, walked through its stages with its QA passed (as the superuser). */
-async function readyRun(member: string, key: string, holderSession: string): Promise<string> {
-  await services(t.db).takeItem({ sessionId: holderSession, item: member });
+/** A release run of its members, driven by dr1, walked through its stages with its QA passed (as the superuser). */
+async function readyRun(members: string | string[], key: string, holderSession: string): Promise<string> {
+  for (const item of [members].flat()) await services(t.db).takeItem({ sessionId: holderSession, item });
   const runId = await walkedRun(admin, {
-    items: [member],
+    items: [members].flat(),
     idempotencyKey: key,
     candidate: SHA,
     sessionId: 'dr1',
@@ -188,25 +188,16 @@ test('D7 issue 12: under the driver’s own role, a dependency closing in the sa
   // the run the test before left waiting on the stage origin is cancelled, so this one may occupy it
   for (const { run_id } of (await su.query("SELECT run_id FROM deployment_runs WHERE status = 'executing'")).rows)
     await admin.terminalizeRun({ sessionId: 'dr1', runId: run_id, disposition: 'cancelled', reason: 'next test' });
-  const s = services(t.db);
-  await s.takeItem({ sessionId: 'h3', item: 'WEB-10' });
-  await s.takeItem({ sessionId: 'h3', item: 'WEB-11' });
+  // the rows exist before the dependency between them (a claim names a bare item)
+  await services(t.db).takeItem({ sessionId: 'h3', item: 'WEB-10' });
+  await services(t.db).takeItem({ sessionId: 'h3', item: 'WEB-11' });
   await su.query(
     `INSERT INTO item_dependencies (item_id, depends_on_item_id, environment)
      SELECT a.item_id, b.item_id, '' FROM backlog_items a, backlog_items b
       WHERE a.project_id = $1 AND a.number = 11 AND b.project_id = $1 AND b.number = 10`,
     [web],
   );
-  const runId = await walkedRun(admin, {
-    items: ['WEB-10', 'WEB-11'],
-    idempotencyKey: 'together',
-    candidate: SHA,
-    sessionId: 'dr1',
-    project: 'web',
-    flow: 'release',
-    target: 'stage',
-  });
-  await admin.recordQaVerdict({ sessionId: 'dr1', runId, checkName: 'smoke-test', status: 'passed' });
+  const runId = await readyRun(['WEB-10', 'WEB-11'], 'together', 'h3');
   const out = await runsAs(driver).updateRunStatus({ sessionId: 'dr1', runId, field: 'status', value: 'succeeded' });
   expect(out).toMatchObject({ status: 'succeeded' });
   const { rows } = await su.query(
