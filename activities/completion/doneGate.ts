@@ -72,14 +72,15 @@ export async function readDoneGateFacts(
   db: Executor,
   closing: Pick<RunRow, 'run_id' | 'candidate_sha'>,
   items: ItemRow[],
-  together?: ClosingTogether,
+  opts: { together?: ClosingTogether; dependencies?: DependencyRow[] } = {},
 ): Promise<Map<number, DoneGateFacts>> {
   const ids = items.map((i) => i.item_id);
+  const { together } = opts;
   const [walks, qa, unanswered, dependencies] = await Promise.all([
     completionWalks(db, ids),
     memberQaRows(db, closing.run_id),
     unansweredObligations(db, closing, ids),
-    dependenciesOf(db, ids),
+    opts.dependencies ?? dependenciesOf(db, ids), // a caller that read them already passes them
   ]);
   // D7 S2: a dependency the same settlement commit closes (all or none) is satisfied by it,
   // when the run delivers to the environment the dependency names.

@@ -44,7 +44,7 @@ export interface MemberClosureView {
 /**
  * D2: the member closure diagnostic, computed only when asked, in a fixed number of
  * statements whatever the member count (run, flow, members with completion authority, its
- * target, obligations, dependencies, lineage, and the done gate's four batched reads). It changes
+ * target, obligations, dependencies, lineage, and the done gate's three other batched reads). It changes
  * nothing: it runs no close-out and writes no QA, acceptance or lifecycle.
  */
 export async function memberClosure(db: Executor, runId: string): Promise<MemberClosureView> {
@@ -60,11 +60,8 @@ export async function memberClosure(db: Executor, runId: string): Promise<Member
     itemIds: members.filter((m) => m.required && !m.closed_at && m.status !== 'done').map((m) => m.item_id),
     environment: (await environmentById(db, run.target_environment_id)).name,
   };
-  const [obligations, dependencies, facts] = await Promise.all([
-    obligationsOf(db, ids),
-    dependenciesOf(db, ids),
-    readDoneGateFacts(db, run, members, together),
-  ]);
+  const [obligations, dependencies] = await Promise.all([obligationsOf(db, ids), dependenciesOf(db, ids)]);
+  const facts = await readDoneGateFacts(db, run, members, { together, dependencies });
   // Settlement commits the prerequisites itself before any status write (S2), so a missing
   // stamp is reported under prerequisites, not as a block.
   const gate = new Map(

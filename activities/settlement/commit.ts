@@ -86,8 +86,10 @@ export async function commitSettlement(
       run,
       required.map((m) => m.item),
       {
-        itemIds: required.filter((m) => m.item.status !== 'done').map((m) => m.item.item_id),
-        environment: ctx.closing.environment,
+        together: {
+          itemIds: required.filter((m) => m.item.status !== 'done').map((m) => m.item.item_id),
+          environment: ctx.closing.environment,
+        },
       },
     );
     // S4: resultless item-level executions of members whose run-scoped QA is satisfied end here.
