@@ -59,6 +59,23 @@ function descendants(pid: number): number[] {
   return found;
 }
 
+/**
+ * The processes whose command line names `dir`: a command the machine ran for a test, even one
+ * whose connection dropped first (its sshd session exited and it was re-parented away from sshd).
+ */
+function mentioning(dir: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
 /** SIGKILLs the processes; each may have exited already. */
 function killAll(pids: number[]): void {
   for (const p of pids) {
@@ -123,7 +140,7 @@ export async function startSshHost(name: string): Promise<SshHost> {
       // it (a dropped connection, as when sshd or the host dies), and nothing outlives the test.
       const under = descendants(child.pid!);
       child.kill('SIGKILL');
-      killAll(under);
+      killAll([...under, ...mentioning(dir)]);
       await gone;
       while (await portAnswers(port)) await new Promise((r) => setTimeout(r, 50));
     },
@@ -136,6 +153,7 @@ export async function startSshHost(name: string): Promise<SshHost> {
   };
   // A test run that dies before its teardown must not leave sshd listening.
   process.once('exit', () => {
+    killAll(mentioning(dir)); // commands left running by the test, whatever became of their connection
     if (!child || child.exitCode !== null) return;
     killAll(descendants(child.pid!));
     child.kill('SIGKILL');
