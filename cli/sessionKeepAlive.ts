@@ -34,7 +34,7 @@ export function keepSessionAlive(ctx: CommandContext, sessionId: string): () => 
  * A watch (`qa watch`, `deployment-runs watch`) run as a session (`--session S` or
  * YOKE_SESSION_ID) keeps that session alive while it follows; without one it heartbeats nothing.
  */
-export async function keepWatcherAlive(ctx: CommandContext): Promise<() => Promise<void>> {
-  const id = process.env.YOKE_SESSION_ID?.trim();
+export async function keepWatcherAlive(ctx: CommandContext, session?: string): Promise<() => Promise<void>> {
+  const id = (session ?? process.env.YOKE_SESSION_ID)?.trim();
   return id ? keepSessionAlive(ctx, id) : async () => undefined;
 }

@@ -72,9 +72,9 @@ export async function watchRun(
   ctx: CommandContext,
   runs: DeploymentRunActivities,
   runId: string,
-  opts: { json: boolean; intervalMs: number; timeoutMs: number },
+  opts: { json: boolean; intervalMs: number; timeoutMs: number; session?: string },
 ): Promise<string> {
-  const stopHeartbeat = await keepWatcherAlive(ctx);
+  const stopHeartbeat = await keepWatcherAlive(ctx, opts.session);
   try {
     return await followRun(ctx, runs, runId, opts);
   } finally {

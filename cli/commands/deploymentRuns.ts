@@ -557,6 +557,7 @@ export function registerDeploymentRuns(program: Command): void {
           json: !!o.json,
           intervalMs: o.intervalMs,
           timeoutMs: o.timeout * 1000,
+          session: o.session,
         }),
       );
       // Q4: a run held by blocking QA exits 5 after naming every unresolved obligation.

@@ -248,7 +248,7 @@ export function registerQa(program: Command): void {
         const acts = await qa(ctx);
         const health = executionWorkflowHealth(ctx, id);
         // A runner watching its execution is alive: its session (and the execution's waits) stay.
-        const stopHeartbeat = await (await import('../sessionKeepAlive')).keepWatcherAlive(ctx);
+        const stopHeartbeat = await (await import('../sessionKeepAlive')).keepWatcherAlive(ctx, o.session);
         const started = Date.now();
         let checked = 0;
         const seen = new Map<string, string>();

@@ -80,22 +80,33 @@ test('issue 3 W7 with Temporal unreachable, acquire --wait watching Postgres kee
   await waitOutlivesTheStaleThreshold('lab-2', { TEMPORAL_ADDRESS: '127.0.0.1:1' });
 }, 60_000);
 
-test('issue 3 deployment-runs watch run as a session keeps that session alive while it follows', async () => {
-  await s.registerSession({ sessionId: 'd1', actorId: 'dave', project: 'web' });
+/** `deployment-runs watch` of a run that never moves, as session `sid` (named by `how`), past the stale threshold. */
+async function watchOutlivesTheStaleThreshold(sid: string, how: 'env' | 'flag', candidate: string): Promise<void> {
+  // d1 creates the runs (test/helpers/runs.ts); `sid` watches
+  for (const id of new Set(['d1', sid])) await s.registerSession({ sessionId: id, actorId: 'dave', project: 'web' });
   await applyWebRelease(t.db);
   const runs = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000, takeoverLockTimeoutMs: 5_000 });
-  const runId = await releaseRuns(() => runs).createdRun('abc1234');
-  const watching = inBackground(['deployment-runs', 'watch', runId, '--timeout', String(WAIT_MS / 1000), '--json'], {
+  const runId = await releaseRuns(() => runs).createdRun(candidate);
+  const args = ['deployment-runs', 'watch', runId, '--timeout', String(WAIT_MS / 1000), '--json'];
+  const watching = inBackground(how === 'flag' ? [...args, '--session', sid] : args, {
     TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!,
-    YOKE_SESSION_ID: 'd1',
+    ...(how === 'env' ? { YOKE_SESSION_ID: sid } : {}),
   });
   const terminated = await sweepFor(WAIT_MS, []);
-  expect(terminated).not.toContain('d1');
+  expect(terminated).not.toContain(sid);
   const r = await watching;
   expect(jsonError(r).code).toBe('wait_timeout'); // the run never moved; the watch was bounded
-  const [d1] = (await s.listSessions({})).filter((x) => x.session_id === 'd1');
-  expect(d1).toMatchObject({ ended_at: null, terminated_at: null });
-  expect((await yoke(t.url, ['sessions', 'heartbeat', '--session', 'd1'])).code).toBe(0);
+  const [session] = (await s.listSessions({})).filter((x) => x.session_id === sid);
+  expect(session).toMatchObject({ ended_at: null, terminated_at: null });
+  expect((await yoke(t.url, ['sessions', 'heartbeat', '--session', sid])).code).toBe(0);
+}
+
+test('issue 3 deployment-runs watch run as a session keeps that session alive while it follows', async () => {
+  await watchOutlivesTheStaleThreshold('d1', 'env', 'abc1234');
+}, 60_000);
+
+test('issue 3 deployment-runs watch --session S keeps S alive too (the common --session option, not only YOKE_SESSION_ID)', async () => {
+  await watchOutlivesTheStaleThreshold('d2', 'flag', 'abc1234'); // the same run (its creation replays)
 }, 60_000);
 
 test('issue 3 W4 --wait-timeout without --wait is a usage error naming the fix, and joins nothing', async () => {
