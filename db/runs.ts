@@ -205,7 +205,6 @@ export async function listRunRows(
   return q.execute();
 }
 
-/** The runs executing now (the reconciler gives each a workflow). */
 /**
  * T2: runs taken over (superseded_by_run_id) that ended since `since`: their workflows must
  * have ended superseded. Older ones are past every workflow's own safety re-read.
@@ -213,17 +212,18 @@ export async function listRunRows(
 export async function supersededRunsSince(
   db: Executor,
   since: Date,
-): Promise<{ run_id: string; superseded_by_run_id: string }[]> {
+): Promise<{ run_id: string; walk: number; superseded_by_run_id: string }[]> {
   const rows = await db
     .selectFrom('deployment_runs')
-    .select(['run_id', 'superseded_by_run_id'])
+    .select(['run_id', 'walk', 'superseded_by_run_id'])
     .where('superseded_by_run_id', 'is not', null)
     .where('terminal_at', '>', since)
     .orderBy('run_id')
     .execute();
-  return rows.map((r) => ({ run_id: r.run_id, superseded_by_run_id: r.superseded_by_run_id! }));
+  return rows.map((r) => ({ run_id: r.run_id, walk: r.walk, superseded_by_run_id: r.superseded_by_run_id! }));
 }
 
+/** The runs executing now (the reconciler gives each a workflow). */
 export async function executingRunIds(db: Executor): Promise<string[]> {
   const rows = await db.selectFrom('deployment_runs').select('run_id').where('status', '=', 'executing').execute();
   return rows.map((r) => r.run_id);

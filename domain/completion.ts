@@ -121,6 +121,27 @@ export function doneGateReasons(f: DoneGateFacts): BlockReason[] {
   return reasons;
 }
 
+/** The members one settlement commit closes together (all or none, S2), and the environment it delivers to. */
+export interface ClosingTogether {
+  itemIds: number[];
+  environment: string;
+}
+
+/**
+ * D7 S2: whether a dependency still holds its dependent back: it is not satisfied, and it does
+ * not close in the same settlement commit delivering to the environment it names.
+ */
+export function dependencyUnmet(
+  d: { depends_on_item_id: number; environment: string; status: ItemStatus; delivery_evidence: DeliveryEvidence },
+  together?: ClosingTogether,
+): boolean {
+  const closesWith =
+    !!together &&
+    together.itemIds.includes(d.depends_on_item_id) &&
+    (d.environment === '' || d.environment === together.environment);
+  return !closesWith && !dependencySatisfied({ status: d.status, evidence: d.delivery_evidence }, d.environment);
+}
+
 /** D7: an ordinary dependency needs done; an environment-specific one also needs attribution there. */
 export function dependencySatisfied(
   dep: { status: ItemStatus; evidence: DeliveryEvidence },

@@ -16,9 +16,10 @@ import {
 import { MEMBER_CLOSED_EVENT } from '../../db/invariants';
 import type { Executor } from '../../db/pool';
 import {
-  dependencySatisfied,
+  dependencyUnmet,
   doneGateReasons,
   type BlockReason,
+  type ClosingTogether,
   type DoneGateFacts,
   type ItemStatus,
 } from '../../domain/completion';
@@ -58,12 +59,6 @@ export function completionAuthority(
   return run.project_id === item.project_id && (item.completion_flow_id ?? projectDefaultFlowId) === run.flow_id;
 }
 
-/** The members one settlement commit closes together, and the environment it delivers to. */
-export interface ClosingTogether {
-  itemIds: number[];
-  environment: string;
-}
-
 /**
  * The done gate's facts for many items at once, in a fixed number of statements: the walk,
  * the closing run's roll-up rows, the unanswered obligations and the stamped prerequisites.
@@ -82,20 +77,9 @@ export async function readDoneGateFacts(
     unansweredObligations(db, closing, ids),
     opts.dependencies ?? dependenciesOf(db, ids), // a caller that read them already passes them
   ]);
-  // D7 S2: a dependency the same settlement commit closes (all or none) is satisfied by it,
-  // when the run delivers to the environment the dependency names.
-  const closesWith = (d: DependencyRow) =>
-    !!together &&
-    together.itemIds.includes(d.depends_on_item_id) &&
-    (d.environment === '' || d.environment === together.environment);
   const unmet = (itemId: number) =>
     dependencies
-      .filter(
-        (d) =>
-          d.item_id === itemId &&
-          !dependencySatisfied({ status: d.status, evidence: d.delivery_evidence }, d.environment) &&
-          !closesWith(d),
-      )
+      .filter((d) => d.item_id === itemId && dependencyUnmet(d, together))
       .map((d) => ({ item: d.depends_on, environment: d.environment }));
   const facts = new Map<number, DoneGateFacts>();
   for (const item of items) {

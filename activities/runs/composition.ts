@@ -6,7 +6,7 @@ import type { Executor } from '../../db/pool';
 import { environmentById, obligationsOf, runById, runFlow, type ObligationRow } from '../../db/runs';
 import { memberStates } from '../../db/runMembers';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
-import { dependencySatisfied } from '../../domain/completion';
+import { dependencyUnmet } from '../../domain/completion';
 import { refusal, type YokeError } from '../../domain/errors';
 import { completionAuthority, hasCompletionAuthority } from '../completion/doneGate';
 
@@ -178,9 +178,7 @@ export async function composition(
     for (const m of members) if (m.status !== 'done' && (await authority(m))) closing.push(m);
     const ids = closing.map((m) => m.item_id);
     for (const d of await dependenciesOf(db, ids)) {
-      const closesWith = ids.includes(d.depends_on_item_id) && (d.environment === '' || d.environment === target.name);
-      if (closesWith || dependencySatisfied({ status: d.status, evidence: d.delivery_evidence }, d.environment))
-        continue;
+      if (!dependencyUnmet(d, { itemIds: ids, environment: target.name })) continue;
       const item = closing.find((m) => m.item_id === d.item_id)!.item;
       out.warnings.push({
         code: 'dependency_unsatisfied',

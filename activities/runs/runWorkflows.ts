@@ -74,18 +74,21 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
   }
 
   /** T2: a run taken over whose workflow still runs is told again, so it ends superseded now. */
-  async function endSupersededWorkflow(runId: string, successorRunId: string): Promise<Reattachment | null> {
-    const wf = await deps.workflows.describe(runId);
+  async function endSupersededWorkflow(run: {
+    run_id: string;
+    walk: number;
+    superseded_by_run_id: string;
+  }): Promise<Reattachment | null> {
+    const wf = await deps.workflows.describe(run.run_id);
     if (wf.status !== 'RUNNING') return null;
-    await deps.workflows.supersede(runId, successorRunId);
-    const run = await runById(db, runId);
-    return { run_id: runId, walk: run.walk, workflow_id: wf.workflow_id, workflow: 'superseded' };
+    await deps.workflows.supersede(run.run_id, run.superseded_by_run_id);
+    return { run_id: run.run_id, walk: run.walk, workflow_id: wf.workflow_id, workflow: 'superseded' };
   }
 
   async function reattachRun(input: { runId: string }): Promise<Reattachment> {
     const run = await runById(db, input.runId);
     if (run.superseded_by_run_id && run.status !== 'executing') {
-      const told = await endSupersededWorkflow(run.run_id, run.superseded_by_run_id);
+      const told = await endSupersededWorkflow({ ...run, superseded_by_run_id: run.superseded_by_run_id });
       if (told) return told;
     }
     await markOccupancyLive(db, run.run_id);
@@ -133,7 +136,7 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
       }
     }
     for (const r of await supersededRunsSince(db, new Date(Date.now() - SUPERSEDED_WORKFLOW_WINDOW_MS))) {
-      const told = await endSupersededWorkflow(r.run_id, r.superseded_by_run_id);
+      const told = await endSupersededWorkflow(r);
       if (told) reattached.push(told);
     }
     return { reattached };

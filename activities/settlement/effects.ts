@@ -123,21 +123,21 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
  */
 export function effectsPendingRefusal(e: Pick<EffectsOutcome, 'run_id' | 'failed' | 'leased'>): YokeError {
   const replay = `yoke deployment-runs update ${e.run_id} status succeeded`;
-  if (!e.failed.length && e.leased.length) {
-    return refusal(
-      'settlement_effects_pending',
-      `run ${e.run_id} committed its settlement; its effects are being applied by another settlement (${e.leased.map((l) => `${l.item} ${l.effect}`).join(', ')})`,
-      {
-        recovery: `wait for it: yoke deployment-runs watch ${e.run_id} (exits 0 once the run reads succeeded), or replay once it is done: ${replay}`,
-        details: { run_id: e.run_id, failed: e.failed, leased: e.leased },
-      },
-    );
-  }
+  const elsewhere = !e.failed.length && e.leased.length > 0;
+  const [why, recovery] = elsewhere
+    ? [
+        `its effects are being applied by another settlement (${e.leased.map((l) => `${l.item} ${l.effect}`).join(', ')})`,
+        `wait for it: yoke deployment-runs watch ${e.run_id} (exits 0 once the run reads succeeded), or replay once it is done: ${replay}`,
+      ]
+    : [
+        `is still settling: ${e.failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
+        `fix the cause and replay: ${replay}`,
+      ];
   return refusal(
     'settlement_effects_pending',
-    `run ${e.run_id} committed its settlement but is still settling: ${e.failed.map((f) => `${f.item} ${f.effect}: ${f.error}`).join('; ') || 'effects pending'}`,
+    `run ${e.run_id} committed its settlement${elsewhere ? ';' : ' but'} ${why}`,
     {
-      recovery: `fix the cause and replay: ${replay}`,
+      recovery,
       details: { run_id: e.run_id, failed: e.failed, leased: e.leased },
     },
   );
