@@ -2,46 +2,75 @@ import { sql, type RawBuilder } from 'kysely';
 import type { ClaimRow } from './database';
 import type { NewClaimInput } from './claims';
 import type { Executor } from './pool';
+import type { TargetKind } from '../domain/claimKinds';
+
+/** The scope fields each kind's unique partial index covers (migrations 0001, 0009). */
+const SCOPE_FIELDS: Partial<Record<TargetKind, readonly string[]>> = {
+  qa_admission: ['test_machine'],
+  migration_serialization: ['project_id', 'model'],
+  route_qualification: ['project_id', 'grant_key'],
+  epic_task: ['task'],
+  process: ['project_id', 'process_key'],
+  path_claim: ['project_id', 'path'],
+  strategy_doc_claim: ['project_id', 'document'],
+};
+
+/** The values of `claim`'s scope fields its unit compares, in the order unitPredicate compares them. */
+export function unitScopeValues(claim: NewClaimInput): string[] {
+  return (SCOPE_FIELDS[claim.target_kind] ?? []).map((field) => String(claim.scope[field]));
+}
+
+/** The values a unit predicate compares with: the claim's own, or a statement's placeholders. */
+export interface UnitValues {
+  /** The i-th of the kind's scope fields (see unitScopeValues). */
+  scopeField(i: number): RawBuilder<unknown>;
+  itemId(): RawBuilder<unknown>;
+  projectId(): RawBuilder<unknown>;
+  key(): RawBuilder<unknown>;
+}
+
+/** A claim's own values, written as parameters. */
+function valuesOf(claim: NewClaimInput): UnitValues {
+  const scoped = unitScopeValues(claim);
+  return {
+    scopeField: (i) => sql`${scoped[i]}`,
+    itemId: () => sql`${claim.item_id}`,
+    projectId: () => sql`${claim.project_id}`,
+    key: () => sql`${claim.key}`,
+  };
+}
 
 /**
- * C3: the exclusivity unit of a claim as a predicate over `work_claims` rows aliased `alias`:
- * the same columns its kind's unique partial index covers (migrations 0001, 0009), so a
- * holder lookup uses that index. The kind is written as a literal, not a parameter: a
- * prepared statement's generic plan can only use the partial index whose predicate it can
- * prove, and without it Postgres planned the one-statement acquire afresh on every call.
+ * C3: the exclusivity unit of a claim of `kind` as a predicate over `work_claims` rows aliased
+ * `alias`: the same columns its kind's unique partial index covers, so a holder lookup uses
+ * that index. The kind is written as a literal, not a parameter: a prepared statement's
+ * generic plan can only use the partial index whose predicate it can prove, and without it
+ * Postgres planned the one-statement acquire afresh on every call.
  */
-export function unitMatch(claim: NewClaimInput, alias = 'work_claims'): RawBuilder<boolean> {
+export function unitPredicate(kind: TargetKind, v: UnitValues, alias = 'work_claims'): RawBuilder<boolean> {
   const col = (name: string) => sql.ref(`${alias}.${name}`);
-  const scoped = (...fields: string[]) =>
-    sql.join(
-      fields.map((f) => sql`${col('scope')}->>${sql.lit(f)} = ${String(claim.scope[f])}`),
-      sql` AND `,
-    );
+  const scoped = sql.join(
+    (SCOPE_FIELDS[kind] ?? []).map((f, i) => sql`${col('scope')}->>${sql.lit(f)} = ${v.scopeField(i)}`),
+    sql` AND `,
+  );
   const unit = (() => {
-    switch (claim.target_kind) {
+    switch (kind) {
       case 'item':
-        return sql`${col('item_id')} = ${claim.item_id}`;
+        return sql`${col('item_id')} = ${v.itemId()}`;
       case 'steering':
-        return sql`${col('project_id')} = ${claim.project_id}`;
-      case 'qa_admission':
-        return scoped('test_machine');
-      case 'migration_serialization':
-        return scoped('project_id', 'model');
-      case 'route_qualification':
-        return scoped('project_id', 'grant_key');
+        return sql`${col('project_id')} = ${v.projectId()}`;
       case 'epic_task':
-        return sql`${col('item_id')} = ${claim.item_id} AND ${scoped('task')}`;
-      case 'process':
-        return scoped('project_id', 'process_key');
-      case 'path_claim':
-        return scoped('project_id', 'path');
-      case 'strategy_doc_claim':
-        return scoped('project_id', 'document');
+        return sql`${col('item_id')} = ${v.itemId()} AND ${scoped}`;
       default:
-        return sql`${col('key')} = ${claim.key}`;
+        return SCOPE_FIELDS[kind] ? scoped : sql`${col('key')} = ${v.key()}`;
     }
   })();
-  return sql<boolean>`${col('target_kind')} = ${sql.lit(claim.target_kind)} AND ${col('released_at')} IS NULL AND ${unit}`;
+  return sql<boolean>`${col('target_kind')} = ${sql.lit(kind)} AND ${col('released_at')} IS NULL AND ${unit}`;
+}
+
+/** C3: the predicate matching the live holder of `claim`'s unit. */
+export function unitMatch(claim: NewClaimInput, alias = 'work_claims'): RawBuilder<boolean> {
+  return unitPredicate(claim.target_kind, valuesOf(claim), alias);
 }
 
 /** The live holder of the exclusivity unit a refused insert collided with. */

@@ -1,9 +1,10 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ClaimRow, ClaimScope } from './database';
-import { prepared, type Executor } from './pool';
+import type { Executor } from './pool';
 import type { TargetKind } from '../domain/claimKinds';
 import { STICKY_KINDS } from '../domain/claimKinds';
-import { unitMatch } from './claimUnits';
+import { unitPredicate, unitScopeValues } from './claimUnits';
+import { compiledOnce, type CompiledStatement } from './compiledOnce';
 
 /** A claim as every reader shows it: the row plus the names operators type. */
 export interface ClaimView {
@@ -143,51 +144,92 @@ export async function takeClaim(
   claim: NewClaimInput,
   opts: { machine?: string; lineGuard?: boolean } = {},
 ): Promise<TakeAttempt> {
-  const machine = opts.machine ?? null;
-  const lineFree = opts.lineGuard
-    ? sql`NOT test_machine_unhealthy(${machine})
-          AND NOT EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
-                           WHERE w.test_machine = ${machine} AND w.state = 'waiting'
-                             AND ws.ended_at IS NULL AND ws.terminated_at IS NULL)`
-    : sql`true`;
-  const { rows } = await prepared(sql<
-    Partial<ViewRow> & {
-      taken: boolean;
-      expired: boolean;
-      session_live: boolean;
-      machine_known: boolean;
-      line_free: boolean;
-    }
-  >`
-    WITH s AS (SELECT session_id, project_id FROM sessions
-                WHERE session_id = ${claim.session_id} AND ended_at IS NULL AND terminated_at IS NULL),
-         m AS (SELECT ${machine}::text IS NULL OR EXISTS (SELECT 1 FROM test_machines WHERE name = ${machine}) AS known,
-                      ${lineFree} AS line_free),
-         ins AS (
-           INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id, qa_plan_execution_id)
-           SELECT ${claim.target_kind}, ${JSON.stringify(claim.scope)}::jsonb, ${claim.key},
-                  COALESCE(${claim.project_id}::integer, s.project_id), ${claim.item_id}::integer, s.session_id,
-                  ${claim.qa_plan_execution_id ?? null}::integer
-             FROM s, m
-            WHERE m.known AND m.line_free
-           ON CONFLICT DO NOTHING
-           RETURNING *),
-         held AS (SELECT * FROM work_claims WHERE ${unitMatch(claim)} AND NOT EXISTS (SELECT 1 FROM ins))
-    SELECT v.*, v.claim_id IN (SELECT claim_id FROM ins) AS taken, v.reserved_until < clock_timestamp() AS expired,
-           EXISTS (SELECT 1 FROM s) AS session_live, m.known AS machine_known, m.line_free
-      FROM m
-      LEFT JOIN (${viewOf(sql`(SELECT * FROM ins UNION ALL SELECT * FROM held)`)}) v ON true`).execute(db);
-  const r = rows[0]!;
+  const [r] = await takeStatement(claim.target_kind, !!opts.lineGuard)(db, {
+    session: claim.session_id,
+    machine: opts.machine ?? null,
+    scope: JSON.stringify(claim.scope),
+    key: claim.key,
+    project: claim.project_id,
+    item: claim.item_id,
+    execution: claim.qa_plan_execution_id ?? null,
+    unit1: unitScopeValues(claim)[0] ?? null,
+    unit2: unitScopeValues(claim)[1] ?? null,
+  });
   const attempt: TakeAttempt = {
-    sessionLive: r.session_live,
-    machineKnown: r.machine_known,
-    holderExpired: !!r.expired,
-    lineFree: r.line_free,
+    sessionLive: r!.session_live,
+    machineKnown: r!.machine_known,
+    holderExpired: !!r!.expired,
+    lineFree: r!.line_free,
   };
-  if (r.claim_id === null || r.claim_id === undefined) return attempt;
-  const { taken, expired: _expired, session_live: _live, machine_known: _known, line_free: _free, ...row } = r;
+  if (r!.claim_id === null || r!.claim_id === undefined) return attempt;
+  const { taken, expired: _expired, session_live: _live, machine_known: _known, line_free: _free, ...row } = r!;
   const view = toView(row as ViewRow);
   return taken ? { ...attempt, taken: view } : { ...attempt, holder: view };
+}
+
+type TakeRow = Partial<ViewRow> & {
+  taken: boolean;
+  expired: boolean;
+  session_live: boolean;
+  machine_known: boolean;
+  line_free: boolean;
+};
+
+const TAKE_PARAMETERS = [
+  'session',
+  'machine',
+  'scope',
+  'key',
+  'project',
+  'item',
+  'execution',
+  'unit1',
+  'unit2',
+] as const;
+
+/** The acquire's text differs only by the claim kind (its unit's index) and the line guard. */
+const takeStatements = new Map<string, CompiledStatement<(typeof TAKE_PARAMETERS)[number], TakeRow>>();
+
+function takeStatement(kind: TargetKind, lineGuard: boolean) {
+  const shape = `${kind}:${lineGuard}`;
+  let statement = takeStatements.get(shape);
+  if (!statement) {
+    statement = compiledOnce(TAKE_PARAMETERS, (p) => {
+      const lineFree = lineGuard
+        ? sql`NOT test_machine_unhealthy(${p.machine})
+              AND NOT EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
+                               WHERE w.test_machine = ${p.machine} AND w.state = 'waiting'
+                                 AND ws.ended_at IS NULL AND ws.terminated_at IS NULL)`
+        : sql`true`;
+      const unit = unitPredicate(kind, {
+        scopeField: (i) => sql`${i === 0 ? p.unit1 : p.unit2}::text`,
+        itemId: () => sql`${p.item}::integer`,
+        projectId: () => sql`${p.project}::integer`,
+        key: () => sql`${p.key}::text`,
+      });
+      return sql<TakeRow>`
+        WITH s AS (SELECT session_id, project_id FROM sessions
+                    WHERE session_id = ${p.session}::text AND ended_at IS NULL AND terminated_at IS NULL),
+             m AS (SELECT ${p.machine}::text IS NULL OR EXISTS (SELECT 1 FROM test_machines WHERE name = ${p.machine}::text) AS known,
+                          ${lineFree} AS line_free),
+             ins AS (
+               INSERT INTO work_claims (target_kind, scope, key, project_id, item_id, session_id, qa_plan_execution_id)
+               SELECT ${sql.lit(kind)}, ${p.scope}::jsonb, ${p.key}::text,
+                      COALESCE(${p.project}::integer, s.project_id), ${p.item}::integer, s.session_id,
+                      ${p.execution}::integer
+                 FROM s, m
+                WHERE m.known AND m.line_free
+               ON CONFLICT DO NOTHING
+               RETURNING *),
+             held AS (SELECT * FROM work_claims WHERE ${unit} AND NOT EXISTS (SELECT 1 FROM ins))
+        SELECT v.*, v.claim_id IN (SELECT claim_id FROM ins) AS taken, v.reserved_until < clock_timestamp() AS expired,
+               EXISTS (SELECT 1 FROM s) AS session_live, m.known AS machine_known, m.line_free
+          FROM m
+          LEFT JOIN (${viewOf(sql`(SELECT * FROM ins UNION ALL SELECT * FROM held)`)}) v ON true`;
+    });
+    takeStatements.set(shape, statement);
+  }
+  return statement;
 }
 
 /** A plain insert inside a transaction; undefined when the unit is held. */
@@ -273,14 +315,7 @@ export async function releaseServingLineView(
   reason: string,
   lifetimeMs: number,
 ): Promise<{ released: ClaimView; reserved?: ReservedTurn } | undefined> {
-  const { rows } = await prepared(
-    sql<ViewRow & { wait_id: number | null; qa_plan_execution_id: number | null }>`${viewOf(
-      sql`(SELECT (r.claim_row).*, r.wait_id
-             FROM yoke_release_serving_line(${claimId}::integer, ${actingSessionId}::text, ${reason}::text,
-                                            ${lifetimeMs}::double precision) r)`,
-      sql`, c.wait_id, c.qa_plan_execution_id`,
-    )}`,
-  ).execute(db);
+  const rows = await releaseStatement(db, { claim: claimId, acting: actingSessionId, reason, lifetime: lifetimeMs });
   const released = rows.find((r) => r.claim_id === claimId);
   if (!released) return undefined;
   const turn = rows.find((r) => r.claim_id !== claimId);
@@ -293,6 +328,17 @@ export async function releaseServingLineView(
   };
 }
 
+const releaseStatement = compiledOnce(
+  ['claim', 'acting', 'reason', 'lifetime'],
+  (p) =>
+    viewOf(
+      sql`(SELECT (r.claim_row).*, r.wait_id
+           FROM yoke_release_serving_line(${p.claim}::integer, ${p.acting}::text, ${p.reason}::text,
+                                          ${p.lifetime}::double precision) r)`,
+      sql`, c.wait_id, c.qa_plan_execution_id`,
+    ) as RawBuilder<ViewRow & { wait_id: number | null; qa_plan_execution_id: number | null }>,
+);
+
 /**
  * W7: the waiter's acquire consumes its reserved turn, one statement (under the line's lock:
  * its live, unexpired reservation becomes its hold and its wait is granted). Undefined when
@@ -304,11 +350,13 @@ export async function consumeReservationView(
   sessionId: string,
   executionId: number | null,
 ): Promise<ClaimView | undefined> {
-  const { rows } = await prepared(
-    viewOf(sql`yoke_consume_reservation(${testMachine}::text, ${sessionId}::text, ${executionId}::integer)`),
-  ).execute(db);
-  return rows[0] ? toView(rows[0]) : undefined;
+  const [row] = await consumeStatement(db, { machine: testMachine, session: sessionId, execution: executionId });
+  return row ? toView(row) : undefined;
 }
+
+const consumeStatement = compiledOnce(['machine', 'session', 'execution'], (p) =>
+  viewOf(sql`yoke_consume_reservation(${p.machine}::text, ${p.session}::text, ${p.execution}::integer)`),
+);
 
 export async function releaseClaim(db: Executor, claimId: number, mark: ReleaseMark): Promise<void> {
   await db

@@ -16,15 +16,18 @@ export async function countStatements(url: string, read: (db: Kysely<any>) => Pr
   return statements;
 }
 
-/** Counts the statements kysely sends (BEGIN and COMMIT of a transaction are not among them). */
+/**
+ * Counts the statements kysely runs (BEGIN and COMMIT of a transaction are not among them), as
+ * each result comes back: a hot statement is compiled once (db/compiledOnce.ts), run many times.
+ */
 export function counting(): KyselyPlugin & { count: number } {
   return {
     count: 0,
     transformQuery(args) {
-      this.count++;
       return args.node;
     },
     async transformResult(args) {
+      this.count++;
       return args.result;
     },
   };
