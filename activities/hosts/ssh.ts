@@ -13,6 +13,7 @@ import {
 import { sshKeyDir } from '../../config/paths';
 import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
 import { refusal, usageError } from '../../domain/errors';
+import { boundToConnection } from './boundCommand';
 
 /**
  * What the host is to yoke: a test machine (registered with `yoke test-machine add`) or a
@@ -168,7 +169,9 @@ export interface RunOptions extends SshTimeouts {
 
 /**
  * Runs one command over SSH and captures exit status, stdout and stderr. A host key that
- * differs from the pinned one is refused (`host_key_mismatch`), never ignored.
+ * differs from the pinned one is refused (`host_key_mismatch`), never ignored. The command dies
+ * with the connection (boundCommand.ts): a timeout, a cancellation or a killed worker never
+ * leaves it running on the host.
  */
 export function runOverSsh(target: SshTarget, command: string, opts: RunOptions): Promise<CommandResult> {
   const pinned: HostKey | undefined = target.hostKey ? parseStoredHostKey(target.hostKey) : undefined;
@@ -212,7 +215,7 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
       finish(() => reject(new SshUnavailable(target.name, err.message, target.role)));
     });
     conn.on('ready', () => {
-      conn.exec(command, (err, stream) => {
+      conn.exec(boundToConnection(command), (err, stream) => {
         if (err) return finish(() => reject(new SshUnavailable(target.name, err.message, target.role)));
         const hash = createHash('sha256');
         const out: Buffer[] = [];
