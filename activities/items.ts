@@ -22,6 +22,7 @@ import {
 } from '../domain/completion';
 import { refusal, usageError } from '../domain/errors';
 import { parseItemRef } from '../domain/itemRef';
+import { parseLanePath } from '../domain/lanePath';
 import { doneGateRefusal, readDoneGateFacts, writeItemStatus } from './completion/doneGate';
 import { stampPrerequisites } from './settlement/commit';
 import { settlementContext } from './settlement/members';
@@ -120,12 +121,14 @@ export function itemActivities(deps: { db: Kysely<Database> }) {
         details: { status: input.value },
       });
     }
+    // S3 removes the lane recursively: a path that names no single checkout is refused first.
+    const lane = input.field === 'lane' ? parseLanePath(input.value) : null;
     const ref = parseItemRef(input.item);
     await db.transaction().execute(async (trx) => {
       const session = await requireLiveSession(trx, input.sessionId);
       const item = await itemByRef(trx, ref, { lock: true });
-      if (input.field === 'lane') {
-        await writeLanePath(trx, item.item_id, input.value);
+      if (lane !== null) {
+        await writeLanePath(trx, item.item_id, lane);
         return;
       }
       const to = input.value as ItemStatus;

@@ -13,7 +13,7 @@ import type { UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
 import { refusal, unreachable, usageError, YokeError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { assertComposition, composition } from './composition';
+import { assertComposition, composition, type DependencyWarning } from './composition';
 import { admitMembers, materializeFlowDefaults, type ExplicitSelection } from './membership';
 import type { RunIdentity } from './read';
 import { takeoverActivities, type TakeoverNotifier, type TakeoverReceipt } from './takeover';
@@ -38,7 +38,7 @@ export interface CreateReceipt extends RunIdentity {
   /** I2: `recorded_key` when the request carried a key, null when unkeyed. */
   idempotency_basis: 'recorded_key' | null;
   member_items: string[];
-  warnings: UntargetedObligation[];
+  warnings: (UntargetedObligation | DependencyWarning)[];
   /** D4: the waiting run this start took over, when it took one over. */
   takeover?: TakeoverReceipt | null;
   /** D4: waiting runs of the same flow and target it did not take over, and why. */
@@ -121,7 +121,7 @@ export function runCreationActivities(deps: {
       runId: string,
       status: string,
       replayed: boolean,
-      warnings: UntargetedObligation[],
+      warnings: CreateReceipt['warnings'],
     ): CreateReceipt => ({
       run_id: runId,
       project: request.project,
@@ -171,7 +171,7 @@ export function runCreationActivities(deps: {
     const taken = takeOver ? await takeOver(trx, run.run_id) : null;
     const moved = new Set(taken?.moved_members ?? []);
     const selection: ExplicitSelection = { requirementIds: request.requirement_ids, planIds: request.plan_ids };
-    const warnings: UntargetedObligation[] = [];
+    const warnings: CreateReceipt['warnings'] = [];
     warnings.push(
       ...(await admitMembers(
         trx,
@@ -181,7 +181,10 @@ export function runCreationActivities(deps: {
         selection,
       )),
     );
-    assertComposition(await composition(trx, run, flow, 'create')); // D9
+    const checked = await composition(trx, run, flow, 'create');
+    assertComposition(checked); // D9
+    // D7: a member whose dependency is unsatisfied is named now; settlement would hold it.
+    warnings.push(...checked.warnings.filter((w): w is DependencyWarning => w.code === 'dependency_unsatisfied'));
     await recordEvent(trx, {
       event_type: 'DeploymentRunCreated',
       project_id: projectId,

@@ -28,7 +28,13 @@ import { refusal, usageError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
 import { admitMembers, type CarriedWork, type ExplicitSelection } from './membership';
 import { planFreeze } from './freeze';
-import { assertComposition, composition, readsOwedItems, type SupplementalWarning } from './composition';
+import {
+  assertComposition,
+  composition,
+  readsOwedItems,
+  type DependencyWarning,
+  type SupplementalWarning,
+} from './composition';
 import { openLines } from './occupancy';
 import { abortLiveExecutionsOfRun, noQaEffects, notifyQa, type QaEffects, type QaNotifier } from '../qa/ending';
 import {
@@ -84,7 +90,11 @@ export function terminalRefusal(run: RunRow, doing: string) {
       recovery:
         run.status === 'failed'
           ? `retry it: yoke deployment-runs retry ${run.run_id}`
-          : 'create a new run (with a new --idempotency-key)',
+          : run.status === 'created'
+            ? `execute it first: yoke deployment-runs execute ${run.run_id}`
+            : run.status === 'executing'
+              ? `it is still running: yoke deployment-runs watch ${run.run_id}`
+              : 'create a new run (with a new --idempotency-key)',
       details: { run_id: run.run_id, status: run.status },
     },
   );
@@ -363,9 +373,11 @@ export function runExecutionActivities(deps: {
   }
 
   /** `add-item` (D5, D6): only while the run has not settled; driver-bound (R1). */
-  async function addItem(
-    input: { sessionId: string; runId: string; item: string } & ExplicitSelection,
-  ): Promise<{ run_id: string; item: string; warnings: (UntargetedObligation | SupplementalWarning)[] }> {
+  async function addItem(input: { sessionId: string; runId: string; item: string } & ExplicitSelection): Promise<{
+    run_id: string;
+    item: string;
+    warnings: (UntargetedObligation | SupplementalWarning | DependencyWarning)[];
+  }> {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
@@ -383,19 +395,22 @@ export function runExecutionActivities(deps: {
         });
       }
       const flow = await runFlow(trx, run);
-      const warnings: (UntargetedObligation | SupplementalWarning)[] = await admitMembers(
+      const warnings: (UntargetedObligation | SupplementalWarning | DependencyWarning)[] = await admitMembers(
         trx,
         run,
         await runFlow(trx, run),
         [{ item_id: item.item_id, item: item.item }],
         input,
       );
-      // D9 refusals; D10: a supplemental member whose proof will not be credited is named.
+      // D9 refusals; D10: a supplemental member whose proof will not be credited is named; D7: so
+      // is an unsatisfied dependency of the added member, which settlement would hold.
       const checked = await composition(trx, run, flow, 'add_item');
       assertComposition(checked);
       warnings.push(
         ...checked.warnings.filter(
-          (w): w is SupplementalWarning => w.code === 'supplemental_proof_not_credited' && w.item === item.item,
+          (w): w is SupplementalWarning | DependencyWarning =>
+            (w.code === 'supplemental_proof_not_credited' || w.code === 'dependency_unsatisfied') &&
+            w.item === item.item,
         ),
       );
       await recordEvent(trx, {

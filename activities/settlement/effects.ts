@@ -11,6 +11,7 @@ import {
   type EffectKey,
 } from '../../db/settlementEffects';
 import type { TrackerConfig } from '../../domain/projectDefinition';
+import { parseLanePath } from '../../domain/lanePath';
 import { sessionActivities } from '../sessions';
 import type { TrackerFactory } from './tracker';
 import { refusal, type YokeError } from '../../domain/errors';
@@ -145,8 +146,15 @@ export function effectsPendingRefusal(e: Pick<EffectsOutcome, 'run_id' | 'failed
 
 /** Terminal lane cleanup: the member's checkout is removed (a missing one is already clean). */
 async function removeLane(path: string): Promise<string> {
-  await rm(path, { recursive: true, force: true });
-  return `removed ${path}`;
+  // A lane recorded before lanes were checked may be relative or top-level: never removed.
+  let lane: string;
+  try {
+    lane = parseLanePath(path);
+  } catch (err) {
+    return `not removed: ${(err as Error).message}`;
+  }
+  await rm(lane, { recursive: true, force: true });
+  return `removed ${lane}`;
 }
 
 /**

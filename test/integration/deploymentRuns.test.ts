@@ -357,7 +357,7 @@ describe('membership and admission', () => {
     });
     expect(added.warnings).toEqual([]);
     const hotfix = await create({ flow: 'hotfix', idempotencyKey: 'hf' });
-    expect(hotfix.warnings.map((w) => w.requirement_id)).toEqual([
+    expect(hotfix.warnings.map((w) => ('requirement_id' in w ? w.requirement_id : w.code))).toEqual([
       'WEB-1/checkout-e2e',
       'WEB-1/planned',
       'WEB-1/prod-canary',
