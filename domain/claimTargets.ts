@@ -34,13 +34,17 @@ export function parseDocument(raw: string): string {
   return doc;
 }
 
-/** A repository-relative path: `./` and repeated slashes dropped; no `..`, no absolute path. */
+/**
+ * A repository-relative path, one spelling per file (exclusivity is by the stored path):
+ * `.` segments, repeated slashes and a trailing slash dropped; no `..`, no absolute path.
+ */
 export function normalizePath(raw: string): string {
-  const path = raw
-    .trim()
-    .replace(/\/{2,}/g, '/')
-    .replace(/^(\.\/)+/, '');
-  if (!path || path.startsWith('/') || path.split('/').includes('..') || path.length > 1000)
+  const trimmed = raw.trim();
+  const path = trimmed
+    .split('/')
+    .filter((segment) => segment !== '' && segment !== '.')
+    .join('/');
+  if (!path || trimmed.startsWith('/') || path.split('/').includes('..') || path.length > 1000)
     throw invalid('PATH', raw, 'is not a repository-relative path', 'src/board/render.ts');
   return path;
 }

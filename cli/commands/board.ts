@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { BaseOptions, commandAction, nonEmpty, type CommandContext } from '../context';
+import { usageError } from '../../domain/errors';
 import { table } from '../output';
 
 const ViewOptions = BaseOptions.extend({ project: nonEmpty.optional() });
@@ -23,7 +24,15 @@ export function registerBoard(program: Command): void {
           const { markdown, ...data } = await (await boardOf(ctx)).board({ project: o.project });
           if (o.out) {
             const { writeFileSync } = await import('node:fs');
-            writeFileSync(o.out, `${markdown}\n`);
+            try {
+              writeFileSync(o.out, `${markdown}\n`);
+            } catch (err) {
+              // A directory, a missing folder or a read-only place is the caller's input, not a bug.
+              throw usageError('out_file_unwritable', `--out ${o.out}: ${(err as Error).message}`, {
+                recovery: 'pass --out with a file path in an existing, writable folder, e.g. --out BOARD.md',
+                details: { option: '--out', value: o.out },
+              });
+            }
           }
           return { markdown, data };
         },

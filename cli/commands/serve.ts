@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { usageError } from '../../domain/errors';
 import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
 
 const ServeOptions = BaseOptions.extend({
@@ -49,7 +50,17 @@ export function registerServe(program: Command): void {
           pollMs: o.pollMs,
           publicDir: join(projectRoot(__dirname), 'web', 'public'),
         });
-        await app.listen({ port: o.port, host: o.host });
+        try {
+          await app.listen({ port: o.port, host: o.host });
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code !== 'EADDRINUSE' && code !== 'EADDRNOTAVAIL' && code !== 'EACCES') throw err;
+          // A taken port or an address this machine does not have is the caller's input, not a bug.
+          throw usageError('listen_address_unavailable', `cannot listen on ${o.host}:${o.port}: ${code}`, {
+            recovery: `pick another port (--port ${o.port === 8340 ? 8341 : 8340}, or --port 0 for any free one) or an address of this machine (--host 127.0.0.1)`,
+            details: { host: o.host, port: o.port, reason: code },
+          });
+        }
         const { port } = app.server.address() as { port: number };
         const url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${port}`;
         process.stdout.write(o.json ? `${JSON.stringify({ url, port })}\n` : `yoke dashboard: ${url}\n`);
