@@ -126,17 +126,20 @@ export async function statusLine(): Promise<number> {
     return 0; // a status line never breaks the prompt
   }
   const sessionId = input.session_id ?? process.env.YOKE_SESSION_ID;
-  const window = input.context_window?.context_window_size;
-  const model = input.model?.id;
+  // U2: only a well-formed statement attests; a window that is not a positive integer (or a
+  // model id that is not a name) is shown as sent but never stored as a served fact.
+  const sent = input.context_window?.context_window_size;
+  const window = Number.isSafeInteger(sent) && sent! > 0 ? sent : undefined;
+  const model = typeof input.model?.id === 'string' && input.model.id.trim() ? input.model.id : undefined;
   let tokens: number | null = null;
   let pending: PendingAttestation | undefined;
   if (sessionId) {
-    const facts = { model: model ?? null, window: Number.isInteger(window) ? window! : null };
+    const facts = { model: model ?? null, window: window ?? null };
     const result = await attest(sessionId, facts);
     tokens = result.tokens;
     pending = result.pending;
   }
-  const parts = [input.model?.display_name ?? model ?? 'model ?'];
+  const parts = [(typeof input.model?.display_name === 'string' && input.model.display_name) || model || 'model ?'];
   if (window) parts.push(`${compact(window)} ctx`);
   const shown =
     tokens ??
