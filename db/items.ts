@@ -288,7 +288,11 @@ export async function markMembersClosed(db: Executor, runId: string, itemIds: nu
     .execute();
 }
 
-/** Closed members' claims (each item's own and its item-owned migration holds) end with them, in one statement. */
+/**
+ * Closed members' claims end with them, in one statement: each item's own claim, its epic tasks,
+ * its path claims and its item-owned migration holds (0037_audc_delivered_claims admits the same
+ * kinds under a user's role).
+ */
 export async function releaseClaimsOfItems(
   db: Executor,
   itemIds: number[],
@@ -300,7 +304,7 @@ export async function releaseClaimsOfItems(
     .set({ released_at: sql`clock_timestamp()`, release_reason: reason })
     .where('item_id', 'in', itemIds)
     .where('released_at', 'is', null)
-    .where('target_kind', 'in', ['item', 'migration_serialization'])
+    .where('target_kind', 'in', ['item', 'epic_task', 'path_claim', 'migration_serialization'])
     .returning(['claim_id', 'session_id', 'item_id'])
     .execute();
   return rows.map((r) => ({ claim_id: r.claim_id, session_id: r.session_id, item_id: r.item_id! }));

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { Client } from 'pg';
+import { claimPrimitiveActivities } from '../../activities/claimPrimitives';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import type { Database } from '../../db/database';
 import { createDb } from '../../db/pool';
@@ -208,4 +209,38 @@ test('D7 issue 12: under the driver’s own role, a dependency closing in the sa
     { number: 10, status: 'done' },
     { number: 11, status: 'done' },
   ]);
+});
+
+test('S2 S3 issue 12 audit: under the driver’s own role, a delivered member’s epic-task and path claims end with it, with no operator event, and the holder session left with none ends', async () => {
+  for (const { run_id } of (await su.query("SELECT run_id FROM deployment_runs WHERE status = 'executing'")).rows)
+    await admin.terminalizeRun({ sessionId: 'dr1', runId: run_id, disposition: 'cancelled', reason: 'next test' });
+  await su.query('INSERT INTO sessions (session_id, actor_id, project_id) VALUES ($1, $2, $3)', [
+    'h4',
+    holder.name,
+    web,
+  ]);
+  const primitives = claimPrimitiveActivities({ db: t.db });
+  await primitives.takeEpicTask({ sessionId: 'h4', item: 'WEB-12', task: 'T001' });
+  await primitives.takePaths({ sessionId: 'h4', paths: ['src/web-12.ts', 'src/web-12.css'], item: 'WEB-12' });
+  const runId = await readyRun('WEB-12', 'primitives', 'h4');
+  const out = await runsAs(driver).updateRunStatus({ sessionId: 'dr1', runId, field: 'status', value: 'succeeded' });
+  expect(out).toMatchObject({ status: 'succeeded', effects_pending: 0 });
+  const { rows: claims } = await su.query(
+    'SELECT target_kind, released_at IS NOT NULL AS released, release_reason FROM work_claims WHERE session_id = $1 ORDER BY claim_id',
+    ['h4'],
+  );
+  expect(claims).toEqual([
+    { target_kind: 'epic_task', released: true, release_reason: `delivered by run ${runId}` },
+    { target_kind: 'path_claim', released: true, release_reason: `delivered by run ${runId}` },
+    { target_kind: 'path_claim', released: true, release_reason: `delivered by run ${runId}` },
+    { target_kind: 'item', released: true, release_reason: `delivered by run ${runId}` },
+  ]);
+  const { rows: events } = await su.query(
+    "SELECT count(*)::int AS n FROM events WHERE event_type = 'WARNOperatorLeaseRelease' AND payload->>'holder_session_id' = 'h4'",
+  );
+  expect(events).toEqual([{ n: 0 }]);
+  const { rows: session } = await su.query('SELECT ended_at IS NOT NULL AS ended FROM sessions WHERE session_id = $1', [
+    'h4',
+  ]);
+  expect(session).toEqual([{ ended: true }]);
 });
