@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import type { Database } from '../../db/database';
@@ -139,6 +140,25 @@ async function storeRevision(db: Kysely<Database>, document: unknown, origin: st
     });
   }
   const r = parsed.data;
+  // U12: a shipped revision is in force without a row; a file reusing its id would replace it
+  // in the catalog (re-pricing every session it priced), so only its own content is accepted.
+  const shipped = SHIPPED_REVISIONS.find((s) => s.revision_id === r.revision_id);
+  if (shipped) {
+    const plain = (v: unknown) => JSON.parse(JSON.stringify(v)) as unknown;
+    if (
+      Date.parse(shipped.effective_at) === Date.parse(r.effective_at) &&
+      isDeepStrictEqual(plain(shipped.rates), plain(r.rates))
+    )
+      return { revision_id: r.revision_id, imported: false, shipped: true };
+    throw refusal(
+      'pricing_revision_immutable',
+      `pricing revision ${r.revision_id} is shipped with yoke with other rates or another effective date; revisions are immutable`,
+      {
+        recovery: 'import the new prices as a new revision_id with its own effective_at',
+        details: { revision_id: r.revision_id, shipped: true },
+      },
+    );
+  }
   const existing = await pricingRevisionById(db, r.revision_id);
   if (existing) {
     if (await sameRates(db, r.revision_id, JSON.stringify(r.rates)))

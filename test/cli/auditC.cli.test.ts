@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -177,4 +177,28 @@ test('U2 issue 5: the status line never stores a window that is not a positive i
     expect(r.stdout).not.toContain(`${size} ctx`);
     expect(await served()).toMatchObject({ model: 'claude-x', window: 200000 });
   }
+});
+
+test('U12 issue 9: a pricing file reusing a shipped revision id is refused pricing_revision_immutable, and the shipped revision keeps pricing', async () => {
+  const before = json<{ revision_id: string; effective_at: string; models: number }[]>(
+    await yoke(t.url, ['pricing', 'list', '--json']),
+  );
+  const shipped = before.find((r) => r.revision_id.startsWith('genai-prices-'))!;
+  const file = join(mkdtempSync(join(tmpdir(), 'yoke-prices-')), 'rev.json');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      revision_id: shipped.revision_id,
+      effective_at: new Date(Date.now() + 3_600_000).toISOString(),
+      source: 'a file',
+      rates: { m: { input: 0, cached_input: 0, cache_write: 0, cache_write_long: 0, output: 0 } },
+    }),
+  );
+  const r = await yoke(t.url, ['pricing', 'import', file, '--json']);
+  expect(r.code).toBe(1);
+  expect(jsonError(r)).toMatchObject({
+    code: 'pricing_revision_immutable',
+    details: { revision_id: shipped.revision_id },
+  });
+  expect(json(await yoke(t.url, ['pricing', 'list', '--json']))).toEqual(before);
 });
