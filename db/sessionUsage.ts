@@ -1,5 +1,6 @@
 import { sql, type Insertable, type Selectable } from 'kysely';
 import type { Checkpoint } from '../domain/usage/checkpoint';
+import type { Harness } from '../domain/harnesses';
 import type { SessionUsageTable } from './database';
 import type { Executor } from './pool';
 import { visibleSessionSql } from './visibility';
@@ -20,14 +21,15 @@ export async function storedUsage(db: Executor, sessionId: string): Promise<Sess
 export async function registeredWithUsage(
   db: Executor,
   sessionIds: string[],
-): Promise<Map<string, SessionUsageRow | undefined>> {
-  const out = new Map<string, SessionUsageRow | undefined>();
+): Promise<Map<string, { harness: Harness; usage: SessionUsageRow | undefined }>> {
+  const out = new Map<string, { harness: Harness; usage: SessionUsageRow | undefined }>();
   if (sessionIds.length === 0) return out;
   const rows = await db
     .selectFrom('sessions as s')
     .leftJoin('session_usage as u', 'u.session_id', 's.session_id')
     .select([
       's.session_id as id',
+      's.harness as registered_harness',
       'u.session_id',
       'u.harness',
       'u.reader_version',
@@ -40,7 +42,8 @@ export async function registeredWithUsage(
     ])
     .where('s.session_id', 'in', sessionIds)
     .execute();
-  for (const { id, ...u } of rows) out.set(id, u.session_id === null ? undefined : (u as SessionUsageRow));
+  for (const { id, registered_harness, ...u } of rows)
+    out.set(id, { harness: registered_harness, usage: u.session_id === null ? undefined : (u as SessionUsageRow) });
   return out;
 }
 

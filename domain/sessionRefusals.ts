@@ -1,4 +1,4 @@
-import { refusal, type YokeError } from './errors';
+import { refusal, usageError, type YokeError } from './errors';
 
 /**
  * The one builder of `session_not_registered`: every path that looks a session up refuses an
@@ -20,6 +20,22 @@ export function sessionEnded(sessionId: string, endedAt: Date, endReason: string
     {
       recovery: 'register a new session id and act from it',
       details: { session_id: sessionId, ended_at: endedAt.toISOString(), end_reason: endReason },
+    },
+  );
+}
+
+/**
+ * U5: a session's usage is read from its own harness's artifact. A fold naming another harness
+ * would replace the measured totals with a reading of some other source, so it is refused
+ * (a session registered `other` may be folded as any harness).
+ */
+export function harnessMismatch(sessionId: string, registered: string, given: string): YokeError {
+  return usageError(
+    'harness_mismatch',
+    `session "${sessionId}" is registered as a ${registered} session; --harness ${given} would replace its ${registered} usage`,
+    {
+      recovery: `fold its own artifact: yoke hooks usage --session ${sessionId} --harness ${registered} --artifact PATH`,
+      details: { session_id: sessionId, registered_harness: registered, harness: given },
     },
   );
 }

@@ -16,7 +16,7 @@ import {
 } from '../../db/sessionUsage';
 import { recordServedFacts, sessionById } from '../../db/sessions';
 import { YokeError, usageError } from '../../domain/errors';
-import { sessionNotRegistered } from '../../domain/sessionRefusals';
+import { harnessMismatch, sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost } from '../../domain/usage/pricing';
 import { assertRegularArtifacts } from './artifactFile';
@@ -149,18 +149,28 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
    * Absolute totals replace the stored ones, except that a reading that measured nothing never
    * replaces a measured one.
    */
+  /** The stored usage a fold starts from, once the session is known and registered for this harness. */
+  function registeredFor(
+    input: FoldInput,
+    registered: { harness: string; usage: SessionUsageRow | undefined } | undefined,
+  ): SessionUsageRow | undefined {
+    if (!registered) throw sessionNotRegistered(input.sessionId, input.harness);
+    if (registered.harness !== 'other' && registered.harness !== input.harness)
+      throw harnessMismatch(input.sessionId, registered.harness, input.harness);
+    return registered.usage;
+  }
+
   async function foldSessionUsage(input: FoldInput): Promise<FoldResult> {
     const artifacts = resolvedArtifacts(input);
-    const registered = await registeredWithUsage(db, [input.sessionId]);
-    if (!registered.has(input.sessionId)) throw sessionNotRegistered(input.sessionId, input.harness);
-    let stored = registered.get(input.sessionId);
+    const registered = (await registeredWithUsage(db, [input.sessionId])).get(input.sessionId);
+    let stored = registeredFor(input, registered);
     for (;;) {
       const reading = await read(input, artifacts, stored);
       const written = await db.transaction().execute(async (trx) => {
         const [landed] = await writeReadings(trx, [{ input, artifacts, stored, reading }]);
         return landed
           ? { result: landed }
-          : { raced: (await registeredWithUsage(trx, [input.sessionId])).get(input.sessionId) };
+          : { raced: (await registeredWithUsage(trx, [input.sessionId])).get(input.sessionId)?.usage };
       });
       if (written.result) return written.result;
       stored = written.raced; // another fold landed while this one read: fold on from its checkpoint
@@ -214,8 +224,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       inputs.map(async (input) => {
         try {
           const artifacts = resolvedArtifacts(input);
-          if (!registered.has(input.sessionId)) throw sessionNotRegistered(input.sessionId, input.harness);
-          const stored = registered.get(input.sessionId);
+          const stored = registeredFor(input, registered.get(input.sessionId));
           return { input, artifacts, stored, reading: await read(input, artifacts, stored) };
         } catch (err) {
           return err as Error;

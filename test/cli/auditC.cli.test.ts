@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, setUp, yoke, yokeBin, type CliResult } from '../helpers/cli';
 import { releaseDefinition, releaseRunArgs, writeDefinition } from '../helpers/runs';
+import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
 
 /**
  * Defects a third audit found in issues 5, 9, 12 and 15, each driven through the built binary
@@ -201,4 +202,38 @@ test('U12 issue 9: a pricing file reusing a shipped revision id is refused prici
     details: { revision_id: shipped.revision_id },
   });
   expect(json(await yoke(t.url, ['pricing', 'list', '--json']))).toEqual(before);
+});
+
+test('U5 issue 5: a fold naming another harness than the session registered is refused harness_mismatch and keeps the measured totals', async () => {
+  const dir = fixtureDir();
+  const transcript = join(dir, 'claude.jsonl');
+  writeLines(transcript, [claudeAssistant('msg_1', { input: 100, output: 20 })]);
+  const rollout = join(dir, 'rollout.jsonl');
+  writeLines(rollout, [
+    { timestamp: '2026-11-29T10:00:00Z', type: 'session_meta', payload: { id: 'thread-1', source: 'cli' } },
+    {
+      timestamp: '2026-11-29T10:00:01Z',
+      type: 'event_msg',
+      payload: {
+        type: 'token_count',
+        info: {
+          total_token_usage: { input_tokens: 5, cached_input_tokens: 0, output_tokens: 1, reasoning_output_tokens: 0 },
+        },
+      },
+    },
+  ]);
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'u1', '--actor', 'driver', '--harness', 'claude', '--machine', 'm1'],
+    ['hooks', 'usage', '--session', 'u1', '--harness', 'claude', '--artifact', transcript],
+  ]);
+  const r = await run(['hooks', 'usage', '--session', 'u1', '--harness', 'codex', '--artifact', rollout, '--json']);
+  expect(r.code).toBe(2);
+  expect(jsonError(r)).toMatchObject({
+    code: 'harness_mismatch',
+    details: { session_id: 'u1', registered_harness: 'claude', harness: 'codex' },
+  });
+  const row = json<{ session_id: string; usage_tokens: number }[]>(
+    await yoke(t.url, ['sessions', 'list', '--json']),
+  ).find((s) => s.session_id === 'u1')!;
+  expect(row.usage_tokens).toBe(120);
 });
