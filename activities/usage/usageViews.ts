@@ -163,6 +163,13 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
     const until = input.until ? parseReportDate(input.until, '--until') : undefined;
     // a day given to --until includes that whole day
     const untilAt = until ? new Date(Date.parse(until.at) + (until.day ? 86_400_000 : 0)).toISOString() : null;
+    if (since && untilAt && Date.parse(since.at) >= Date.parse(untilAt)) {
+      // an empty window would answer an all-zero report, as if nothing was used
+      throw usageError('invalid_date_range', `--since ${input.since} is not before --until ${input.until}`, {
+        recovery: 'give --since a day or instant before --until (--until includes its day), or leave one out',
+        details: { since: input.since, until: input.until },
+      });
+    }
     const read = await readUsageReport(db, { sinceAt: since?.at ?? null, untilAt }, input.viewer?.sessionId);
     requireViewer(input.viewer, read.viewer_actor);
     const catalog = pricingCatalog(read.revisions);

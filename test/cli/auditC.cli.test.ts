@@ -237,3 +237,26 @@ test('U5 issue 5: a fold naming another harness than the session registered is r
   ).find((s) => s.session_id === 'u1')!;
   expect(row.usage_tokens).toBe(120);
 });
+
+test('issue 9: usage report with --since after --until is a usage error (exit 2), not an all-zero report', async () => {
+  const r = await yoke(t.url, [
+    'usage',
+    'report',
+    '--by',
+    'day',
+    '--since',
+    '2026-12-05',
+    '--until',
+    '2026-12-01',
+    '--json',
+  ]);
+  expect(r.code).toBe(2);
+  expect(jsonError(r)).toMatchObject({
+    code: 'invalid_date_range',
+    details: { since: '2026-12-05', until: '2026-12-01' },
+  });
+  // one day given to both is that whole day
+  expect(
+    (await yoke(t.url, ['usage', 'report', '--by', 'day', '--since', '2026-12-01', '--until', '2026-12-01'])).code,
+  ).toBe(0);
+});
