@@ -75,6 +75,20 @@ export function readAsDelivered(run: DoneGateFacts['readRun']): boolean {
   return !!run && (run.status === 'succeeded' || (run.status === 'executing' && run.settling));
 }
 
+/**
+ * D8: what clears a completion authority that reads another run: that run settling (a created
+ * run has no workflow to watch yet: it is executed first), or the member leaving it, so the
+ * walk reads the closing run's membership again.
+ */
+function readRunRecovery(item: string, read: { run_id: string; status: string }, closingRunId: string): string {
+  const settle =
+    read.status === 'created'
+      ? `yoke deployment-runs execute ${read.run_id}`
+      : `yoke deployment-runs watch ${read.run_id}`;
+  if (read.run_id === closingRunId) return `settle run ${read.run_id}: ${settle}`;
+  return `settle run ${read.run_id} (${settle}), or let ${closingRunId} deliver ${item}: yoke deployment-runs remove-item ${read.run_id} ${item} --reason R`;
+}
+
 /** The done gate (S2, S6): every reason this member cannot be written done through this run. */
 export function doneGateReasons(f: DoneGateFacts): BlockReason[] {
   const reasons: BlockReason[] = [];
@@ -85,7 +99,7 @@ export function doneGateReasons(f: DoneGateFacts): BlockReason[] {
         ? `${f.item}'s completion authority reads run ${f.readRun.run_id} (${f.readRun.settling ? 'settling' : f.readRun.status}), not a delivered ${f.closingRunId}`
         : `${f.item} has no completion run that delivered it`,
       recovery: f.readRun
-        ? `settle run ${f.readRun.run_id}: yoke deployment-runs watch ${f.readRun.run_id}`
+        ? readRunRecovery(f.item, f.readRun, f.closingRunId)
         : `deliver it through its completion flow: yoke deployment-runs start-for-item ${f.item} --candidate SHA`,
     });
   }
