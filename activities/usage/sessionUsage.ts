@@ -140,15 +140,6 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
   const read = (input: FoldInput, artifacts: string[], stored: SessionUsageRow | undefined) =>
     folder(input.harness, stored?.harness === input.harness ? stored.checkpoint : undefined, artifacts);
 
-  /**
-   * Folds a session's artifact (U9, U10). The artifact is read with no transaction open and no
-   * lock held (a slow or endless read must never pin a Postgres connection); the checkpoint and
-   * the totals it produced are then written in one short transaction under the session's
-   * advisory lock, and only if no other fold landed since this one read its checkpoint (else it
-   * reads again from the newer one), so folds of one session still count every byte once.
-   * Absolute totals replace the stored ones, except that a reading that measured nothing never
-   * replaces a measured one.
-   */
   /** The stored usage a fold starts from, once the session is known and registered for this harness. */
   function registeredFor(
     input: FoldInput,
@@ -160,6 +151,15 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     return registered.usage;
   }
 
+  /**
+   * Folds a session's artifact (U9, U10). The artifact is read with no transaction open and no
+   * lock held (a slow or endless read must never pin a Postgres connection); the checkpoint and
+   * the totals it produced are then written in one short transaction under the session's
+   * advisory lock, and only if no other fold landed since this one read its checkpoint (else it
+   * reads again from the newer one), so folds of one session still count every byte once.
+   * Absolute totals replace the stored ones, except that a reading that measured nothing never
+   * replaces a measured one.
+   */
   async function foldSessionUsage(input: FoldInput): Promise<FoldResult> {
     const artifacts = resolvedArtifacts(input);
     const registered = (await registeredWithUsage(db, [input.sessionId])).get(input.sessionId);
