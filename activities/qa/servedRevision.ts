@@ -22,7 +22,9 @@ export async function askServedRevision(
   timeoutMs = ASK_TIMEOUT_MS,
 ): Promise<ServedRevision> {
   if (!url) return { revision_check: 'unverified', observed_commit: null, detail: 'the target has no url to ask' };
-  const where = new URL(path, url.endsWith('/') ? url : `${url}/`).toString();
+  // GET <url><served_revision_path>: a target served under a path (https://host/shop) is asked
+  // there (https://host/shop/revision), never at its host's root, which may serve another app.
+  const where = new URL(`${url.replace(/\/+$/, '')}${path.startsWith('/') ? path : `/${path}`}`).toString();
   let body: string;
   try {
     const response = await fetch(where, { signal: AbortSignal.timeout(timeoutMs) });
