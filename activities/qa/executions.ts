@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
-import { ensureItem } from '../../db/projects';
+import { existingItem } from '../../db/projects';
 import {
   advanceCursor,
   clearHeldClaim,
@@ -213,7 +213,7 @@ export function qaExecutionActivities(deps: {
     }
     let itemId: number | null = null;
     if (input.item) {
-      const item = await ensureItem(db, parseItemRef(input.item));
+      const item = await existingItem(db, parseItemRef(input.item));
       if (!(await isMember(db, run.run_id, item.item_id))) {
         throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
           recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`,

@@ -3,7 +3,7 @@ import { isTerminalRunStatus } from '../../domain/runStatuses';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
-import { ensureItem } from '../../db/projects';
+import { existingItem } from '../../db/projects';
 import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
 import { deleteMember, recordRemoval, retractPendingRollUpsOf } from '../../db/memberChanges';
 import { isMember } from '../../db/runMembers';
@@ -381,7 +381,7 @@ export function runExecutionActivities(deps: {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
-      const item = await ensureItem(trx, parseItemRef(input.item));
+      const item = await existingItem(trx, parseItemRef(input.item));
       if (item.project_id !== run.project_id) {
         throw refusal('item_outside_project', `item ${item.item} does not belong to run ${run.run_id}'s project`, {
           recovery: "add items of the run's own project",
@@ -432,7 +432,7 @@ export function runExecutionActivities(deps: {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
       if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'remove members');
-      const item = await ensureItem(trx, parseItemRef(input.item));
+      const item = await existingItem(trx, parseItemRef(input.item));
       if (!(await deleteMember(trx, run.run_id, item.item_id))) {
         throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
           recovery: `see the members: yoke deployment-runs get ${run.run_id} member_items`,

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import type { QaPendingReport } from '../../activities/qa/pending';
 import { actingSession, BaseOptions, commandAction, nonEmpty, parseOptions, withDb } from '../context';
+import { refusal } from '../../domain/errors';
 import { emit } from '../output';
 
 async function lines(r: QaPendingReport): Promise<string[]> {
@@ -66,6 +67,13 @@ export function registerRunQa(dr: Command): void {
       const o = parseOptions(BaseOptions, raw);
       const r = await withDb(async (ctx) => {
         const report = await (await import('../blockingQa')).readBlockingQa(ctx, runId, null);
+        // A created run has no stage to hold: its QA is owed, but nothing waits on it yet (Q4).
+        if (report.status === 'created') {
+          throw refusal('run_not_executing', `run ${runId} is created; only an executing run is held by blocking QA`, {
+            recovery: `execute it first: yoke deployment-runs execute ${runId}`,
+            details: { run_id: runId, status: report.status },
+          });
+        }
         const pending = report.members.length > 0 || report.run_obligations.some((x) => x.status === 'pending');
         if (!pending && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
         return { ...report, advanced: !pending && report.status === 'executing' };
@@ -74,13 +82,13 @@ export function registerRunQa(dr: Command): void {
       emit(!!o.json, r, () =>
         r.advanced
           ? `run ${r.run_id}: no blocking QA outstanding; advancing`
-          : text.length
+          : text.length && r.status === 'executing'
             ? [
                 `run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`,
                 ...text.map((l) => `  ${l}`),
               ].join('\n')
             : `run ${r.run_id} is ${r.status}`,
       );
-      if (!r.advanced && text.length) process.exitCode = 5;
+      if (!r.advanced && text.length && r.status === 'executing') process.exitCode = 5;
     });
 }

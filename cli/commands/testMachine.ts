@@ -73,20 +73,20 @@ function waitsTable(rows: WaitView[]): string {
   );
 }
 
+function machineNotFound(testMachine: string): YokeError {
+  return refusal('test_machine_not_found', `no test machine is named ${testMachine}`, {
+    recovery: 'see yoke test-machine list',
+    details: { test_machine: testMachine },
+  });
+}
+
 /**
  * verify / golden-capture run as a Temporal workflow so the SSH command is an activity that
  * heartbeats and can be cancelled; the CLI starts it and waits for its report.
  */
 async function runCheck(ctx: CommandContext, name: string, sessionId: string, kind: CheckKind, json: boolean) {
   const testMachine = testMachineName(name); // C3: the workflow id and search attribute use the one spelling
-  await (await machines(ctx)).listTestMachines({ name: testMachine }).then((rows) => {
-    if (!rows.length) {
-      throw refusal('test_machine_not_found', `no test machine is named ${testMachine}`, {
-        recovery: 'see yoke test-machine list',
-        details: { test_machine: testMachine },
-      });
-    }
-  });
+  if (!(await (await machines(ctx)).listTestMachines({ name: testMachine })).length) throw machineNotFound(testMachine);
   const client = await ctx.temporal.requireWorker();
   const { defineSearchAttributeKey, SearchAttributeType } = await import('@temporalio/common');
   const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');
@@ -240,7 +240,14 @@ export function registerTestMachine(program: Command): void {
     .action(
       commandAction(
         BaseOptions.extend({ all: z.boolean().optional() }),
-        async (ctx, o, [name]) => (await machines(ctx)).listWaits({ testMachine: name, all: o.all }),
+        async (ctx, o, [name]) => {
+          const acts = await machines(ctx);
+          const rows = await acts.listWaits({ testMachine: name, all: o.all });
+          // A typo must not read as an empty line: a machine nobody added (and no line it left) is named.
+          if (name && !rows.length && !(await acts.listTestMachines({ name: testMachineName(name) })).length)
+            throw machineNotFound(testMachineName(name));
+          return rows;
+        },
         waitsTable,
       ),
     );

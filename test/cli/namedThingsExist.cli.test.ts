@@ -1,0 +1,96 @@
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { sessionActivities } from '../../activities/sessions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { jsonError, yoke } from '../helpers/cli';
+import { applyWebRelease, releaseRuns } from '../helpers/runs';
+
+/**
+ * A typo in a name the user passes is refused, naming what was wrong, and writes nothing: it
+ * never enrols or records something nobody declared, and never reads as "nothing there".
+ */
+let t: TestDatabase;
+let env: Record<string, string>;
+const run = (args: string[]) => yoke(t.url, args, env);
+const runs = () => deploymentRunActivities({ db: t.db });
+const { createdRun, waitingRun } = releaseRuns(runs);
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  // Temporal answers (qa begin asks it first); no worker is needed for what these commands refuse.
+  env = { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_SESSION_ID: 'd1' };
+  await applyWebRelease(t.db);
+  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver', project: 'web' });
+}, 60_000);
+
+afterAll(async () => {
+  await t.drop();
+});
+
+async function itemRecorded(number: number): Promise<boolean> {
+  const row = await t.db
+    .selectFrom('backlog_items as i')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select('i.item_id')
+    .where('p.item_prefix', '=', 'WEB')
+    .where('i.number', '=', number)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+test('issue 4 D4: add-item naming an item nobody declared refuses item_unknown and neither records nor enrols it', async () => {
+  const runId = await createdRun('abcdef1234', ['WEB-1']);
+  const refused = await run(['deployment-runs', 'add-item', runId, 'WEB-97', '--json']);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'item_unknown', details: { item: 'WEB-97' } });
+  expect(await itemRecorded(97)).toBe(false);
+  const members = await t.db.selectFrom('deployment_run_items').select('item_id').where('run_id', '=', runId).execute();
+  expect(members).toHaveLength(1);
+  // a declared item is still added
+  expect((await run(['deployment-runs', 'add-item', runId, 'WEB-2'])).code).toBe(0);
+});
+
+test('issue 11 Q1: qa begin --item naming an item nobody declared refuses item_unknown and records no item', async () => {
+  const runId = await waitingRun('abcdef5678');
+  const refused = await run([
+    'qa',
+    'begin',
+    '--run',
+    runId,
+    '--stage',
+    'stage-qa',
+    '--plan',
+    'PLAN-7',
+    '--item',
+    'WEB-98',
+    '--json',
+  ]);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'item_unknown', details: { item: 'WEB-98' } });
+  expect(await itemRecorded(98)).toBe(false);
+  expect(await t.db.selectFrom('qa_plan_executions').select('execution_id').execute()).toEqual([]);
+});
+
+test('issue 11 Q4: advance of a created run refuses run_not_executing (exit 1) instead of saying it is held by blocking QA (exit 5)', async () => {
+  const runId = await createdRun('abcdef9abc', ['WEB-1']);
+  const text = await run(['deployment-runs', 'advance', runId]);
+  expect(text.code).toBe(1);
+  expect(text.stdout).not.toContain('held by blocking QA');
+  expect(text.stderr).toContain('run_not_executing');
+  expect(text.stderr).toContain(`yoke deployment-runs execute ${runId}`);
+  const refused = await run(['deployment-runs', 'advance', runId, '--json']);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({
+    code: 'run_not_executing',
+    details: { run_id: runId, status: 'created' },
+  });
+});
+
+test('issue 3: test-machine waits NAME of a machine nobody added refuses test_machine_not_found instead of an empty line', async () => {
+  const refused = await run(['test-machine', 'waits', 'lab-typo', '--json']);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'test_machine_not_found', details: { test_machine: 'lab-typo' } });
+  // every machine's line, with none added, is still an empty answer
+  const all = await run(['test-machine', 'waits', '--json']);
+  expect(all.code).toBe(0);
+  expect(JSON.parse(all.stdout)).toEqual([]);
+});
