@@ -253,6 +253,7 @@ export function registerQa(program: Command): void {
         let checked = 0;
         const seen = new Map<string, string>();
         let lastWaiting = '';
+        let lastAwaiting = '';
         try {
           for (;;) {
             const v = await acts.getExecution({ executionId: id });
@@ -275,6 +276,22 @@ export function registerQa(program: Command): void {
               .join('; ');
             if (waiting !== lastWaiting && !o.json && waiting) process.stdout.write(`${waiting}\n`);
             lastWaiting = waiting;
+            // A case that only a person can answer says so, and how, once: else the watch looks stuck.
+            // The plan runs in order: its first unrecorded step is the one it is at.
+            const current = [...v.steps].sort((a, b) => a.ordinal - b.ordinal).find((s) => !s.verdict);
+            const awaiting =
+              v.status === 'running' && current && (current.kind === 'manual' || current.kind === 'gate')
+                ? current
+                : undefined;
+            if (awaiting && awaiting.name !== lastAwaiting) {
+              const how = `yoke qa verdict ${id} --case ${awaiting.name} --verdict passed|failed`;
+              process.stdout.write(
+                o.json
+                  ? `${JSON.stringify({ execution_id: id, case: awaiting.name, kind: awaiting.kind, awaiting: 'verdict', recovery: how })}\n`
+                  : `${String(awaiting.ordinal + 1).padStart(2)}/${v.steps.length} ${awaiting.name.padEnd(20)} ${awaiting.kind.padEnd(10)} awaits a verdict: ${how}\n`,
+              );
+            }
+            lastAwaiting = awaiting?.name ?? '';
             if (v.status !== 'running') {
               if (o.json)
                 process.stdout.write(

@@ -251,6 +251,28 @@ describe('start identity and served revision', () => {
     ok(await run(['qa', 'abort', id, '--reason', 'workflow lost'], 'q1'));
   }, 120_000);
 
+  test('issue 11: qa watch says which case awaits a human verdict and how to give it, in text and JSON lines', async () => {
+    const e = await begin(runA, 'manual', 'q1');
+    const id = String(e.execution_id);
+    const text = await run(['qa', 'watch', id, '--timeout', '2']);
+    expect(text.code).toBe(3);
+    expect(text.stdout).toContain(`awaits a verdict: yoke qa verdict ${id} --case gate --verdict passed|failed`);
+    ok(await run(['qa', 'verdict', id, '--case', 'gate', '--verdict', 'passed'], 'q1'));
+    const lines = (await run(['qa', 'watch', id, '--timeout', '2', '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toContainEqual(expect.objectContaining({ case: 'gate', verdict: 'passed' }));
+    expect(lines).toContainEqual({
+      execution_id: e.execution_id,
+      case: 'looks-right',
+      kind: 'manual',
+      awaiting: 'verdict',
+      recovery: `yoke qa verdict ${id} --case looks-right --verdict passed|failed`,
+    });
+    ok(await run(['qa', 'abort', id, '--reason', 'seen enough'], 'q1'));
+  }, 120_000);
+
   test('Q2 a target serving another build is reported on stderr naming both commits; QA proceeds and each case records what it observed', async () => {
     stage.revision = 'feedbeef00000009';
     try {
