@@ -291,7 +291,14 @@ export function runExecutionActivities(deps: {
   /** `deployment-runs heartbeat`: the driver keeps its attachment; after a lapse, the caller takes it. */
   async function heartbeatRun(input: { sessionId: string; runId: string }) {
     return db.transaction().execute(async (trx) => {
-      const { session, run } = await asDriver(trx, input);
+      const { session, run } = await asLiveSession(trx, input);
+      // A run that can never move again has nothing to drive: attaching would name a driver of nothing.
+      // A failed run (not taken over) still retries, so its driver may attach.
+      if (run.superseded_by_run_id || run.status === 'succeeded' || run.status === 'cancelled')
+        throw run.superseded_by_run_id
+          ? supersededRefusal({ ...run, superseded_by_run_id: run.superseded_by_run_id })
+          : terminalRefusal(run, 'be driven');
+      assertDriver(run, session.session_id, freshMs);
       const row = await attachDriver(trx, run.run_id, session.session_id);
       return {
         run_id: row.run_id,

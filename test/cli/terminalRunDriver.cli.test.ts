@@ -1,0 +1,55 @@
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { sessionActivities } from '../../activities/sessions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { jsonError, yoke } from '../helpers/cli';
+import { applyWebRelease, releaseRuns } from '../helpers/runs';
+
+let t: TestDatabase;
+const run = (args: string[], session: string) => yoke(t.url, args, { YOKE_SESSION_ID: session });
+const runs = () => deploymentRunActivities({ db: t.db });
+const { createdRun } = releaseRuns(runs);
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await applyWebRelease(t.db);
+  const sessions = sessionActivities({ db: t.db });
+  await sessions.registerSession({ sessionId: 'd1', actorId: 'driver', project: 'web' });
+  await sessions.registerSession({ sessionId: 'd2', actorId: 'driver', project: 'web' });
+}, 60_000);
+
+afterAll(async () => {
+  await t.drop();
+});
+
+const driverOf = async (runId: string) =>
+  (
+    await t.db
+      .selectFrom('deployment_runs')
+      .select('driver_session_id')
+      .where('run_id', '=', runId)
+      .executeTakeFirstOrThrow()
+  ).driver_session_id;
+
+test('issue 4 R1: heartbeat on a cancelled run refuses run_cancelled (it never moves again) and attaches no driver, even past a live one', async () => {
+  const runId = await createdRun('abcdef1234', ['WEB-1']);
+  await runs().heartbeatRun({ sessionId: 'd1', runId }); // d1 drives it, live
+  await runs().terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'not this one' });
+  for (const session of ['d1', 'd2']) {
+    const refused = await run(['deployment-runs', 'heartbeat', runId, '--json'], session);
+    expect(refused.code).toBe(1);
+    // not run_driven_elsewhere: no session could drive it
+    expect(jsonError(refused)).toMatchObject({
+      code: 'run_cancelled',
+      details: { run_id: runId, status: 'cancelled' },
+    });
+  }
+  expect(await driverOf(runId)).toBe('d1');
+});
+
+test('issue 4 R1: a failed run still takes its driver heartbeat, since it may retry', async () => {
+  const runId = await createdRun('abcdef5678', ['WEB-1']);
+  await runs().terminalizeRun({ sessionId: 'd1', runId, disposition: 'failed', reason: 'broke' });
+  const beat = await run(['deployment-runs', 'heartbeat', runId], 'd1');
+  expect(beat.code).toBe(0);
+  expect(beat.stdout).toContain(`${runId} driven by d1`);
+});
