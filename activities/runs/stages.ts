@@ -314,12 +314,17 @@ export function runStageActivities(deps: {
       detail: `approved by ${session.actor_id} (session ${session.session_id})`,
     });
     if (!row) {
-      throw usageError(
+      // An approval stage that no longer waits (approved already, or the run moved past it) is a
+      // refusal of a well-formed request (exit 1); naming no approval stage is a usage error.
+      const settled = reached?.kind === 'approval';
+      throw (settled ? refusal : usageError)(
         'stage_not_awaiting_approval',
-        `run ${input.runId} has no approval stage ${input.stage} awaiting approval`,
+        settled
+          ? `run ${input.runId}'s approval stage ${input.stage} is ${reached.status}; nothing awaits approval there`
+          : `run ${input.runId} has no approval stage ${input.stage} awaiting approval`,
         {
           recovery: `see the stages: yoke deployment-runs get ${input.runId} stages`,
-          details: { run_id: input.runId, stage: input.stage },
+          details: { run_id: input.runId, stage: input.stage, ...(settled ? { status: reached.status } : {}) },
         },
       );
     }

@@ -5,7 +5,9 @@ import { jsonError, yoke } from '../helpers/cli';
 import { applyWebRelease, releaseRuns } from '../helpers/runs';
 
 let t: TestDatabase;
-const run = (args: string[], session: string) => yoke(t.url, args, { YOKE_SESSION_ID: session });
+// Temporal answers (approve wakes the run's workflow after its write); no worker is needed here.
+const run = (args: string[], session: string) =>
+  yoke(t.url, args, { YOKE_SESSION_ID: session, TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS! });
 const runs = () => deploymentRunActivities({ db: t.db });
 const { createdRun } = releaseRuns(runs);
 
@@ -52,4 +54,37 @@ test('issue 4 R1: a failed run still takes its driver heartbeat, since it may re
   const beat = await run(['deployment-runs', 'heartbeat', runId], 'd1');
   expect(beat.code).toBe(0);
   expect(beat.stdout).toContain(`${runId} driven by d1`);
+});
+
+test('issue 11 R1: approving an approval stage that no longer waits (approved already) is a refusal, exit 1; naming no approval stage stays a usage error, exit 2', async () => {
+  const r = runs();
+  const { run_id: runId } = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: 'abcdef9abc',
+    idempotencyKey: 'approve-twice',
+    items: ['WEB-2'],
+  });
+  await r.executeRun({ sessionId: 'd1', runId });
+  const { stages } = await r.loadRunPlan({ runId });
+  for (const stage of stages) {
+    await r.beginStage({ runId, ordinal: stage.ordinal, walk: 1 });
+    if (stage.kind === 'approval') break;
+    await r.finishStage({ runId, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
+  }
+  expect((await run(['deployment-runs', 'approve', runId, '--stage', 'signoff'], 'd1')).code).toBe(0);
+  // the run's workflow passes the approved stage and moves on (done here as it would)
+  const signoff = stages.find((x) => x.kind === 'approval')!;
+  await r.finishStage({ runId, ordinal: signoff.ordinal, walk: 1, result: { ok: true, detail: 'approved' } });
+  const again = await run(['deployment-runs', 'approve', runId, '--stage', 'signoff', '--json'], 'd1');
+  expect(again.code).toBe(1);
+  expect(jsonError(again)).toMatchObject({
+    code: 'stage_not_awaiting_approval',
+    details: { run_id: runId, stage: 'signoff', status: 'passed' },
+  });
+  const unknown = await run(['deployment-runs', 'approve', runId, '--stage', 'no-such-stage', '--json'], 'd1');
+  expect(unknown.code).toBe(2);
+  expect(jsonError(unknown).code).toBe('stage_not_awaiting_approval');
 });
