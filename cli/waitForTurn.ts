@@ -4,6 +4,12 @@ import { refusal } from '../domain/errors';
 import { awaitTurn, turnConsumed, waitWorkflowId } from '../workflows/definitions';
 import type { CommandContext } from './context';
 
+/** The resume command acting as a new session NEW (an ended session's own command is refused). */
+function withSession(command: string, ended: string): string {
+  const named = `--session ${ended}`;
+  return command.includes(named) ? command.replace(named, '--session NEW') : `${command} --session NEW`;
+}
+
 export interface WaitOptions {
   testMachine: string;
   sessionId: string;
@@ -77,7 +83,11 @@ export async function waitForTurn(
           'wait_cancelled',
           `the wait of session ${opts.sessionId} for ${opts.testMachine} was cancelled (${last?.cancel_reason ?? 'no open wait'})`,
           {
-            recovery: `join again: ${opts.resumeCommand}`,
+            // An ended session cannot join again: its resume command would only answer session_ended.
+            recovery:
+              last?.cancel_reason === 'session_ended'
+                ? `session ${opts.sessionId} has ended: register a new one (yoke sessions register --session NEW) and join with it: ${withSession(opts.resumeCommand, opts.sessionId)}`
+                : `join again: ${opts.resumeCommand}`,
             details: {
               test_machine: opts.testMachine,
               session_id: opts.sessionId,

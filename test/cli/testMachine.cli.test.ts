@@ -211,6 +211,36 @@ test('W7 without --json, --wait shows position and elapsed time while it waits',
   ]);
 }, 60_000);
 
+test('W9 a --wait whose session ends exits wait_cancelled (session_ended); its recovery joins as a new session, never the ended one', async () => {
+  await setUp(run, [['sessions', 'register', '--session', 'gone', '--actor', 'dave', '--project', 'web']]);
+  const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']));
+  const waiting = runInBackground([
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab',
+    '--session',
+    'gone',
+    '--wait',
+  ]);
+  await until(
+    async () =>
+      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
+        (x) => x.session_id === 'gone',
+      ),
+    'the wait of session gone',
+  );
+  expect((await run(['sessions', 'end', '--session', 'gone'])).code).toBe(0);
+  const r = await waiting;
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain('wait_cancelled');
+  expect(r.stderr).toContain('(session_ended)');
+  expect(r.stderr).toContain('register a new one');
+  expect(r.stderr).toContain('yoke coordination-claim acquire --key QA_HOST:lab --session NEW --wait');
+  expect(r.stderr).not.toContain('--session gone --wait');
+  await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
+}, 60_000);
+
 test('W2 W3 test-machine verify records the verification over SSH; failures exit 1 naming the reason', async () => {
   const ok = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json']);
   expect(ok.code).toBe(0);
