@@ -52,17 +52,9 @@ test('issue 4 D4: add-item naming an item nobody declared refuses item_unknown a
 test('issue 11 Q1: qa begin --item naming an item nobody declared refuses item_unknown and records no item', async () => {
   const runId = await waitingRun('abcdef5678');
   const refused = await run([
-    'qa',
-    'begin',
+    ...'qa begin --stage stage-qa --plan PLAN-7 --item WEB-98 --json'.split(' '),
     '--run',
     runId,
-    '--stage',
-    'stage-qa',
-    '--plan',
-    'PLAN-7',
-    '--item',
-    'WEB-98',
-    '--json',
   ]);
   expect(refused.code).toBe(1);
   expect(jsonError(refused)).toMatchObject({ code: 'item_unknown', details: { item: 'WEB-98' } });

@@ -109,23 +109,7 @@ test('W7 acquire --wait blocks showing its position, is woken when the holder re
     await run(['coordination-claim', 'list', '--key', 'QA_HOST:lab', '--active-only', '--json']),
   )[0]!;
   // q2 queues behind q1 and waits; q1 is woken first and takes its turn with the same command
-  const waiting = runInBackground([
-    'coordination-claim',
-    'acquire',
-    '--key',
-    'QA_HOST:lab',
-    '--session',
-    'q2',
-    '--wait',
-    '--json',
-  ]);
-  await until(
-    async () =>
-      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
-        (x) => x.session_id === 'q2',
-      ),
-    'q2 in the line of lab',
-  );
+  const { done: waiting } = await waitingInLine('q2', ['--json']);
   const released = await run([
     'claims',
     'work',
@@ -214,22 +198,7 @@ test('W7 without --json, --wait shows position and elapsed time while it waits',
 test('W9 a --wait whose session ends exits wait_cancelled (session_ended); its recovery joins as a new session, never the ended one', async () => {
   await setUp(run, [['sessions', 'register', '--session', 'gone', '--actor', 'dave', '--project', 'web']]);
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']));
-  const waiting = runInBackground([
-    'coordination-claim',
-    'acquire',
-    '--key',
-    'QA_HOST:lab',
-    '--session',
-    'gone',
-    '--wait',
-  ]);
-  await until(
-    async () =>
-      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
-        (x) => x.session_id === 'gone',
-      ),
-    'the wait of session gone',
-  );
+  const { done: waiting } = await waitingInLine('gone');
   expect((await run(['sessions', 'end', '--session', 'gone'])).code).toBe(0);
   const r = await waiting;
   expect(r.code).toBe(1);
@@ -354,6 +323,28 @@ test("I3 test-machine add --identity-file without --credential copies the key in
   const names = json<{ name: string }[]>(await run(['test-machine', 'list', '--json'])).map((m) => m.name);
   expect(names).not.toContain('lab-clash');
 }, 60_000);
+
+/** `acquire --wait` on QA_HOST:lab run in the background, returned once its wait is in lab's line. */
+async function waitingInLine(session: string, extra: string[] = []): Promise<{ done: Promise<CliResult> }> {
+  const done = runInBackground([
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab',
+    '--session',
+    session,
+    '--wait',
+    ...extra,
+  ]);
+  await until(
+    async () =>
+      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
+        (x) => x.session_id === session,
+      ),
+    `${session} in the line of lab`,
+  );
+  return { done };
+}
 
 function runInBackground(args: string[]): Promise<CliResult> {
   return new Promise((resolve) => {
