@@ -8,8 +8,8 @@ import { existingItem, projectByPrefix, requireProject } from '../../db/projects
 import { requireLiveSession } from '../../db/sessions';
 import type { Executor } from '../../db/pool';
 import { membersOf } from '../../db/runMembers';
-import { environmentByName, flowByName, insertCreatedRun, runByIdempotencyKey } from '../../db/runs';
-import type { UntargetedObligation } from '../../domain/admission';
+import { environmentByName, flowByName, insertCreatedRun, obligationsOf, runByIdempotencyKey } from '../../db/runs';
+import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
 import { refusal, unreachable, usageError, YokeError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
@@ -135,11 +135,18 @@ export function runCreationActivities(deps: {
       member_items: request.items,
       warnings,
     });
+    const replayWarnings = async () => {
+      const warnings: UntargetedObligation[] = [];
+      for (const m of members)
+        warnings.push(...untargetedObligations(await obligationsOf(trx, [m.item_id]), flow.stages));
+      return warnings;
+    };
     if (input.idempotencyKey) {
       const existing = await runByIdempotencyKey(trx, projectId, input.idempotencyKey);
       if (existing) {
         const differing = differingFields(request, existing.create_request);
-        if (differing.length === 0) return receipt(existing.run_id, existing.status, true, []);
+        // I1: a replay (an I2 repeat too) answers as the original did, D6 warnings included.
+        if (differing.length === 0) return receipt(existing.run_id, existing.status, true, await replayWarnings());
         throw refusal(
           'idempotency_key_conflict',
           `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with a different ${differing.join(', ')}`,

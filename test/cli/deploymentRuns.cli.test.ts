@@ -106,6 +106,14 @@ test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 w
   expect(missingKey.stderr).toContain('--idempotency-key');
 });
 
+test('issue 4 I1 D6: a replay answers with the original receipt, its warnings included (they were dropped)', async () => {
+  const first = json(await run([...createArgs('cli-warn'), '--json']));
+  expect(first.warnings).toHaveLength(1);
+  const replay = json(await run([...createArgs('cli-warn'), '--json']));
+  expect(replay).toEqual({ ...first, replayed: true });
+  expect((await run(createArgs('cli-warn'))).stdout).toContain('warning: obligation WEB-1/prod-canary');
+});
+
 test('I2 a create that times out is repeated once under the same key and reports deployment_run_create_timeout_recovered', async () => {
   const admin = new Client({ connectionString: t.url });
   await admin.connect();
