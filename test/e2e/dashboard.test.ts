@@ -65,7 +65,7 @@ async function seed() {
   await s.registerSession({ sessionId: 'w1', actorId: 'alice', project: 'web', machine: 'mac-1', harness: 'claude' });
   await s.takeItem({ sessionId: 'w1', item: 'WEB-1' });
   await p.takePaths({ sessionId: 'w1', paths: ['src/a.ts', 'src/b.ts'], item: 'WEB-1' });
-  await s.registerSession({ sessionId: 'w2', actorId: 'bob', project: 'web', machine: 'mac-2', harness: 'codex' });
+  await s.registerSession({ sessionId: 'w2', actorId: 'bob', project: 'web', machine: 'mac-2', harness: 'claude' });
 
   // A test machine held by w1 with w2 in its waiting line.
   const keys = mkdtempSync(join(tmpdir(), 'yoke-e2e-keys-'));
