@@ -17,7 +17,6 @@ import {
   markSessionEnded,
   recordServedFacts,
   requireLiveSession,
-  sessionById,
   sessionWithProject,
   type SessionWithProject,
 } from '../db/sessions';
@@ -184,23 +183,9 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     return { ...result, warnings: await notifyLine(deps.line?.notifier, effects) };
   }
 
-  /**
-   * The roster. With a viewing session (U13) only what its actor may read: the projects it holds
-   * a grant on, its own sessions and sessions outside any project, as the usage views.
-   */
-  async function listSessions(input: {
-    project?: string;
-    activeOnly?: boolean;
-    viewerSessionId?: string;
-  }): Promise<SessionView[]> {
+  async function listSessions(input: { project?: string; activeOnly?: boolean }): Promise<SessionView[]> {
     const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
-    let viewerActorId: string | undefined;
-    if (input.viewerSessionId !== undefined) {
-      const viewer = await sessionById(db, input.viewerSessionId);
-      if (!viewer) throw sessionNotRegistered(input.viewerSessionId);
-      viewerActorId = viewer.actor_id;
-    }
-    return (await listSessionsWithProject(db, { projectId, activeOnly: input.activeOnly, viewerActorId })).map(toView);
+    return (await listSessionsWithProject(db, { projectId, activeOnly: input.activeOnly })).map(toView);
   }
 
   /**

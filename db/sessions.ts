@@ -2,7 +2,6 @@ import { sql, type Insertable } from 'kysely';
 import { sessionEnded, sessionNotRegistered } from '../domain/sessionRefusals';
 import type { SessionRow, SessionsTable } from './database';
 import type { Executor } from './pool';
-import { visibleSessionSql } from './visibility';
 
 /** The acting session must be registered and still live to take or release anything. */
 export async function requireLiveSession(db: Executor, sessionId: string): Promise<SessionRow> {
@@ -47,11 +46,10 @@ export async function sessionWithProject(db: Executor, sessionId: string): Promi
 /** Sessions in the order they were offered; `activeOnly` keeps those neither ended nor terminated. */
 export async function listSessionsWithProject(
   db: Executor,
-  filter: { projectId?: number; activeOnly?: boolean; viewerActorId?: string },
+  filter: { projectId?: number; activeOnly?: boolean },
 ): Promise<SessionWithProject[]> {
   let q = sessionsWithProject(db).orderBy('s.offered_at');
   if (filter.projectId !== undefined) q = q.where('s.project_id', '=', filter.projectId);
-  if (filter.viewerActorId !== undefined) q = q.where(visibleSessionSql('s', filter.viewerActorId));
   if (filter.activeOnly) q = q.where('s.ended_at', 'is', null).where('s.terminated_at', 'is', null);
   return q.execute();
 }

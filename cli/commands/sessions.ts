@@ -124,7 +124,7 @@ export function registerSessions(program: Command): void {
     .option('--usage-last-24h', 'the 24-hour usage cohort (U13); combines with no other filter')
     .option(
       '--session <id>',
-      'viewing session (default $YOKE_SESSION_ID): only sessions and usage its actor may read (U13)',
+      'viewing session (default $YOKE_SESSION_ID): the cohort shows only what its actor may read',
     )
     .action(
       commandAction(
@@ -143,13 +143,9 @@ export function registerSessions(program: Command): void {
           const { sessionUsageActivities } = await import('../../activities/usage/sessionUsage');
           const usage = sessionUsageActivities({ db });
           const sessions = sessionActivities({ db });
-          // U13: a viewing session sees sessions and usage only where its actor may read.
-          const viewerId = o.session ?? (process.env.YOKE_SESSION_ID || undefined);
-          let list = await sessions.listSessions({
-            ...(o.usageLast24h ? {} : { project: o.project, activeOnly: o.activeOnly }),
-            viewerSessionId: viewerId,
-          });
+          let list = await sessions.listSessions(o.usageLast24h ? {} : o);
           if (o.usageLast24h) {
+            const viewerId = o.session ?? process.env.YOKE_SESSION_ID;
             const viewer = viewerId ? { sessionId: viewerId } : undefined;
             const cohort = new Set((await usage.last24hCohort(viewer)).map((c) => c.session_id));
             list = list.filter((s) => cohort.has(s.session_id));
