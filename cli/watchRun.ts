@@ -101,8 +101,13 @@ async function followRun(
       const key = `${s.status}|${s.detail ?? ''}`;
       if (seen.get(s.ordinal) === key) continue;
       if (!(seen.get(s.ordinal) === undefined && s.status === 'pending')) {
+        // An approval stage waits for a person: say who acts, and how.
+        const approve =
+          s.kind === 'approval' && s.status === 'waiting'
+            ? `  approve with: yoke deployment-runs approve ${view.run_id} --stage ${s.name}`
+            : '';
         changes.push(
-          `${stamp()}  ${String(s.ordinal + 1).padStart(2)}/${view.stages.length} ${s.name.padEnd(20)} ${s.kind.padEnd(8)} ${s.status}${s.detail && s.status !== 'running' ? `  ${s.detail.split('\n')[0]!.slice(0, 100)}` : ''}`,
+          `${stamp()}  ${String(s.ordinal + 1).padStart(2)}/${view.stages.length} ${s.name.padEnd(20)} ${s.kind.padEnd(8)} ${s.status}${s.detail && s.status !== 'running' ? `  ${s.detail.split('\n')[0]!.slice(0, 100)}` : ''}${approve}`,
         );
       }
       seen.set(s.ordinal, key);

@@ -217,6 +217,7 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   expect(occupied.stderr).toContain(`recovery: re-run the start once ${receipt.run_id} finishes deploying`);
 
   const watching = run(['deployment-runs', 'watch', receipt.run_id, '--json', '--interval-ms', '100']);
+  const watchingText = run(['deployment-runs', 'watch', receipt.run_id, '--interval-ms', '50']);
   for (const check of ['smoke-test', 'WEB-1/checkout-e2e']) {
     await until(
       async () =>
@@ -231,6 +232,14 @@ test('O2 R1 execute starts the workflow and makes you the driver; watch --json f
   );
   const watched = await watching;
   expect(watched.code).toBe(0);
+  // R1: a watch that reaches an approval stage says how to approve it
+  const watchedText = await watchingText;
+  expect(watchedText.code).toBe(0);
+  expect(watchedText.stdout).toMatch(
+    new RegExp(
+      `signoff +approval +waiting  approve with: yoke deployment-runs approve ${receipt.run_id} --stage signoff`,
+    ),
+  );
   const lines = watched.stdout
     .trim()
     .split('\n')
