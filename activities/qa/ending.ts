@@ -70,11 +70,15 @@ export async function endExecution(
   return before;
 }
 
-/** O4: a failed or cancelled run aborts every live execution in its status transaction. */
+/**
+ * O4: a failed or cancelled run aborts every live execution in its status transaction; so
+ * does a run that succeeds, whose QA was settled some other way (a verdict on the plan's check
+ * itself): nothing is left for them to prove, and a waiting one must not take a machine later.
+ */
 export async function abortLiveExecutionsOfRun(
   trx: Executor,
   runId: string,
-  disposition: 'failed' | 'cancelled',
+  disposition: 'failed' | 'cancelled' | 'succeeded',
   sessionId: string | null,
   lifetimeMs: number,
   effects: LineEffects,
@@ -86,7 +90,7 @@ export async function abortLiveExecutionsOfRun(
       trx,
       execution_id,
       'aborted',
-      disposition === 'failed' ? 'run_failed' : 'run_cancelled',
+      `run_${disposition}`,
       { sessionId, actorId: null },
       lifetimeMs,
       effects,

@@ -17,6 +17,8 @@ import { applySettlementEffects, SETTLEMENT_EFFECTS, type EffectsDeps, type Effe
 import { settlementContext } from './members';
 import type { SettlementEnds } from './supersede';
 import { defaultTrackerFactory, type TrackerFactory } from './tracker';
+import { abortLiveExecutionsOfRun, noQaEffects, notifyQa } from '../qa/ending';
+import { DEFAULT_RESERVATION_LIFETIME_MS, inLineTransaction } from '../waitingLine';
 
 export interface SettlementDeps extends SettlementEnds {
   db: Kysely<Database>;
@@ -101,7 +103,8 @@ export function settlementActivities(deps: SettlementDeps) {
    * also refuses while a required member is still at its release wait (S6).
    */
   async function finishSettlement(input: { runId: string }): Promise<FinishOutcome> {
-    return db.transaction().execute(async (trx) => {
+    const qa = noQaEffects();
+    const { value } = await inLineTransaction(db, deps.line?.notifier, async (trx, effects) => {
       const run = await runById(trx, input.runId, { lock: true });
       const answer = (status: string, pending = 0) => ({ run_id: run.run_id, status, effects_pending: pending });
       if (run.status !== 'executing') return answer(run.status);
@@ -133,6 +136,15 @@ export function settlementActivities(deps: SettlementDeps) {
           ctx.members.filter((m) => !waiting.includes(m)).map((m) => m.item.item),
         );
       }
+      await abortLiveExecutionsOfRun(
+        trx,
+        run.run_id,
+        'succeeded',
+        null,
+        deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS,
+        effects,
+        qa,
+      );
       await markSucceeded(trx, run.run_id);
       await recordEvent(trx, {
         event_type: 'DeploymentRunSucceeded',
@@ -149,6 +161,9 @@ export function settlementActivities(deps: SettlementDeps) {
       });
       return answer('succeeded');
     });
+    // The aborted executions' workflows stop; the run is not poked, it has just ended.
+    await notifyQa(deps.qaNotifier && { ...deps.qaNotifier, runQaSettled: async () => {} }, qa);
+    return value;
   }
 
   /** S6 for the workflow: a member still at its release wait is an answer to wait on. */

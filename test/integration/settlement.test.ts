@@ -285,6 +285,66 @@ test('S4 S5 settlement supersedes a resultless item-level execution of a member 
   expect([await statusOf('WEB-1'), await statusOf('WEB-2')]).toEqual(['done', 'done']);
 });
 
+test('O4 W9 a run that succeeds aborts its run-scoped executions still running (run_succeeded): their waits end and their workflows are told to stop', async () => {
+  const runId = await walkedRun(['WEB-1']);
+  const ended: [number, string][] = [];
+  const poked: string[] = [];
+  const qaNotifier = {
+    executionEnded: async (id: number, status: string) => void ended.push([id, status]),
+    runQaSettled: async (run: string) => void poked.push(run),
+  };
+  const qa = qaExecutionActivities({ db: t.db, qaNotifier, driverFreshMs: 60_000 });
+  const settling = deploymentRunActivities({
+    db: t.db,
+    driverFreshMs: 60_000,
+    tracker: async () => ({ markDelivered: async () => 'closed' }),
+    qaNotifier,
+  });
+  const running = await qa.beginExecution({ sessionId: 'd1', runId, stage: 'stage-qa', plan: 'PLAN-7' });
+  // Its place in a test machine's line, as an automatic case that could not lease the machine.
+  await sql`INSERT INTO test_machines (name, host, port, ssh_user, credential, host_key, host_key_fingerprint,
+                                       host_key_source, verify_command, capture_command)
+            VALUES ('lab-1', '127.0.0.1', 22, 'qa', 'none', 'ssh-ed25519 AAAA', 'SHA256:x', 'host_key_file', 'true', 'true')`.execute(
+    t.db,
+  );
+  const holder = await claimActivities({ db: t.db }).acquireCoordinationClaim({
+    sessionId: 'w1',
+    key: 'QA_HOST:lab-1',
+  });
+  await refusalOf(
+    claimActivities({ db: t.db }).acquireCoordinationClaim({
+      sessionId: 'd1',
+      key: 'QA_HOST:lab-1',
+      join: { resumeCommand: 'resume', qaPlanExecutionId: running.execution_id },
+    }),
+  );
+  // The run's QA is settled on its checks themselves, not through the execution.
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e');
+  await expect(settling.settleNow({ runId })).resolves.toMatchObject({ status: 'succeeded' });
+  expect(
+    await t.db
+      .selectFrom('qa_plan_executions')
+      .select(['status', 'release_reason'])
+      .where('execution_id', '=', running.execution_id)
+      .executeTakeFirstOrThrow(),
+  ).toEqual({ status: 'aborted', release_reason: 'run_succeeded' });
+  expect(ended).toContainEqual([running.execution_id, 'aborted']);
+  expect(poked).not.toContain(runId); // the run has ended: nothing to poke
+  const waits = await t.db
+    .selectFrom('qa_test_machine_waits')
+    .select(['state', 'qa_plan_execution_id'])
+    .where('test_machine', '=', 'lab-1')
+    .execute();
+  expect(waits).toEqual([{ state: 'cancelled', qa_plan_execution_id: running.execution_id }]);
+  // The machine's holder releases it: nobody is served for the finished run.
+  const released = await claimActivities({ db: t.db }).releaseWorkClaim({
+    actingSessionId: 'w1',
+    claimId: holder.claim.claim_id,
+    reason: 'done',
+  });
+  expect(released.reservations).toEqual([]);
+});
+
 test("S5 an execution's end on another run retries the close-out of every settling run with the item as a member", async () => {
   const withCanary = definition({
     flows: [
