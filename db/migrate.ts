@@ -41,6 +41,7 @@ import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
 import * as eventRule from './migrations/0032_event_rule';
 import * as doneGateDependencies from './migrations/0033_done_gate_dependencies';
 import * as leanClaimPath from './migrations/0034_lean_claim_path';
+import * as audaClaimRules from './migrations/0035_auda_claim_rules';
 import * as audcDeliveredClaims from './migrations/0037_audc_delivered_claims';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
@@ -87,6 +88,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0032_wait_owner_rule': waitOwnerRule,
   '0033_done_gate_dependencies': doneGateDependencies,
   '0034_lean_claim_path': leanClaimPath,
+  '0035_auda_claim_rules': audaClaimRules,
   '0037_audc_delivered_claims': audcDeliveredClaims,
 };
 

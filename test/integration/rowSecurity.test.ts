@@ -158,6 +158,13 @@ test('I13 C8 C11 claims: taken with your own session; released by the holder, or
       `INSERT INTO work_claims (target_kind, scope, key, session_id) VALUES ('qa_admission', $1, $2, $3) RETURNING claim_id`,
       [JSON.stringify({ test_machine: machine }), `QA_HOST:${machine}`, sid],
     );
+  // QA_HOST keys name registered machines (C3: 0035_auda_claim_rules refuses the others).
+  for (const machine of ['lab-x', 'lab-1', 'lab-2', 'lab-3'])
+    await su.query(
+      `INSERT INTO test_machines (name, host, port, ssh_user, host_key, host_key_fingerprint, host_key_source, verify_command, capture_command, credential)
+       VALUES ($1, '127.0.0.1', 22, 'qa', 'ssh-ed25519 AAAA', 'SHA256:x', 'host_key_file', 'true', 'true', 'none')`,
+      [machine],
+    );
   expect(await refusalOf(bob.q('SELECT 1').then(() => take(bob, 'a1', 'lab-x')))).toBe('permission_denied');
   const [claim] = await take(alice, 'a1', 'lab-1');
   const id = (claim as { claim_id: number }).claim_id;
@@ -178,7 +185,7 @@ test('I13 C8 C11 claims: taken with your own session; released by the holder, or
   );
   expect(await refusalOf(release(bob, 'b1'))).toBe('permission_denied');
   await bob.q(
-    "UPDATE work_claims SET released_at = now(), release_reason = 'done' WHERE target_kind = 'steering' AND session_id = 'b1'",
+    "UPDATE work_claims SET released_at = now(), release_reason = 'done' WHERE target_kind = 'steering' AND session_id = 'b1' AND released_at IS NULL",
   );
   // In another's name: refused; with the seat and the grant: allowed, recorded as carol.
   await carol.q(
@@ -190,7 +197,7 @@ test('I13 C8 C11 claims: taken with your own session; released by the holder, or
   const [row] = (await su.query('SELECT released_by_actor_id FROM work_claims WHERE claim_id = $1', [id])).rows;
   expect(row.released_by_actor_id).toBe(carol.name);
   await carol.q(
-    "UPDATE work_claims SET released_at = now(), release_reason = 'done' WHERE target_kind = 'steering' AND session_id = 'c1'",
+    "UPDATE work_claims SET released_at = now(), release_reason = 'done' WHERE target_kind = 'steering' AND session_id = 'c1' AND released_at IS NULL",
   );
   // The holder releases its own.
   const [own] = await take(alice, 'a1', 'lab-2');
@@ -273,7 +280,7 @@ test('I13 R1 runs: created for projects you may deploy; driven by the driver or 
   // The seat also acts on a run another actor drives (R1: hand-offs fall back to the seat).
   expect(await refusalOf(approve(bob))).toBe('allowed');
   await bob.q(
-    "UPDATE work_claims SET released_at = now(), release_reason = 'done' WHERE target_kind = 'steering' AND session_id = 'b1'",
+    "UPDATE work_claims SET released_at = now(), release_reason = 'done' WHERE target_kind = 'steering' AND session_id = 'b1' AND released_at IS NULL",
   );
 
   // The worker drives every run.
