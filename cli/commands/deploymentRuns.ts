@@ -164,22 +164,27 @@ async function startWalking(
   json: boolean,
   walkable: () => Promise<void>,
   transition: () => Promise<ExecuteResult>,
-): Promise<ExecuteResult> {
+): Promise<WalkResult> {
   await walkable();
   const client = await ctx.temporal.get();
-  if (!(await ctx.temporal.hasWorker()))
-    warn(
-      json,
-      `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`,
-    );
+  const warnings: WalkResult['warnings'] = [];
+  if (!(await ctx.temporal.hasWorker())) {
+    const message = `no yoke worker polls task queue "${ctx.config.taskQueue}"; the run waits until one starts (npm start)`;
+    // Issue 10: said on stderr to a person, and in the JSON an agent reads (it prints no stderr line then).
+    warn(json, `warning: ${message}`);
+    warnings.push({ code: 'no_worker', message });
+  }
   const started = await transition();
   const { ensureRunWorkflow } = await import('../../temporal/runWorkflows');
   await ensureRunWorkflow(client, ctx.config.taskQueue, started);
-  return started;
+  return { ...started, warnings };
 }
 
+/** What execute and retry print: the run's walk, and what may keep it from moving. */
+type WalkResult = ExecuteResult & { warnings: { code: string; message: string }[] };
+
 /** execute and retry: the acting session moves the run (`executeRun` / `retryRun`), then its walk starts. */
-function walkAction(transition: 'execute' | 'retry', render: (r: ExecuteResult) => string) {
+function walkAction(transition: 'execute' | 'retry', render: (r: WalkResult) => string) {
   return commandAction(
     BaseOptions,
     async (ctx, o, [runId]) => {

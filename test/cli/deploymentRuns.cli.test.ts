@@ -335,6 +335,27 @@ test('O2 execute without a worker still occupies and refuses the next start; the
   ).toBe(0);
 });
 
+test('issue 10: execute --json without a polling worker carries the no_worker warning in its JSON', async () => {
+  const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
+  const created = json(await run(previewArgs('preview-b', 'pb-json'), noWorker));
+  const started = await run(['deployment-runs', 'execute', created.run_id, '--json'], noWorker);
+  expect(started.code).toBe(0);
+  expect(json(started)).toMatchObject({
+    run_id: created.run_id,
+    status: 'executing',
+    warnings: [{ code: 'no_worker', message: expect.stringContaining('"nobody-polls-this"') }],
+  });
+  expect(started.stderr).toBe('');
+  expect(
+    (
+      await run(
+        ['deployment-runs', 'terminalize', created.run_id, '--disposition', 'cancelled', '--reason', 'test over'],
+        noWorker,
+      )
+    ).code,
+  ).toBe(0);
+});
+
 test('Q4 Q5 issue 10: an apply after execute that removes the approval stage before the completing one changes no answer: qa-pending --json says held, advance and watch exit 5', async () => {
   const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
   const runId = json(await run([...createArgs('pinned-1'), '--json'])).run_id as string;
