@@ -11,9 +11,10 @@ import { Kysely, sql } from 'kysely';
  * - C3, C12, W2: taking a claim. A user could insert one for an ended session of theirs
  *   (`session_ended`), a retired `deploy_serialization` hold (`deploy_lock_retired`), a QA
  *   host hold on an unregistered machine (`test_machine_unknown`), one born released, and a
- *   plain QA host hold on an unhealthy machine or ahead of a live waiter
- *   (`test_machine_unhealthy`, `claim_held`: verification and the line's hand-offs are the
- *   worker's and the reservation path's, never a user's plain insert).
+ *   QA host hold on an unhealthy machine (`test_machine_unhealthy`: only the worker's
+ *   verification takes one, W8), a plain hold ahead of another session's live wait, and a
+ *   reserved turn for anyone but the line's oldest live waiter (`claim_held`: a user could
+ *   reserve a free machine for a friend further back, or for itself, skipping the line).
  * - Sessions: an ended or terminated session stays ended; its owner could set `ended_at` back
  *   to NULL and act from it again (the CLI refuses `session_ended`).
  * - Runs: a create by an actor who may not deploy the project failed on the bare row-security
@@ -45,7 +46,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       WHEN (${user} AND OLD.released_at IS NOT NULL) EXECUTE FUNCTION work_claims_history_kept();
 
     CREATE FUNCTION work_claims_take_rules() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
-    DECLARE s sessions; machine text;
+    DECLARE s sessions; machine text; oldest record;
     BEGIN
       SELECT * INTO s FROM sessions WHERE session_id = NEW.session_id;
       IF FOUND AND (s.ended_at IS NOT NULL OR s.terminated_at IS NOT NULL) THEN
@@ -72,17 +73,32 @@ export async function up(db: Kysely<any>): Promise<void> {
           'add it first: yoke test-machine add NAME --host H --port P --user U --credential NAME (see yoke test-machine list)',
           jsonb_build_object('test_machine', machine));
       END IF;
-      -- A reserved turn is the line's own hand-off (0016/0032 rules); a plain hold goes through the line.
-      IF NEW.reserved_until IS NOT NULL THEN RETURN NEW; END IF;
       IF test_machine_unhealthy(machine) THEN
         PERFORM yoke_refuse_with('test_machine_unhealthy',
           format('test machine %s is unhealthy: its line waits until a verification passes', machine),
           format('join its line: yoke coordination-claim acquire --key QA_HOST:%s --wait, or verify it: yoke test-machine verify %s', machine, machine),
           jsonb_build_object('test_machine', machine));
       END IF;
-      IF EXISTS (SELECT 1 FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
-                  WHERE w.test_machine = machine AND w.state = 'waiting' AND w.session_id <> NEW.session_id
-                    AND ws.ended_at IS NULL AND ws.terminated_at IS NULL) THEN
+      SELECT w.session_id, w.qa_plan_execution_id INTO oldest
+        FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
+       WHERE w.test_machine = machine AND w.state = 'waiting' AND ws.ended_at IS NULL AND ws.terminated_at IS NULL
+       ORDER BY w.queued_at, w.wait_id
+       LIMIT 1;
+      -- W7: a reserved turn is the line's hand-off to its oldest live waiter, whoever releases.
+      IF NEW.reserved_until IS NOT NULL
+         AND (oldest.session_id IS DISTINCT FROM NEW.session_id
+              OR oldest.qa_plan_execution_id IS DISTINCT FROM NEW.qa_plan_execution_id) THEN
+        PERFORM yoke_refuse_with('claim_held',
+          format('a reserved turn on %s goes to its oldest live waiter (%s), not to session %s', machine,
+            coalesce(oldest.session_id, 'nobody waits'), NEW.session_id),
+          format('join the line: yoke coordination-claim acquire --key QA_HOST:%s --wait', machine),
+          jsonb_build_object('test_machine', machine, 'oldest_waiter_session_id', oldest.session_id));
+      END IF;
+      -- W4: a plain hold goes ahead of no other session's live wait.
+      IF NEW.reserved_until IS NULL AND EXISTS (
+           SELECT 1 FROM qa_test_machine_waits w JOIN sessions ws ON ws.session_id = w.session_id
+            WHERE w.test_machine = machine AND w.state = 'waiting' AND w.session_id <> NEW.session_id
+              AND ws.ended_at IS NULL AND ws.terminated_at IS NULL) THEN
         PERFORM yoke_refuse_with('claim_held',
           format('test machine %s has a waiting line; its next turn goes to the oldest waiter', machine),
           format('join the line: yoke coordination-claim acquire --key QA_HOST:%s --wait', machine),

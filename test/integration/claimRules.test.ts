@@ -127,6 +127,16 @@ test('issue 13 C3 C12 W2: a raw claim insert by a user is held to the acquire ru
     [waiter.name],
   );
   expect(await refusalOf(insert(holder, 'h1', 'qa_admission', qa('lab-q'), 'QA_HOST:lab-q'))).toBe('claim_held');
+  // W7: a reserved turn is the line's hand-off to its oldest live waiter, never one's own way in.
+  const reserve = (sid: string) =>
+    holder.q(
+      `INSERT INTO work_claims (target_kind, scope, key, project_id, session_id, reserved_until)
+       VALUES ('qa_admission', '{"test_machine": "lab-q"}', 'QA_HOST:lab-q', $1, $2, now() + interval '100 years')`,
+      [web, sid],
+    );
+  expect(await refusalOf(reserve('h1'))).toBe('claim_held');
+  expect(await refusalOf(reserve('w1'))).toBe('allowed');
+  await su.query("DELETE FROM work_claims WHERE scope->>'test_machine' = 'lab-q'");
   expect(
     (
       await su.query(
