@@ -61,11 +61,15 @@ export async function waitForTurn(
   const started = Date.now();
   const progress = new Progress(opts.json);
   let woken: Promise<unknown> = new Promise(() => undefined);
+  // The update's long poll is cancelled once we stop waiting: left open, it held the process
+  // (and a --wait-timeout) about 20 s past the refusal already printed.
+  const stopWaking = new AbortController();
   try {
     const client = await ctx.temporal.get();
-    woken = client.workflow
-      .getHandle(waitWorkflowId(opts.testMachine, opts.sessionId))
-      .executeUpdate(awaitTurn)
+    woken = client
+      .withAbortSignal(stopWaking.signal, () =>
+        client.workflow.getHandle(waitWorkflowId(opts.testMachine, opts.sessionId)).executeUpdate(awaitTurn),
+      )
       .catch(() => new Promise(() => undefined));
   } catch {
     progress.show('Temporal unreachable: watching Postgres for the turn', 'no-temporal');
@@ -117,6 +121,7 @@ export async function waitForTurn(
         woken = new Promise(() => undefined); // read Postgres once more, then poll
     }
   } finally {
+    stopWaking.abort();
     progress.done();
   }
   const result = await consume();

@@ -80,6 +80,33 @@ test('issue 3 W7 with Temporal unreachable, acquire --wait watching Postgres kee
   await waitOutlivesTheStaleThreshold('lab-2', { TEMPORAL_ADDRESS: '127.0.0.1:1' });
 }, 60_000);
 
+test('issue 10 W4 acquire --wait --wait-timeout 1 exits soon after its timeout: the pending awaitTurn update is cancelled, not left to hold the process', async () => {
+  await s.registerSession({ sessionId: 'q-bound', actorId: 'bob', project: 'web' });
+  const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:mac-mini-lab' });
+  const started = Date.now();
+  const r = await inBackground(
+    [
+      'coordination-claim',
+      'acquire',
+      '--key',
+      'QA_HOST:mac-mini-lab',
+      '--session',
+      'q-bound',
+      '--wait',
+      '--wait-timeout',
+      '1',
+      '--json',
+    ],
+    { TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue },
+  );
+  const tookMs = Date.now() - started;
+  expect(jsonError(r)).toMatchObject({ code: 'wait_timeout', details: { test_machine: 'mac-mini-lab' } });
+  // Before, the update's long poll kept the process about 20 s past the printed refusal.
+  expect(tookMs).toBeLessThan(10_000);
+  await s.endSession({ sessionId: 'q-bound' });
+  await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+}, 60_000);
+
 /** `deployment-runs watch` of a run that never moves, as session `sid` (named by `how`), past the stale threshold. */
 async function watchOutlivesTheStaleThreshold(sid: string, how: 'env' | 'flag', candidate: string): Promise<void> {
   // d1 creates the runs (test/helpers/runs.ts); `sid` watches
