@@ -3,6 +3,15 @@
 # them), then run a worker in the foreground. Ctrl-C stops the worker and what this run started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One npm start per checkout (per YOKE_HOME): a second one used to rebuild dist under the running
+# worker, fail on the dashboard's port, and, ending, drop the pid files npm stop finds the first
+# run's worker and dashboard by, so they outlived npm stop. It now says so and changes nothing.
+running=$(cat "${YOKE_HOME:-.yoke}/worker.pid" 2>/dev/null || true)
+if [[ "$running" =~ ^[0-9]+$ ]] && ps -p "$running" -o args= 2>/dev/null | grep -qF -- "dist/workers/main.js"; then
+  echo "npm start is already running for this checkout (worker pid $running, state in ${YOKE_HOME:-.yoke}); it reuses Postgres and Temporal already." >&2
+  echo "recovery: use that one, or stop it first (npm stop, or Ctrl-C in its terminal), then npm start again" >&2
+  exit 1
+fi
 bash scripts/install.sh
 owner="start-$$"
 home=$(node -e 'process.stdout.write(require("./dist/config/paths").yokeHome())')

@@ -102,3 +102,31 @@ test("issue 1 npm stop stops only its own checkout's worker and dashboard (recor
   expect(servicesLog(b)).toMatch(/^down --owner start-\d+$/m);
   expect(existsSync(join(b.home, 'dashboard.pid'))).toBe(false);
 }, 60_000);
+
+test('issue 2 a second npm start in a running checkout refuses, naming the running worker, and leaves the first run for npm stop to stop', async () => {
+  const a = await startCheckout();
+  const [worker, dashboard] = [pidOf(a, 'worker'), pidOf(a, 'dashboard')];
+  const second = await new Promise<{ code: number | null; stderr: string }>((resolve) =>
+    execFile(
+      'bash',
+      ['scripts/start.sh'],
+      {
+        cwd: a.dir,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, YOKE_DASHBOARD_PORT: String(a.port) },
+        timeout: 20_000, // a second run that starts up instead of refusing is stopped (its trap stops its children)
+      },
+      (err, _stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }),
+    ),
+  );
+  expect(second.code).toBe(1);
+  expect(second.stderr).toContain(`already running for this checkout (worker pid ${worker}`);
+  expect(second.stderr).toContain('npm stop');
+  // Nothing of the first run was touched: its pid files, and no second services up or down.
+  expect(readFileSync(join(a.home, 'worker.pid'), 'utf8').trim()).toBe(String(worker));
+  expect(readFileSync(join(a.home, 'dashboard.pid'), 'utf8').trim()).toBe(String(dashboard));
+  expect(servicesLog(a).trim().split('\n')).toHaveLength(1);
+
+  await promisify(execFile)('bash', ['scripts/stop.sh'], { cwd: a.dir, env: { PATH: process.env.PATH } });
+  await a.exited;
+  expect([alive(worker), alive(dashboard)]).toEqual([false, false]);
+}, 60_000);
