@@ -17,6 +17,11 @@ import { Kysely, sql } from 'kysely';
  *   reserve a free machine for a friend further back, or for itself, skipping the line).
  * - Sessions: an ended or terminated session stays ended; its owner could set `ended_at` back
  *   to NULL and act from it again (the CLI refuses `session_ended`).
+ * - QA plan executions (the rule that an automatic case's verdict is the worker's): whoever
+ *   began an execution could rewrite its plan (drop the automatic case and host reset), set it
+ *   passed, or insert one born passed, with no authority on the run. A user now changes none
+ *   of what it began with, never sets passed or failed (its walk does, in the worker), and moves
+ *   it to another run only with authority on its run (a takeover).
  * - Runs: a create by an actor who may not deploy the project failed on the bare row-security
  *   message; it is now refused `permission_denied` naming the `runs.deploy` grant and the
  *   steering seat, for the CLI and raw SQL alike.
@@ -123,6 +128,45 @@ export async function up(db: Kysely<any>): Promise<void> {
     CREATE TRIGGER sessions_end_kept BEFORE UPDATE ON sessions FOR EACH ROW
       WHEN (${user} AND (OLD.ended_at IS NOT NULL OR OLD.terminated_at IS NOT NULL)) EXECUTE FUNCTION sessions_end_kept();
 
+    CREATE FUNCTION qa_executions_kept() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
+    BEGIN
+      IF (NEW.stage_name, NEW.plan_id, NEW.item_id, NEW.plan, NEW.session_id, NEW.target_environment, NEW.target_url,
+          NEW.served_revision_path, NEW.delivered_commit, NEW.observed_commit, NEW.revision_check, NEW.began_at)
+         IS DISTINCT FROM (OLD.stage_name, OLD.plan_id, OLD.item_id, OLD.plan, OLD.session_id, OLD.target_environment,
+          OLD.target_url, OLD.served_revision_path, OLD.delivered_commit, OLD.observed_commit, OLD.revision_check, OLD.began_at) THEN
+        PERFORM yoke_refuse_with('permission_denied',
+          format('QA plan execution %s keeps the plan, stage, runner and start identity it began with', OLD.execution_id),
+          'abort it (yoke qa abort) and begin a new one (yoke qa begin)',
+          jsonb_build_object('execution_id', OLD.execution_id));
+      END IF;
+      IF NEW.status IS DISTINCT FROM OLD.status AND NEW.status IN ('passed', 'failed') THEN
+        PERFORM yoke_refuse_with('permission_denied',
+          format('QA plan execution %s passes or fails only by its walk of the recorded cases (the worker), not by a write', OLD.execution_id),
+          format('record the case verdicts: yoke qa verdict %s --case NAME --verdict passed|failed', OLD.execution_id),
+          jsonb_build_object('execution_id', OLD.execution_id, 'status', NEW.status));
+      END IF;
+      IF NEW.run_id IS DISTINCT FROM OLD.run_id AND yoke_run_refusal(OLD.run_id, false) IS NOT NULL THEN
+        PERFORM yoke_refuse_with(yoke_run_refusal(OLD.run_id, false),
+          format('QA plan execution %s moves to another run only by a takeover from one who may act on run %s (R1)', OLD.execution_id, OLD.run_id),
+          format('yoke deployment-runs takeover %s --successor RUN', OLD.run_id),
+          jsonb_build_object('execution_id', OLD.execution_id, 'run_id', OLD.run_id));
+      END IF;
+      RETURN NEW;
+    END $fn$;
+    CREATE TRIGGER qa_executions_kept BEFORE UPDATE ON qa_plan_executions FOR EACH ROW
+      WHEN (${user}) EXECUTE FUNCTION qa_executions_kept();
+
+    CREATE FUNCTION qa_executions_begin_running() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
+    BEGIN
+      IF NEW.status <> 'running' OR NEW.ended_at IS NOT NULL THEN
+        PERFORM yoke_refuse_with('permission_denied', 'a QA plan execution begins running; its walk of the cases ends it',
+          'begin it: yoke qa begin --run RUN --stage STAGE --plan PLAN', '{}'::jsonb);
+      END IF;
+      RETURN NEW;
+    END $fn$;
+    CREATE TRIGGER qa_executions_begin_running BEFORE INSERT ON qa_plan_executions FOR EACH ROW
+      WHEN (${user}) EXECUTE FUNCTION qa_executions_begin_running();
+
     -- Before the row-security check, so the refusal names the way in rather than the policy.
     CREATE FUNCTION deployment_runs_create_authority() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
     DECLARE project text;
@@ -143,6 +187,9 @@ export async function up(db: Kysely<any>): Promise<void> {
 
 export async function down(db: Kysely<any>): Promise<void> {
   await sql`
+    DROP TRIGGER qa_executions_begin_running ON qa_plan_executions;
+    DROP TRIGGER qa_executions_kept ON qa_plan_executions;
+    DROP FUNCTION qa_executions_begin_running(), qa_executions_kept();
     DROP TRIGGER deployment_runs_create_authority ON deployment_runs;
     DROP TRIGGER sessions_end_kept ON sessions;
     DROP TRIGGER work_claims_take_rules ON work_claims;

@@ -5,7 +5,8 @@ import { createDb } from '../../db/pool';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, services } from '../helpers/fixtures';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
-import { applyWebRelease } from '../helpers/runs';
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { applyWebRelease, walkedRun } from '../helpers/runs';
 
 /**
  * Issue 13, rules a third audit found a user skipped by raw SQL under their own role
@@ -36,6 +37,7 @@ beforeAll(async () => {
   await addTestMachines(services(t.db), ['lab-r', 'lab-sick', 'lab-q']);
   [holder, waiter] = [await actors.add('holder'), await actors.add('waiter')];
   web = (await su.query("SELECT project_id FROM projects WHERE name = 'web'")).rows[0].project_id;
+  await su.query("INSERT INTO sessions (session_id, actor_id, project_id) VALUES ('dr1', 'driver', $1)", [web]);
   for (const [sid, who] of [
     ['h1', holder],
     ['h-ended', holder],
@@ -178,4 +180,51 @@ test('issue 13: a run created by an actor who may not deploy is refused permissi
   expect(refusal).toMatchObject({ code: 'YK001', detail: 'permission_denied' });
   expect(refusal.message).toContain('runs.deploy');
   expect(refusal.hint).toContain('yoke claims steering take --project web');
+});
+
+test('issue 13 Q: whoever began a QA plan execution cannot rewrite its plan, pass it, move it to another run, or insert one born passed by raw SQL; aborting it still passes', async () => {
+  const runs = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000 });
+  const request = (key: string) => ({
+    sessionId: 'dr1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: 'a1b2c3d4e5f6',
+    idempotencyKey: key,
+    items: [],
+  });
+  const runId = await walkedRun(runs, request('exec-1'));
+  const other = (await runs.createRun(request('exec-2'))).run_id;
+  const columns = `run_id, stage_name, plan_id, plan, session_id, target_environment, served_revision_path, delivered_commit, revision_check`;
+  const values = `$1, 'stage-qa', 'checkout', '{"id": "checkout", "cases": [{"name": "api-smoke", "automatic": {"test_machine": "lab-r", "command": "true"}}, {"name": "looks", "manual": {"instructions": "look"}}]}', 'h1', 'stage', '/revision', 'a1b2c3d4e5f6', 'unverified'`;
+  const id = (
+    await su.query(`INSERT INTO qa_plan_executions (${columns}) VALUES (${values}) RETURNING execution_id`, [runId])
+  ).rows[0].execution_id as number;
+  const mine = (set: string, values: unknown[] = []) =>
+    holder.q(`UPDATE qa_plan_executions SET ${set} WHERE execution_id = $1`, [id, ...values]);
+
+  // The audit's statements: the automatic case dropped from the plan, then the execution passed.
+  expect(await refusalOf(mine("plan = jsonb_set(plan, '{cases}', jsonb_build_array(plan->'cases'->1))"))).toBe(
+    'permission_denied',
+  );
+  expect(await refusalOf(mine("status = 'passed', ended_at = now()"))).toBe('permission_denied');
+  expect(await refusalOf(mine("status = 'failed', ended_at = now()"))).toBe('permission_denied');
+  expect(await refusalOf(mine('run_id = $2', [other]))).toBe('run_driven_elsewhere');
+  expect(
+    await refusalOf(
+      holder.q(`INSERT INTO qa_plan_executions (${columns}, status, ended_at) VALUES (${values}, 'passed', now())`, [
+        runId,
+      ]),
+    ),
+  ).toBe('permission_denied');
+  expect(
+    (await su.query('SELECT status, run_id FROM qa_plan_executions WHERE execution_id = $1', [id])).rows[0],
+  ).toEqual({
+    status: 'running',
+    run_id: runId,
+  });
+  // Its runner still aborts it (yoke qa abort's write).
+  expect(await refusalOf(mine("status = 'aborted', ended_at = now(), release_reason = 'aborted by its runner'"))).toBe(
+    'allowed',
+  );
 });
