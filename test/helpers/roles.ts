@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
 import { Client } from 'pg';
 import { connectionStringFor } from '../../activities/actors';
+import type { Database } from '../../db/database';
+import { createDb } from '../../db/pool';
 
 /**
  * Issue 13 raw-SQL tests: actors are created straight through `yoke_add_actor` as the
@@ -61,4 +64,22 @@ export async function refusalOf(p: Promise<unknown>): Promise<string> {
     throw err;
   }
   return 'allowed';
+}
+
+/**
+ * Kysely pools connected as actors, so a test runs the CLI's own activities under their roles;
+ * `destroy()` closes every pool it opened.
+ */
+export function rolePools() {
+  const pools: Kysely<Database>[] = [];
+  return {
+    dbOf(actor: SqlActor): Kysely<Database> {
+      const db = createDb(actor.url, { max: 2 });
+      pools.push(db);
+      return db;
+    },
+    async destroy(): Promise<void> {
+      for (const db of pools.splice(0)) await db.destroy();
+    },
+  };
 }

@@ -1,18 +1,16 @@
-import type { Kysely } from 'kysely';
 import { Client } from 'pg';
-import type { Database } from '../../db/database';
-import { createDb } from '../../db/pool';
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, services } from '../helpers/fixtures';
-import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
-import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { refusalOf, rolePools, sqlActors, type SqlActor } from '../helpers/roles';
 import { applyWebRelease, walkedRun } from '../helpers/runs';
 
 /**
  * Issue 13, rules a third audit found a user skipped by raw SQL under their own role
  * (0035_auda_claim_rules): a released claim taken back or its release rewritten, claims the
- * CLI refuses inserted bare, an ended session brought back, and a run created by an actor who
- * may not deploy refused with the bare row-security message. The CLI's own paths, under the
+ * CLI refuses inserted bare, an ended session brought back, a QA plan execution rewritten or
+ * passed by its runner, and a run created by an actor who may not deploy refused with the bare
+ * row-security message. The CLI's own paths, under the
  * actors' own roles, still pass.
  */
 let t: TestDatabase;
@@ -21,13 +19,8 @@ const actors = sqlActors(() => t.url);
 let holder: SqlActor;
 let waiter: SqlActor;
 let web: number;
-const pools: Kysely<Database>[] = [];
-
-function dbOf(actor: SqlActor): Kysely<Database> {
-  const db = createDb(actor.url, { max: 2 });
-  pools.push(db);
-  return db;
-}
+const pools = rolePools();
+const dbOf = pools.dbOf;
 
 beforeAll(async () => {
   t = await createTestDatabase();
@@ -47,7 +40,7 @@ beforeAll(async () => {
   await su.query("UPDATE sessions SET ended_at = now(), end_reason = 'session_end' WHERE session_id = 'h-ended'");
 });
 afterAll(async () => {
-  for (const db of pools) await db.destroy();
+  await pools.destroy();
   await actors.end();
   await su.end();
   await t.drop();
