@@ -47,8 +47,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       END IF;
       RETURN NEW;
     END $fn$;
-    CREATE TRIGGER work_claims_history_kept BEFORE UPDATE ON work_claims FOR EACH ROW
-      WHEN (${user} AND OLD.released_at IS NOT NULL) EXECUTE FUNCTION work_claims_history_kept();
 
     CREATE FUNCTION work_claims_take_rules() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
     DECLARE s sessions; machine text; oldest record;
@@ -111,8 +109,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       END IF;
       RETURN NEW;
     END $fn$;
-    CREATE TRIGGER work_claims_take_rules BEFORE INSERT ON work_claims FOR EACH ROW
-      WHEN (${user}) EXECUTE FUNCTION work_claims_take_rules();
 
     CREATE FUNCTION sessions_end_kept() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
     BEGIN
@@ -125,8 +121,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       END IF;
       RETURN NEW;
     END $fn$;
-    CREATE TRIGGER sessions_end_kept BEFORE UPDATE ON sessions FOR EACH ROW
-      WHEN (${user} AND (OLD.ended_at IS NOT NULL OR OLD.terminated_at IS NOT NULL)) EXECUTE FUNCTION sessions_end_kept();
 
     CREATE FUNCTION qa_executions_kept() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
     BEGIN
@@ -153,8 +147,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       END IF;
       RETURN NEW;
     END $fn$;
-    CREATE TRIGGER qa_executions_kept BEFORE UPDATE ON qa_plan_executions FOR EACH ROW
-      WHEN (${user}) EXECUTE FUNCTION qa_executions_kept();
 
     CREATE FUNCTION qa_executions_begin_running() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
     BEGIN
@@ -164,8 +156,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       END IF;
       RETURN NEW;
     END $fn$;
-    CREATE TRIGGER qa_executions_begin_running BEFORE INSERT ON qa_plan_executions FOR EACH ROW
-      WHEN (${user}) EXECUTE FUNCTION qa_executions_begin_running();
 
     -- Before the row-security check, so the refusal names the way in rather than the policy.
     CREATE FUNCTION deployment_runs_create_authority() RETURNS trigger LANGUAGE plpgsql SET search_path = public, pg_temp AS $fn$
@@ -180,6 +170,18 @@ export async function up(db: Kysely<any>): Promise<void> {
         jsonb_build_object('project', project, 'actor_id', session_user, 'permission', 'runs.deploy'));
       RETURN NEW;
     END $fn$;
+
+    -- Each rule fires for users only (admins and the worker act for everyone).
+    CREATE TRIGGER work_claims_history_kept BEFORE UPDATE ON work_claims FOR EACH ROW
+      WHEN (${user} AND OLD.released_at IS NOT NULL) EXECUTE FUNCTION work_claims_history_kept();
+    CREATE TRIGGER work_claims_take_rules BEFORE INSERT ON work_claims FOR EACH ROW
+      WHEN (${user}) EXECUTE FUNCTION work_claims_take_rules();
+    CREATE TRIGGER sessions_end_kept BEFORE UPDATE ON sessions FOR EACH ROW
+      WHEN (${user} AND (OLD.ended_at IS NOT NULL OR OLD.terminated_at IS NOT NULL)) EXECUTE FUNCTION sessions_end_kept();
+    CREATE TRIGGER qa_executions_kept BEFORE UPDATE ON qa_plan_executions FOR EACH ROW
+      WHEN (${user}) EXECUTE FUNCTION qa_executions_kept();
+    CREATE TRIGGER qa_executions_begin_running BEFORE INSERT ON qa_plan_executions FOR EACH ROW
+      WHEN (${user}) EXECUTE FUNCTION qa_executions_begin_running();
     CREATE TRIGGER deployment_runs_create_authority BEFORE INSERT ON deployment_runs FOR EACH ROW
       WHEN (${user}) EXECUTE FUNCTION deployment_runs_create_authority();
   `.execute(db);
