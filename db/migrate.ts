@@ -41,8 +41,8 @@ import * as waitOwnerRule from './migrations/0032_wait_owner_rule';
 import * as eventRule from './migrations/0032_event_rule';
 import * as doneGateDependencies from './migrations/0033_done_gate_dependencies';
 import * as leanClaimPath from './migrations/0034_lean_claim_path';
-import * as audaClaimRules from './migrations/0035_auda_claim_rules';
 import * as audcDeliveredClaims from './migrations/0037_audc_delivered_claims';
+import * as claimRules from './migrations/0038_claim_rules';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -88,8 +88,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0032_wait_owner_rule': waitOwnerRule,
   '0033_done_gate_dependencies': doneGateDependencies,
   '0034_lean_claim_path': leanClaimPath,
-  '0035_auda_claim_rules': audaClaimRules,
   '0037_audc_delivered_claims': audcDeliveredClaims,
+  '0038_claim_rules': claimRules,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

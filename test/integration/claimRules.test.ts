@@ -7,7 +7,7 @@ import { applyWebRelease, walkedRun } from '../helpers/runs';
 
 /**
  * Issue 13, rules a third audit found a user skipped by raw SQL under their own role
- * (0035_auda_claim_rules): a released claim taken back or its release rewritten, claims the
+ * (0038_claim_rules): a released claim taken back or its release rewritten, claims the
  * CLI refuses inserted bare, an ended session brought back, a QA plan execution rewritten or
  * passed by its runner, and a run created by an actor who may not deploy refused with the bare
  * row-security message. The CLI's own paths, under the

@@ -158,7 +158,7 @@ test('I13 C8 C11 claims: taken with your own session; released by the holder, or
       `INSERT INTO work_claims (target_kind, scope, key, session_id) VALUES ('qa_admission', $1, $2, $3) RETURNING claim_id`,
       [JSON.stringify({ test_machine: machine }), `QA_HOST:${machine}`, sid],
     );
-  // QA_HOST keys name registered machines (C3: 0035_auda_claim_rules refuses the others).
+  // QA_HOST keys name registered machines (C3: 0038_claim_rules refuses the others).
   for (const machine of ['lab-x', 'lab-1', 'lab-2', 'lab-3'])
     await su.query(
       `INSERT INTO test_machines (name, host, port, ssh_user, host_key, host_key_fingerprint, host_key_source, verify_command, capture_command, credential)
