@@ -2,26 +2,30 @@
  * A remote command that dies with its SSH connection. Without a terminal, sshd does not signal
  * a command whose client went away (a worker killed mid-case, a command timeout, a cancelled
  * activity): it ran on, on a machine the line had already given to its next holder, or beside
- * the same case run again. The wrapper runs the command in a session of its own and watches
- * the channel's stdin, which yoke never writes or closes: end of file there means the
- * connection is gone, and the command's process group is sent TERM, then KILL after a grace.
+ * the same case run again. sshd starts every command as the leader of a session and process
+ * group of its own; the wrapper keeps that (it execs) and runs the command in its foreground,
+ * under the login shell (`$SHELL -c`) as sshd did, with stdin from /dev/null (yoke never
+ * writes to it). A background watcher reads the channel's stdin instead, which yoke never
+ * closes: end of file there means the connection is gone, and the watcher sends the whole
+ * group TERM, then KILL 5 s later for anything that ignored TERM.
  *
- * The command still runs under the login shell (`$SHELL -c`), as sshd ran it before, with
- * stdin from /dev/null (nothing ever wrote to it). A command killed by a signal is reported as
- * that signal (the wrapper re-raises it on itself), so a command that exits 128+N by itself is
- * reported as signal N too. A host without `setsid` runs the command as before, unwatched.
+ * A command killed by one of the usual fatal signals is reported as that signal (the wrapper
+ * re-raises it on itself), so a command that exits 128+N for such an N is reported as signal N
+ * too; any other status is passed on as it is. Where the wrapper is not its group's leader
+ * (another SSH server) or the host has no /proc, the command runs as before, unwatched.
  */
+const FATAL_STATUSES = '129|130|131|134|137|138|139|140|141|142|143'; // 128 + HUP INT QUIT ABRT KILL USR1 SEGV USR2 PIPE ALRM TERM
+
 const WATCHED = [
-  'command -v setsid >/dev/null 2>&1 || exec "${SHELL:-/bin/sh}" -c "$1"',
-  'exec 3<&0',
-  'setsid "${SHELL:-/bin/sh}" -c "$1" </dev/null 3<&- &',
-  'job=$!',
-  '{ cat >/dev/null; kill -TERM "-$job"; sleep 5; kill -KILL "-$job"; } <&3 >/dev/null 2>&1 &',
+  'pgrp=; read -r _ _ _ _ pgrp _ 2>/dev/null </proc/$$/stat',
+  '[ "$pgrp" = "$$" ] || exec "${SHELL:-/bin/sh}" -c "$1"',
+  'exec 3<&0 </dev/null',
+  '{ cat <&3 >/dev/null; trap "" TERM; kill -TERM "-$$"; sleep 5; kill -KILL "-$$"; } >/dev/null 2>&1 &',
   'watcher=$!',
   'exec 3<&-',
-  'wait "$job"; status=$?',
+  '"${SHELL:-/bin/sh}" -c "$1"; status=$?',
   'kill "$watcher" 2>/dev/null',
-  'if [ "$status" -gt 128 ]; then kill "-$((status - 128))" "$$"; fi',
+  `case "$status" in ${FATAL_STATUSES}) kill "-$((status - 128))" "$$" ;; esac`,
   'exit "$status"',
 ].join('\n');
 

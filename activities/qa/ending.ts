@@ -101,6 +101,24 @@ export async function abortLiveExecutionsOfRun(
   return aborted;
 }
 
+/**
+ * The QA effects of executions a run's own settlement ended: their workflows stop and other
+ * runs settling their items are poked (S5), but not `runId` itself, which is the one settling.
+ */
+export async function notifyQaOfSettlement(
+  notifier: QaNotifier | undefined,
+  qa: QaEffects,
+  runId: string,
+): Promise<string[]> {
+  return notifyQa(
+    notifier && {
+      ...notifier,
+      runQaSettled: async (id) => (id === runId ? undefined : notifier.runQaSettled(id)),
+    },
+    qa,
+  );
+}
+
 /** Sends the collected QA effects after commit; failures come back as warnings. */
 export async function notifyQa(notifier: QaNotifier | undefined, qa: QaEffects): Promise<string[]> {
   if (!notifier) return [];

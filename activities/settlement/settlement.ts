@@ -17,7 +17,7 @@ import { applySettlementEffects, SETTLEMENT_EFFECTS, type EffectsDeps, type Effe
 import { settlementContext } from './members';
 import type { SettlementEnds } from './supersede';
 import { defaultTrackerFactory, type TrackerFactory } from './tracker';
-import { abortLiveExecutionsOfRun, noQaEffects, notifyQa } from '../qa/ending';
+import { abortLiveExecutionsOfRun, noQaEffects, notifyQaOfSettlement } from '../qa/ending';
 import { DEFAULT_RESERVATION_LIFETIME_MS, inLineTransaction } from '../waitingLine';
 
 export interface SettlementDeps extends SettlementEnds {
@@ -102,7 +102,7 @@ export function settlementActivities(deps: SettlementDeps) {
    * The run reads succeeded only after its close-outs (S1) and their effects (S3); success
    * also refuses while a required member is still at its release wait (S6).
    */
-  async function finishSettlement(input: { runId: string }): Promise<FinishOutcome> {
+  async function finishSettlement(input: { runId: string; actingSessionId?: string }): Promise<FinishOutcome> {
     const qa = noQaEffects();
     const { value } = await inLineTransaction(db, deps.line?.notifier, async (trx, effects) => {
       const run = await runById(trx, input.runId, { lock: true });
@@ -140,7 +140,7 @@ export function settlementActivities(deps: SettlementDeps) {
         trx,
         run.run_id,
         'succeeded',
-        null,
+        input.actingSessionId ?? null, // the driver's replay acts under its own role, as terminalize does
         deps.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS,
         effects,
         qa,
@@ -161,8 +161,7 @@ export function settlementActivities(deps: SettlementDeps) {
       });
       return answer('succeeded');
     });
-    // The aborted executions' workflows stop; the run is not poked, it has just ended.
-    await notifyQa(deps.qaNotifier && { ...deps.qaNotifier, runQaSettled: async () => {} }, qa);
+    await notifyQaOfSettlement(deps.qaNotifier, qa, input.runId);
     return value;
   }
 
@@ -181,7 +180,7 @@ export function settlementActivities(deps: SettlementDeps) {
    * The explicit replay (S5): the whole settlement, now; a blocked commit surfaces as
    * run_settlement_blocked, failed effects keep the run settling.
    */
-  async function settleNow(input: { runId: string }): Promise<{
+  async function settleNow(input: { runId: string; actingSessionId?: string }): Promise<{
     run_id: string;
     status: string;
     commit: CommitOutcome;
@@ -189,7 +188,7 @@ export function settlementActivities(deps: SettlementDeps) {
     effects_pending: number;
   }> {
     await beginSettling(input);
-    const commit = await commitSettlement(db, input.runId, deps);
+    const commit = await commitSettlement(db, input.runId, { ...deps, actingSessionId: input.actingSessionId });
     const effects = await applySettlementEffects(effectsDeps, input.runId);
     const finished = await finishSettlement(input);
     return { run_id: input.runId, status: finished.status, commit, effects, effects_pending: finished.effects_pending };
@@ -207,15 +206,15 @@ export function settlementActivities(deps: SettlementDeps) {
       });
     }
     const freshMs = deps.driverFreshMs ?? DEFAULT_DRIVER_FRESH_MS;
-    const run = await db.transaction().execute(async (trx) => {
+    const { run, session } = await db.transaction().execute(async (trx) => {
       const session = await requireLiveSession(trx, input.sessionId);
       const locked = await lockRun(trx, input.runId, freshMs);
       if (locked.status !== 'succeeded') assertDriver(locked, session.session_id, freshMs);
-      return locked;
+      return { run: locked, session };
     });
     if (run.status === 'succeeded') return { run_id: run.run_id, status: 'succeeded', replayed: true };
     if (run.status !== 'executing') throw terminalRefusal(run, 'succeed');
-    const settled = await settleNow({ runId: run.run_id });
+    const settled = await settleNow({ runId: run.run_id, actingSessionId: session.session_id });
     return { ...settled, replayed: false };
   }
 

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { liveItemExecutions } from '../../db/qaExecutions';
 import type { BlockReason, DoneGateFacts } from '../../domain/completion';
-import { endExecution, noQaEffects, notifyQa, type QaNotifier } from '../qa/ending';
+import { endExecution, noQaEffects, notifyQaOfSettlement, type QaNotifier } from '../qa/ending';
 import { DEFAULT_RESERVATION_LIFETIME_MS, inLineTransaction, type LineOptions } from '../waitingLine';
 import type { SettlementMember } from './members';
 
@@ -10,6 +10,11 @@ import type { SettlementMember } from './members';
 export interface SettlementEnds {
   line?: Partial<LineOptions>;
   qaNotifier?: QaNotifier;
+  /**
+   * The session settling, when a person does (the driver's replay, under its own role): an
+   * execution's lease is released in its name, as terminalize does. The workflow settles as yoke.
+   */
+  actingSessionId?: string;
 }
 
 export const SUPERSEDED_BY_RUN_SCOPED_ITEM_QA = 'superseded-by-run-scoped-item-qa';
@@ -58,14 +63,13 @@ export async function supersedeItemExecutions(
           e.execution_id,
           'superseded',
           SUPERSEDED_BY_RUN_SCOPED_ITEM_QA,
-          { sessionId: null, actorId: 'yoke' },
+          { sessionId: ends.actingSessionId ?? null, actorId: 'yoke' },
           ends.line?.reservationLifetimeMs ?? DEFAULT_RESERVATION_LIFETIME_MS,
           effects,
           qa,
         );
     });
-    // The executions' workflows stop; the run is not poked, it is the one settling now.
-    await notifyQa(ends.qaNotifier && { ...ends.qaNotifier, runQaSettled: async () => {} }, qa);
+    await notifyQaOfSettlement(ends.qaNotifier, qa, runId);
   }
   return reasons;
 }

@@ -80,4 +80,36 @@ test('W3 a bound command keeps its output, exit status, signal, quoting and logi
   expect(killed).toMatchObject({ exit_code: null, signal: 'SIGKILL' });
   const stdin = await runOverSsh(target, 'cat; echo read-nothing', DEFAULT_SSH_TIMEOUTS);
   expect(stdin).toMatchObject({ exit_code: 0, stdout: 'read-nothing\n' });
+  // the command's own signal handling is its own: INT is not ignored, as it is for a background job
+  const trapped = await runOverSsh(
+    target,
+    `trap 'echo got-int; exit 7' INT; kill -INT $$; sleep 1; echo not-interrupted`,
+    DEFAULT_SSH_TIMEOUTS,
+  );
+  expect(trapped).toMatchObject({ exit_code: 7, stdout: 'got-int\n' });
+  // a status above 128 that is no fatal signal's passes on as it is, and nothing is added to stderr
+  for (const code of [147, 255])
+    expect(await runOverSsh(target, `exit ${code}`, DEFAULT_SSH_TIMEOUTS)).toMatchObject({
+      exit_code: code,
+      signal: null,
+      stderr: '',
+    });
+});
+
+test('W3 W7 a command that ignores TERM is killed 5 s after its connection closes', async () => {
+  const pidFile = join(lab.dir, 'stubborn.pid');
+  const result = await runOverSsh(target, `trap '' TERM; sleep 300 & echo "$$ $!" > ${pidFile}; wait`, {
+    ...DEFAULT_SSH_TIMEOUTS,
+    commandTimeoutMs: 1_500,
+  });
+  expect(result.timed_out).toBe(true);
+  const pids = readFileSync(pidFile, 'utf8').trim().split(' ').map(Number);
+  await until(
+    async () => pids.filter(alive),
+    (left) => left.length === 0,
+    'the stubborn command to be killed',
+    {
+      timeoutMs: 20_000,
+    },
+  );
 });

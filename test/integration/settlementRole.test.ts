@@ -8,6 +8,9 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
 import { applyWebRelease, walkedRun } from '../helpers/runs';
+import { qaExecutionActivities } from '../../activities/qa/executions';
+import { recordLease } from '../../db/qaExecutions';
+import { registerBenchMachines } from '../../bench/benchDatabase';
 
 /**
  * Issues 12 and 13: `yoke deployment-runs update RUN status succeeded` run by the run's driver
@@ -243,4 +246,60 @@ test('S2 S3 issue 12 audit: under the driver’s own role, a delivered member’
     'h4',
   ]);
   expect(session).toEqual([{ ended: true }]);
+});
+
+test('O4 W9 issue 13: success aborts a run-scoped execution still running; under the driver’s own role one holding another actor’s test machine is refused whole, and the worker’s settlement ends it', async () => {
+  for (const { run_id } of (await su.query("SELECT run_id FROM deployment_runs WHERE status = 'executing'")).rows)
+    await admin.terminalizeRun({ sessionId: 'dr1', runId: run_id, disposition: 'cancelled', reason: 'next test' });
+  await su.query('INSERT INTO sessions (session_id, actor_id, project_id) VALUES ($1, $2, $3), ($4, $2, $3)', [
+    'h5',
+    holder.name,
+    web,
+    'qa1',
+  ]);
+  await registerBenchMachines(t.db, ['lab-9']);
+  const runId = await readyRun('WEB-13', 'qa-lease', 'h5');
+  // qa1 (the holder's actor, not the driver's) runs a run-scoped plan and holds lab-9 for it.
+  const execution = await qaExecutionActivities({ db: t.db, driverFreshMs: 60_000 }).beginExecution({
+    sessionId: 'qa1',
+    runId,
+    stage: 'stage-qa',
+    plan: 'PLAN-7',
+  });
+  const lease = await services(t.db).acquireCoordinationClaim({ sessionId: 'qa1', key: 'QA_HOST:lab-9' });
+  await recordLease(t.db, execution.execution_id, {
+    claim_id: lease.claim.claim_id,
+    test_machine: 'lab-9',
+    claimed_at: new Date(lease.claim.claimed_at),
+  });
+  const state = async () => ({
+    run: (await su.query('SELECT status FROM deployment_runs WHERE run_id = $1', [runId])).rows[0].status,
+    execution: (
+      await su.query('SELECT status, release_reason FROM qa_plan_executions WHERE execution_id = $1', [
+        execution.execution_id,
+      ])
+    ).rows[0],
+    lease: (
+      await su.query('SELECT released_by_session_id FROM work_claims WHERE claim_id = $1 AND released_at IS NOT NULL', [
+        lease.claim.claim_id,
+      ])
+    ).rows[0],
+  });
+  // The driver may not release qa1's hold (only its actor or a steering seat may): the success is
+  // refused whole, as terminalize is, and nothing is written.
+  await expect(
+    runsAs(driver).updateRunStatus({ sessionId: 'dr1', runId, field: 'status', value: 'succeeded' }),
+  ).rejects.toThrow(/cannot release claim/);
+  expect(await state()).toEqual({
+    run: 'executing',
+    execution: { status: 'running', release_reason: null },
+    lease: undefined,
+  });
+  // The worker's settlement (the service) ends it with the run's success.
+  await expect(admin.finishSettlement({ runId })).resolves.toMatchObject({ status: 'succeeded' });
+  expect(await state()).toEqual({
+    run: 'succeeded',
+    execution: { status: 'aborted', release_reason: 'run_succeeded' },
+    lease: { released_by_session_id: 'qa1' },
+  });
 });
