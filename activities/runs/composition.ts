@@ -37,6 +37,11 @@ export interface Composition {
   warnings: (UntargetedObligation | SupplementalWarning | DependencyWarning)[];
 }
 
+/** D7: the members a composition found with an unsatisfied dependency (settlement would hold them). */
+export function dependencyWarnings(c: Composition): DependencyWarning[] {
+  return c.warnings.filter((w): w is DependencyWarning => w.code === 'dependency_unsatisfied');
+}
+
 const PERSISTENT_TIERS = ['stage', 'production'];
 
 /**

@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { advisoryXactLock } from '../../db/advisoryLock';
-import type { Database, FlowRow } from '../../db/database';
+import type { Database, FlowRow, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import { defaultCompletionFlow } from '../../db/items';
 import { setLocalTimeouts } from '../../db/localTimeouts';
@@ -8,12 +8,19 @@ import { existingItem, projectByPrefix, requireProject } from '../../db/projects
 import { requireLiveSession } from '../../db/sessions';
 import type { Executor } from '../../db/pool';
 import { membersOf } from '../../db/runMembers';
-import { environmentByName, flowByName, insertCreatedRun, obligationsOf, runByIdempotencyKey } from '../../db/runs';
+import {
+  environmentByName,
+  flowByName,
+  insertCreatedRun,
+  obligationsOf,
+  runById,
+  runByIdempotencyKey,
+} from '../../db/runs';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { canonicalRequest, differingFields, type CreateRequest } from '../../domain/canonicalRequest';
 import { refusal, unreachable, usageError, YokeError } from '../../domain/errors';
 import { parseItemRef } from '../../domain/itemRef';
-import { assertComposition, composition, type DependencyWarning } from './composition';
+import { assertComposition, composition, dependencyWarnings, type DependencyWarning } from './composition';
 import { admitMembers, materializeFlowDefaults, type ExplicitSelection } from './membership';
 import type { RunIdentity } from './read';
 import { takeoverActivities, type TakeoverNotifier, type TakeoverReceipt } from './takeover';
@@ -135,18 +142,26 @@ export function runCreationActivities(deps: {
       member_items: request.items,
       warnings,
     });
-    const replayWarnings = async () => {
-      const warnings: UntargetedObligation[] = [];
+    // I1: a replay (an I2 repeat too) answers as the original did: D6's untargeted obligations
+    // and D7's unsatisfied dependencies, read again now.
+    const replayWarnings = async (run: RunRow) => {
+      const warnings: CreateReceipt['warnings'] = [];
       for (const m of members)
         warnings.push(...untargetedObligations(await obligationsOf(trx, [m.item_id]), flow.stages));
+      warnings.push(...dependencyWarnings(await composition(trx, run, flow, 'create')));
       return warnings;
     };
     if (input.idempotencyKey) {
       const existing = await runByIdempotencyKey(trx, projectId, input.idempotencyKey);
       if (existing) {
         const differing = differingFields(request, existing.create_request);
-        // I1: a replay (an I2 repeat too) answers as the original did, D6 warnings included.
-        if (differing.length === 0) return receipt(existing.run_id, existing.status, true, await replayWarnings());
+        if (differing.length === 0)
+          return receipt(
+            existing.run_id,
+            existing.status,
+            true,
+            await replayWarnings(await runById(trx, existing.run_id)),
+          );
         throw refusal(
           'idempotency_key_conflict',
           `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with a different ${differing.join(', ')}`,
@@ -191,7 +206,7 @@ export function runCreationActivities(deps: {
     const checked = await composition(trx, run, flow, 'create');
     assertComposition(checked); // D9
     // D7: a member whose dependency is unsatisfied is named now; settlement would hold it.
-    warnings.push(...checked.warnings.filter((w): w is DependencyWarning => w.code === 'dependency_unsatisfied'));
+    warnings.push(...dependencyWarnings(checked));
     await recordEvent(trx, {
       event_type: 'DeploymentRunCreated',
       project_id: projectId,

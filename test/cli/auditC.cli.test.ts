@@ -57,7 +57,7 @@ test('issue 12 S3: items update lane refuses a relative or top-level path (settl
   expect(json(await run(['items', 'get', 'WEB-3', '--json'])).lane_path).toBe('/srv/lanes/web-3');
 });
 
-test('D7 issue 12: create and add-item warn dependency_unsatisfied for a member whose dependency is not met, as validate does', async () => {
+test('D7 I1 issue 12: create, its replay and add-item warn dependency_unsatisfied for a member whose dependency is not met, as validate does', async () => {
   const created = await run([...releaseRunArgs('c0ffee0000000001', 'dep-1', ['WEB-4']), '--json']);
   expect(created.code).toBe(0);
   expect(json(created).warnings).toEqual(
@@ -67,6 +67,9 @@ test('D7 issue 12: create and add-item warn dependency_unsatisfied for a member 
   );
   const text = await run(releaseRunArgs('c0ffee0000000002', 'dep-2', ['WEB-4']));
   expect(text.stdout).toContain('warning: WEB-4 depends on WEB-3 done');
+  // I1: a replay under the same key answers with the same warnings as the create did
+  const replayed = await run([...releaseRunArgs('c0ffee0000000001', 'dep-1', ['WEB-4']), '--json']);
+  expect(json(replayed)).toMatchObject({ replayed: true, warnings: json(created).warnings });
 
   const empty = json(await run([...releaseRunArgs('c0ffee0000000003', 'dep-3'), '--json']));
   const added = await run(['deployment-runs', 'add-item', empty.run_id, 'WEB-5', '--json']);
