@@ -6,7 +6,11 @@ import { runWorkflowId, waitWorkflowId } from '../workflows/definitions';
 
 export interface DashboardOptions {
   db: Parameters<typeof dashboardActivities>[0]['db'];
-  driverFreshMs: number;
+  /**
+   * R1: the deployment's driver freshness, asked on every panel read: the worker records it when
+   * it starts, and a dashboard outlives a worker restarted with another value.
+   */
+  driverFreshMs: () => Promise<number>;
   /** The Temporal Web UI every run and wait links to. */
   temporalUi: string;
   namespace: string;
@@ -35,7 +39,7 @@ const TYPES: Record<string, string> = {
  */
 export function buildDashboard(opts: DashboardOptions): FastifyInstance {
   const app = Fastify({ logger: false });
-  const panels = dashboardActivities({ db: opts.db, driverFreshMs: opts.driverFreshMs });
+  const panels = async () => dashboardActivities({ db: opts.db, driverFreshMs: await opts.driverFreshMs() });
   const workflowUrl = (workflowId: string) =>
     `${opts.temporalUi.replace(/\/$/, '')}/namespaces/${encodeURIComponent(opts.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 
@@ -52,19 +56,19 @@ export function buildDashboard(opts: DashboardOptions): FastifyInstance {
     namespace: opts.namespace,
     viewer_session_id: opts.viewerSessionId ?? null,
   }));
-  app.get('/api/board', async () => panels.boardPanel());
+  app.get('/api/board', async () => (await panels()).boardPanel());
   app.get('/api/runs', async () =>
-    (await panels.runsPanel()).map((r) => ({ ...r, workflow_url: workflowUrl(runWorkflowId(r.run_id)) })),
+    (await (await panels()).runsPanel()).map((r) => ({ ...r, workflow_url: workflowUrl(runWorkflowId(r.run_id)) })),
   );
   app.get('/api/test-machines', async () =>
-    (await panels.testMachinesPanel()).map((m) => ({
+    (await (await panels()).testMachinesPanel()).map((m) => ({
       ...m,
       line: m.line.map((w) => ({ ...w, workflow_url: workflowUrl(waitWorkflowId(m.name, w.session_id)) })),
     })),
   );
-  app.get('/api/machines', async () => panels.fleetPanel());
+  app.get('/api/machines', async () => (await panels()).fleetPanel());
   app.get('/api/machines/usage', async () =>
-    panels.machinesUsagePanel(opts.viewerSessionId ? { sessionId: opts.viewerSessionId } : undefined),
+    (await panels()).machinesUsagePanel(opts.viewerSessionId ? { sessionId: opts.viewerSessionId } : undefined),
   );
   app.setErrorHandler(async (err: Error & { code?: string }, _req, reply) => {
     reply.status(err.code === 'session_not_registered' ? 400 : 500);
