@@ -15,6 +15,8 @@ export interface CommandContext {
   line: { reservationLifetimeMs: number; notifier: LineNotifier };
   /** R1: the deployment's driver freshness as Postgres holds it (read once, on first use), so the CLI and the database agree. */
   driverFreshMs(): Promise<number>;
+  /** The same, read again on every call: for `yoke serve`, which outlives a worker restart. */
+  readDriverFreshMs(): Promise<number>;
 }
 
 let lastDatabaseUrl: string | undefined;
@@ -37,10 +39,11 @@ export async function withDb<T>(
   let freshMs: Promise<number> | undefined;
   // The CLI's own YOKE_DRIVER_FRESH_SECONDS, when set, rules what the CLI decides (as
   // YOKE_RESERVATION_LIFETIME_SECONDS does); Postgres still holds users to the recorded setting.
-  const driverFreshMs = () =>
-    (freshMs ??= config.driverFreshExplicit
+  const readDriverFreshMs = () =>
+    config.driverFreshExplicit
       ? Promise.resolve(config.driverFreshMs)
-      : import('../activities/deploymentSettings').then((m) => m.driverFreshMs(db, config.driverFreshMs)));
+      : import('../activities/deploymentSettings').then((m) => m.driverFreshMs(db, config.driverFreshMs));
+  const driverFreshMs = () => (freshMs ??= readDriverFreshMs());
   try {
     return await fn({
       config,
@@ -48,6 +51,7 @@ export async function withDb<T>(
       temporal,
       line: { reservationLifetimeMs: config.reservationLifetimeMs, notifier: temporal.lineNotifier() },
       driverFreshMs,
+      readDriverFreshMs,
     });
   } catch (err) {
     throw asYokeError(yokeErrorFromFailure(err) ?? err, config.databaseUrl);

@@ -144,6 +144,7 @@ export async function takeClaim(
   claim: NewClaimInput,
   opts: { machine?: string; lineGuard?: boolean } = {},
 ): Promise<TakeAttempt> {
+  const unit = unitScopeValues(claim);
   const [r] = await takeStatement(claim.target_kind, !!opts.lineGuard)(db, {
     session: claim.session_id,
     machine: opts.machine ?? null,
@@ -152,8 +153,8 @@ export async function takeClaim(
     project: claim.project_id,
     item: claim.item_id,
     execution: claim.qa_plan_execution_id ?? null,
-    unit1: unitScopeValues(claim)[0] ?? null,
-    unit2: unitScopeValues(claim)[1] ?? null,
+    unit1: unit[0] ?? null,
+    unit2: unit[1] ?? null,
   });
   const attempt: TakeAttempt = {
     sessionLive: r!.session_live,

@@ -39,14 +39,11 @@ export function registerServe(program: Command): void {
       const o = parseOptions(ServeOptions, raw);
       await withDb(async (ctx) => {
         const { buildDashboard } = await import('../../web/server');
-        const { driverFreshMs } = await import('../../activities/deploymentSettings');
         const { projectRoot } = await import('../../config/paths');
         const { join } = await import('node:path');
         const app = buildDashboard({
           db: ctx.db,
-          driverFreshMs: ctx.config.driverFreshExplicit
-            ? async () => ctx.config.driverFreshMs
-            : async () => driverFreshMs(ctx.db, ctx.config.driverFreshMs),
+          driverFreshMs: ctx.readDriverFreshMs,
           temporalUi: await temporalUi(ctx.config.home),
           namespace: ctx.config.temporal.namespace,
           viewerSessionId: o.session ?? process.env.YOKE_SESSION_ID,

@@ -14,7 +14,7 @@ import { takeEffect } from '../../db/settlementEffects';
 import * as stageApprovals from '../../db/migrations/0020_stage_approvals';
 import type { IssueTracker } from '../../activities/settlement/tracker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { refusalOf } from '../helpers/fixtures';
+import { addTestMachines, refusalOf, services } from '../helpers/fixtures';
 import { countStatements } from '../helpers/statements';
 import { releaseDefinition, walkedRun as walkRun, writeDefinition } from '../helpers/runs';
 
@@ -80,6 +80,27 @@ async function walkedRun(members: string[], key = 'k1', candidate = SHA, flow = 
 
 async function pass(runId: string, ...checks: string[]) {
   for (const checkName of checks) await r.recordQaVerdict({ sessionId: 'd1', runId, checkName, status: 'passed' });
+}
+
+/** QA and settlement activities whose notifier records what it was told: executions ended, runs poked. */
+function recordingQa() {
+  const ended: [number, string][] = [];
+  const poked: string[] = [];
+  const qaNotifier = {
+    executionEnded: async (id: number, status: string) => void ended.push([id, status]),
+    runQaSettled: async (run: string) => void poked.push(run),
+  };
+  return {
+    ended,
+    poked,
+    qa: qaExecutionActivities({ db: t.db, qaNotifier, driverFreshMs: 60_000 }),
+    settling: deploymentRunActivities({
+      db: t.db,
+      driverFreshMs: 60_000,
+      tracker: async () => ({ markDelivered: async () => 'closed' }),
+      qaNotifier,
+    }),
+  };
 }
 
 const statusOf = async (item: string) => (await items.getItem({ item })).status;
@@ -240,19 +261,7 @@ test('S2 a member refused inside the commit transaction rolls back the members w
 test('S4 S5 settlement supersedes a resultless item-level execution of a member whose run-scoped QA is satisfied; one with a result keeps refusing until its end replays the settlement', async () => {
   const runId = await walkedRun(['WEB-1', 'WEB-2']);
   await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
-  const poked: string[] = [];
-  const ended: [number, string][] = [];
-  const qaNotifier = {
-    executionEnded: async (id: number, status: string) => void ended.push([id, status]),
-    runQaSettled: async (run: string) => void poked.push(run),
-  };
-  const qa = qaExecutionActivities({ db: t.db, qaNotifier, driverFreshMs: 60_000 });
-  const settling = deploymentRunActivities({
-    db: t.db,
-    driverFreshMs: 60_000,
-    tracker: async () => ({ markDelivered: async () => 'closed' }),
-    qaNotifier,
-  });
+  const { ended, poked, qa, settling } = recordingQa();
   const idle = await qa.beginExecution({ sessionId: 'd1', runId, stage: 'stage-qa', plan: 'PLAN-7', item: 'WEB-1' });
   const started = await qa.beginExecution({ sessionId: 'd1', runId, stage: 'stage-qa', plan: 'PLAN-7', item: 'WEB-2' });
   await qa.recordHumanVerdict({ executionId: started.execution_id, case: 'look', verdict: 'passed', sessionId: 'd1' });
@@ -287,26 +296,10 @@ test('S4 S5 settlement supersedes a resultless item-level execution of a member 
 
 test('O4 W9 a run that succeeds aborts its run-scoped executions still running (run_succeeded): their waits end and their workflows are told to stop', async () => {
   const runId = await walkedRun(['WEB-1']);
-  const ended: [number, string][] = [];
-  const poked: string[] = [];
-  const qaNotifier = {
-    executionEnded: async (id: number, status: string) => void ended.push([id, status]),
-    runQaSettled: async (run: string) => void poked.push(run),
-  };
-  const qa = qaExecutionActivities({ db: t.db, qaNotifier, driverFreshMs: 60_000 });
-  const settling = deploymentRunActivities({
-    db: t.db,
-    driverFreshMs: 60_000,
-    tracker: async () => ({ markDelivered: async () => 'closed' }),
-    qaNotifier,
-  });
+  const { ended, poked, qa, settling } = recordingQa();
   const running = await qa.beginExecution({ sessionId: 'd1', runId, stage: 'stage-qa', plan: 'PLAN-7' });
   // Its place in a test machine's line, as an automatic case that could not lease the machine.
-  await sql`INSERT INTO test_machines (name, host, port, ssh_user, credential, host_key, host_key_fingerprint,
-                                       host_key_source, verify_command, capture_command)
-            VALUES ('lab-1', '127.0.0.1', 22, 'qa', 'none', 'ssh-ed25519 AAAA', 'SHA256:x', 'host_key_file', 'true', 'true')`.execute(
-    t.db,
-  );
+  await addTestMachines(services(t.db), ['lab-1']);
   const holder = await claimActivities({ db: t.db }).acquireCoordinationClaim({
     sessionId: 'w1',
     key: 'QA_HOST:lab-1',

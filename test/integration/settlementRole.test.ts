@@ -5,12 +5,11 @@ import { deploymentRunActivities, type DeploymentRunActivities } from '../../act
 import type { Database } from '../../db/database';
 import { createDb } from '../../db/pool';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
+import { addTestMachines, refusalOf as yokeRefusalOf, services } from '../helpers/fixtures';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
 import { applyWebRelease, walkedRun } from '../helpers/runs';
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { recordLease } from '../../db/qaExecutions';
-import { registerBenchMachines } from '../../bench/benchDatabase';
 
 /**
  * Issues 12 and 13: `yoke deployment-runs update RUN status succeeded` run by the run's driver
@@ -257,7 +256,7 @@ test('O4 W9 issue 13: success aborts a run-scoped execution still running; under
     web,
     'qa1',
   ]);
-  await registerBenchMachines(t.db, ['lab-9']);
+  await addTestMachines(services(t.db), ['lab-9']);
   const runId = await readyRun('WEB-13', 'qa-lease', 'h5');
   // qa1 (the holder's actor, not the driver's) runs a run-scoped plan and holds lab-9 for it.
   const execution = await qaExecutionActivities({ db: t.db, driverFreshMs: 60_000 }).beginExecution({
