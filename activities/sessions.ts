@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import type { Database, Harness } from '../db/database';
+import type { Database, Harness, SessionRow } from '../db/database';
+import { recordEvent } from '../db/events';
 import {
   claimViews,
   heartbeatClaimsOfSession,
@@ -17,6 +18,7 @@ import {
   markSessionEnded,
   recordServedFacts,
   requireLiveSession,
+  assertLiveSession,
   sessionWithProject,
   type SessionWithProject,
 } from '../db/sessions';
@@ -65,6 +67,31 @@ export interface RegisterInput {
   requestedWindow?: number;
 }
 
+/** One requested fact a re-registration changed (U2). */
+export interface RequestedChange {
+  fact: 'model' | 'effort' | 'window';
+  from: string | number | null;
+  to: string | number;
+}
+
+export interface RegisterResult {
+  session: SessionView;
+  /** false: the session was live already, and this re-registration heartbeated it. */
+  registered: boolean;
+  /** The requested facts a re-registration replaced, each recorded as a SessionRequestChanged event. */
+  requested_changes: RequestedChange[];
+}
+
+/** The requested facts a re-registration names with another value than the recorded one. */
+function requestedChanges(existing: SessionRow, input: RegisterInput): RequestedChange[] {
+  const named: [RequestedChange['fact'], string | number | null, string | number | undefined][] = [
+    ['model', existing.requested_model, input.requestedModel],
+    ['effort', existing.requested_effort, input.requestedEffort],
+    ['window', existing.requested_window, input.requestedWindow],
+  ];
+  return named.flatMap(([fact, from, to]) => (to === undefined || to === from ? [] : [{ fact, from, to }]));
+}
+
 export interface EndResult {
   session: SessionView;
   ended: boolean;
@@ -85,7 +112,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     return toView(await sessionWithProject(executor, sessionId));
   }
 
-  async function registerSession(request: RegisterInput): Promise<{ session: SessionView; registered: boolean }> {
+  async function registerSession(request: RegisterInput): Promise<RegisterResult> {
     const input = { ...request, actorId: request.actorId ?? (await connectedActor(db)).actor };
     const project = input.project ? await requireProject(db, input.project) : undefined;
     const inserted = await insertSession(db, {
@@ -99,25 +126,42 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
       requested_effort: input.requestedEffort ?? null,
       requested_window: input.requestedWindow ?? null,
     });
-    if (inserted) return { session: await sessionView(input.sessionId), registered: true };
+    if (inserted) return { session: await sessionView(input.sessionId), registered: true, requested_changes: [] };
     // Registering again is a heartbeat with the same identity; a different actor is a conflict.
-    const existing = await requireLiveSession(db, input.sessionId);
-    if (existing.actor_id !== input.actorId) {
-      throw refusal(
-        'session_actor_conflict',
-        `session ${input.sessionId} is registered to actor ${existing.actor_id}, not ${input.actorId}`,
-        {
-          recovery: 'use a new session id for the other actor',
-          details: { session_id: input.sessionId, actor_id: existing.actor_id },
-        },
-      );
-    }
-    await heartbeatSessionRow(db, input.sessionId, {
-      project_id: project?.project_id ?? existing.project_id,
-      machine_id: input.machine ?? existing.machine_id,
-      harness: input.harness ?? existing.harness,
+    return db.transaction().execute(async (trx) => {
+      const existing = await lockSession(trx, input.sessionId);
+      assertLiveSession(input.sessionId, existing);
+      if (existing.actor_id !== input.actorId) {
+        throw refusal(
+          'session_actor_conflict',
+          `session ${input.sessionId} is registered to actor ${existing.actor_id}, not ${input.actorId}`,
+          {
+            recovery: 'use a new session id for the other actor',
+            details: { session_id: input.sessionId, actor_id: existing.actor_id },
+          },
+        );
+      }
+      // U2: requested facts are the registration's own; a re-registration naming another request
+      // (a harness resumed under another model, say) replaces it, and the change is recorded,
+      // never silent. Served facts are untouched: only the provider attests those.
+      const requested_changes = requestedChanges(existing, input);
+      await heartbeatSessionRow(trx, input.sessionId, {
+        project_id: project?.project_id ?? existing.project_id,
+        machine_id: input.machine ?? existing.machine_id,
+        harness: input.harness ?? existing.harness,
+        requested_model: input.requestedModel ?? existing.requested_model,
+        requested_effort: input.requestedEffort ?? existing.requested_effort,
+        requested_window: input.requestedWindow ?? existing.requested_window,
+      });
+      if (requested_changes.length > 0)
+        await recordEvent(trx, {
+          event_type: 'SessionRequestChanged',
+          project_id: project?.project_id ?? existing.project_id,
+          session_id: input.sessionId,
+          payload: { session_id: input.sessionId, changes: requested_changes },
+        });
+      return { session: await sessionView(input.sessionId, trx), registered: false, requested_changes };
     });
-    return { session: await sessionView(input.sessionId), registered: false };
   }
 
   /** One heartbeat keeps the session and every claim bound to it alive (C1). */

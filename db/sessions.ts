@@ -69,7 +69,12 @@ export async function insertSession(db: Executor, session: Insertable<SessionsTa
 export async function heartbeatSessionRow(
   db: Executor,
   sessionId: string,
-  registration: Partial<Pick<SessionRow, 'project_id' | 'machine_id' | 'harness'>> = {},
+  registration: Partial<
+    Pick<
+      SessionRow,
+      'project_id' | 'machine_id' | 'harness' | 'requested_model' | 'requested_effort' | 'requested_window'
+    >
+  > = {},
 ): Promise<void> {
   await db
     .updateTable('sessions')

@@ -32,7 +32,9 @@ export function registerSessions(program: Command): void {
 
   sessions
     .command('register')
-    .description('register (or re-register) a session')
+    .description(
+      'register (or re-register) a session; re-registering with another --model/--effort/--window replaces the request and records the change',
+    )
     .option('--session <id>', 'session id (default $YOKE_SESSION_ID)')
     .option(
       '--actor <actor>',
@@ -61,8 +63,11 @@ export function registerSessions(program: Command): void {
             requestedWindow: o.window,
           }),
         (r) =>
-          `${r.registered ? 'registered' : 're-registered'} session ${r.session.session_id} for ${r.session.actor_id}`,
-        (r) => ({ ...r.session, registered: r.registered }),
+          [
+            `${r.registered ? 'registered' : 're-registered'} session ${r.session.session_id} for ${r.session.actor_id}`,
+            ...r.requested_changes.map((c) => `requested ${c.fact}: ${c.from ?? '(none)'} -> ${c.to} (recorded)`),
+          ].join('\n'),
+        (r) => ({ ...r.session, registered: r.registered, requested_changes: r.requested_changes }),
       ),
     );
 

@@ -1,0 +1,95 @@
+import { actorFactory, type TestActor } from '../helpers/actors';
+import { json, jsonError, setUp, yoke, type CliResult } from '../helpers/cli';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { refusalOf, sqlActors } from '../helpers/roles';
+
+/**
+ * Defects a fourth audit found in issues 4, 5, 10 and 14, each driven through the built binary
+ * as a user runs it.
+ */
+let t: TestDatabase;
+const actors = actorFactory(() => t.url);
+const raw = sqlActors(() => t.url);
+const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: 'audit-b4-cli' });
+const asAdmin = (args: string[]): Promise<CliResult> => yoke(t.url, args, env());
+let alice: TestActor;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await setUp(asAdmin, [['projects', 'create', 'web']]);
+  alice = await actors.add('alice');
+}, 120_000);
+
+afterAll(async () => {
+  await raw.end();
+  await actors.removeAll();
+  await t.drop();
+});
+
+test('U2 issue 5: re-registering a live session with another requested model replaces the request and records the change', async () => {
+  const as = (args: string[]) => alice.run(args, env());
+  const first = await as(['sessions', 'register', '--session', 'a1', '--project', 'web', '--model', 'claude-opus-4-5']);
+  expect(first.code).toBe(0);
+
+  const again = await as([
+    'sessions',
+    'register',
+    '--session',
+    'a1',
+    '--model',
+    'claude-sonnet-4-5',
+    '--effort',
+    'high',
+    '--json',
+  ]);
+  expect(again.code).toBe(0);
+  expect(json(again)).toMatchObject({
+    registered: false,
+    requested: { model: 'claude-sonnet-4-5', effort: 'high', window: null },
+    // served facts are the provider's: a request never fills them
+    served: { model: null, effort: null, window: null },
+    requested_changes: [
+      { fact: 'model', from: 'claude-opus-4-5', to: 'claude-sonnet-4-5' },
+      { fact: 'effort', from: null, to: 'high' },
+    ],
+  });
+  const text = await as(['sessions', 'register', '--session', 'a1', '--window', '1000000']);
+  expect(text.stdout).toContain('requested window: (none) -> 1000000 (recorded)');
+
+  // the change is on the audit log, in the session's project, written as the user
+  const events = json(await asAdmin(['events', 'list', '--type', 'SessionRequestChanged', '--json']));
+  expect(events).toEqual([
+    expect.objectContaining({
+      session_id: 'a1',
+      actor_id: alice.name,
+      payload: expect.objectContaining({
+        changes: expect.arrayContaining([expect.objectContaining({ fact: 'model' })]),
+      }),
+    }),
+    expect.objectContaining({
+      session_id: 'a1',
+      payload: expect.objectContaining({ changes: [expect.objectContaining({ fact: 'window' })] }),
+    }),
+  ]);
+
+  // repeating the same request changes nothing and records nothing
+  const same = await as(['sessions', 'register', '--session', 'a1', '--model', 'claude-sonnet-4-5', '--json']);
+  expect(json(same).requested_changes).toEqual([]);
+  expect(json(await asAdmin(['events', 'list', '--type', 'SessionRequestChanged', '--json']))).toHaveLength(2);
+
+  // an ended session is not re-registered at all
+  await as(['sessions', 'end', '--session', 'a1']);
+  const ended = await as(['sessions', 'register', '--session', 'a1', '--model', 'claude-haiku-4-5', '--json']);
+  expect(ended.code).toBe(1);
+  expect(jsonError(ended).code).toBe('session_ended');
+
+  // nobody records a request change for another actor's session
+  const mallory = await raw.add('mallory');
+  expect(
+    await refusalOf(
+      mallory.q(
+        `INSERT INTO events (event_type, project_id, session_id, payload) VALUES ('SessionRequestChanged', 1, 'a1', '{}')`,
+      ),
+    ),
+  ).toBe('permission_denied');
+});
