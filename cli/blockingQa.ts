@@ -13,12 +13,14 @@ function deadlineMs(): number {
 /**
  * Q5: the driver's blocking-QA read. A read answering read_deadline_exceeded is re-read after
  * a short bounded backoff; when every attempt expires the check says `could not evaluate
- * blocking QA` with the rerun recovery, a refusal (exit 1), never a usage error.
+ * blocking QA` with the rerun recovery, a refusal (exit 1), never a usage error. `rerun` is the
+ * command that read it (advance, watch, qa-pending), so the recovery repeats what recovers.
  */
 export async function readBlockingQa(
   ctx: CommandContext,
   runId: string,
   stage: string | null,
+  rerun: string,
 ): Promise<QaPendingReport> {
   const { readQaPending } = await import('../activities/qa/pending');
   for (let attempt = 0; ; attempt++) {
@@ -34,8 +36,8 @@ export async function readBlockingQa(
         'read_deadline_exceeded',
         `could not evaluate blocking QA of run ${runId}: ${attempt + 1} reads ran past their ${deadlineMs()} ms deadline`,
         {
-          recovery: `rerun: yoke deployment-runs qa-pending ${runId}${stage ? ` --stage ${stage}` : ''} (or raise YOKE_QA_READ_DEADLINE_MS)`,
-          details: { run_id: runId, attempts: attempt + 1, deadline_ms: deadlineMs() },
+          recovery: `rerun: ${rerun} (or raise YOKE_QA_READ_DEADLINE_MS)`,
+          details: { run_id: runId, attempts: attempt + 1, deadline_ms: deadlineMs(), rerun },
         },
       );
     }

@@ -138,7 +138,7 @@ async function followRun(
     if (view.status === 'executing') {
       // Q4: a run held before its completing stage is reported with every unresolved obligation.
       const { readBlockingQa } = await import('./blockingQa');
-      const report = await readBlockingQa(ctx, runId, null);
+      const report = await readBlockingQa(ctx, runId, null, `yoke deployment-runs watch ${runId}`);
       if (report.held) {
         const { unresolvedLines } = await import('../activities/qa/pending');
         const unresolved = unresolvedLines(report);

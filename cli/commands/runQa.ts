@@ -47,7 +47,12 @@ export function registerRunQa(dr: Command): void {
     .action(async (runId: string, raw) => {
       const o = parseOptions(BaseOptions.extend({ stage: nonEmpty.optional() }), raw);
       const r = await withDb(async (ctx) =>
-        (await import('../blockingQa')).readBlockingQa(ctx, runId, o.stage ?? null),
+        (await import('../blockingQa')).readBlockingQa(
+          ctx,
+          runId,
+          o.stage ?? null,
+          `yoke deployment-runs qa-pending ${runId}${o.stage ? ` --stage ${o.stage}` : ''}`,
+        ),
       );
       const text = await lines(r);
       emit(!!o.json, r, () =>
@@ -66,7 +71,9 @@ export function registerRunQa(dr: Command): void {
     .action(async (runId: string, raw) => {
       const o = parseOptions(BaseOptions, raw);
       const r = await withDb(async (ctx) => {
-        const report = await (await import('../blockingQa')).readBlockingQa(ctx, runId, null);
+        const report = await (
+          await import('../blockingQa')
+        ).readBlockingQa(ctx, runId, null, `yoke deployment-runs advance ${runId}`);
         // A created run has no stage to hold: its QA is owed, but nothing waits on it yet (Q4).
         if (report.status === 'created') {
           throw refusal('run_not_executing', `run ${runId} is created; only an executing run is held by blocking QA`, {

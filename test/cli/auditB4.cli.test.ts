@@ -2,6 +2,8 @@ import { actorFactory, type TestActor } from '../helpers/actors';
 import { json, jsonError, setUp, yoke, type CliResult } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, sqlActors } from '../helpers/roles';
+import { releaseDefinition, releaseRunArgs, writeDefinition } from '../helpers/runs';
+import { Client } from 'pg';
 
 /**
  * Defects a fourth audit found in issues 4, 5, 10 and 14, each driven through the built binary
@@ -11,12 +13,27 @@ let t: TestDatabase;
 const actors = actorFactory(() => t.url);
 const raw = sqlActors(() => t.url);
 const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: 'audit-b4-cli' });
-const asAdmin = (args: string[]): Promise<CliResult> => yoke(t.url, args, env());
+const asAdmin = (args: string[], extra: Record<string, string> = {}): Promise<CliResult> =>
+  yoke(t.url, args, { ...env(), YOKE_SESSION_ID: 'd1', ...extra });
 let alice: TestActor;
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await setUp(asAdmin, [['projects', 'create', 'web']]);
+  await setUp(asAdmin, [
+    [
+      'apply',
+      '-f',
+      writeDefinition(
+        releaseDefinition({
+          project: 'web',
+          prefix: 'WEB',
+          stageUrl: 'http://stage.b4.test',
+          prodUrl: 'https://b4.test',
+        }),
+      ),
+    ],
+    ['sessions', 'register', '--session', 'd1', '--actor', 'driver', '--project', 'web'],
+  ]);
   alice = await actors.add('alice');
 }, 120_000);
 
@@ -92,4 +109,24 @@ test('U2 issue 5: re-registering a live session with another requested model rep
       ),
     ),
   ).toBe('permission_denied');
+});
+
+test('Q5 issue 4: a blocking-QA read of advance past its deadline names advance itself as the rerun, not qa-pending', async () => {
+  const runId = json(await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b401', 'q5-advance'), '--json'])).run_id;
+  const locker = new Client({ connectionString: t.url });
+  await locker.connect();
+  try {
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE deployment_run_qa IN ACCESS EXCLUSIVE MODE');
+    const r = await asAdmin(['deployment-runs', 'advance', runId, '--json'], { YOKE_QA_READ_DEADLINE_MS: '150' });
+    expect(r.code).toBe(1);
+    const error = jsonError(r);
+    expect(error).toMatchObject({ code: 'read_deadline_exceeded', details: { attempts: 4 } });
+    expect(error.message).toContain('could not evaluate blocking QA');
+    expect(error.recovery).toContain(`rerun: yoke deployment-runs advance ${runId}`);
+    expect(error.recovery).not.toContain('qa-pending');
+  } finally {
+    await locker.query('ROLLBACK');
+    await locker.end();
+  }
 });
