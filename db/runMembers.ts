@@ -86,6 +86,32 @@ export async function noteLaterRun(
     .execute();
 }
 
+/**
+ * The labels a run's workflow carries for its members (the YokeItem search attribute): the
+ * run's status, its member items, and a version that grows with every membership change
+ * (an add adds a member; a removal takes one away and adds a removal row).
+ */
+export async function memberLabelsOf(
+  db: Executor,
+  runId: string,
+): Promise<{ status: string; items: string[]; version: number } | undefined> {
+  const row = await db
+    .selectFrom('deployment_runs as r')
+    .select('r.status')
+    .select(
+      sql<string[]>`coalesce((SELECT array_agg(p.item_prefix || '-' || i.number ORDER BY m.item_id)
+         FROM deployment_run_items m JOIN backlog_items i ON i.item_id = m.item_id
+         JOIN projects p ON p.project_id = i.project_id WHERE m.run_id = r.run_id), '{}')`.as('items'),
+    )
+    .select(
+      sql<number>`((SELECT count(*) FROM deployment_run_items m WHERE m.run_id = r.run_id)
+         + 2 * (SELECT count(*) FROM deployment_run_item_removals x WHERE x.run_id = r.run_id))::int`.as('version'),
+    )
+    .where('r.run_id', '=', runId)
+    .executeTakeFirst();
+  return row;
+}
+
 export interface RemovalRow {
   item: string;
   reason: string;

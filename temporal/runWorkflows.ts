@@ -1,6 +1,13 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { RunWalk, RunWorkflowView, RunWorkflows, WorkflowAttachment } from '../activities/runs/runWorkflows';
-import { ITEM_KEY, PROJECT_KEY, RUN_STATUS_KEY, TARGET_ORIGIN_KEY, runWorkflowId } from '../workflows/definitions';
+import {
+  ITEM_KEY,
+  PROJECT_KEY,
+  RUN_STATUS_KEY,
+  TARGET_ORIGIN_KEY,
+  membersChanged,
+  runWorkflowId,
+} from '../workflows/definitions';
 import { temporalTakeoverNotifier } from './takeoverSignals';
 import type { deploymentRun } from '../workflows/deploymentRun';
 
@@ -37,7 +44,8 @@ export async function ensureRunWorkflow(client: Client, taskQueue: string, run: 
     typedSearchAttributes: [
       { key: PROJECT_KEY, value: run.project },
       { key: RUN_STATUS_KEY, value: 'executing' },
-      { key: ITEM_KEY, value: run.member_items },
+      // A memberless run carries no YokeItem: Temporal's visibility stores an empty list as [""].
+      ...(run.member_items.length ? [{ key: ITEM_KEY, value: run.member_items }] : []),
       ...(run.occupancy_units[0] ? [{ key: TARGET_ORIGIN_KEY, value: run.occupancy_units[0] }] : []),
     ],
   });
@@ -52,5 +60,13 @@ export function temporalRunWorkflows(client: Client, taskQueue: string): RunWork
     workflowId: runWorkflowId,
     // The takeover's own message (a workflow that ended meanwhile needs none).
     supersede: (runId, successorRunId) => temporalTakeoverNotifier(client).runSuperseded(runId, successorRunId),
+    async membersChanged(runId, labels) {
+      try {
+        await client.workflow.getHandle(runWorkflowId(runId)).signal(membersChanged, labels);
+      } catch (err) {
+        // A workflow that ended meanwhile keeps the labels it ended with.
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+    },
   };
 }

@@ -86,6 +86,13 @@ export const runSuperseded = defineSignal<[{ successorRunId: string }]>('runSupe
 /** Sent after something a settling run may be waiting on changed: the run retries its settlement (S5). */
 export const settlementReplay = defineSignal('settlementReplay');
 
+/**
+ * Sent after a member joined or left an executing run: the run's YokeItem search attribute
+ * follows. `version` grows with every membership change (members + 2 x removals), so a
+ * message read before a later change never overwrites that change's labels.
+ */
+export const membersChanged = defineSignal<[{ items: string[]; version: number }]>('membersChanged');
+
 export function runWorkflowId(runId: string): string {
   return `deployment-run/${runId}`;
 }

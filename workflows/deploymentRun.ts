@@ -16,7 +16,9 @@ import {
 import { ONCE_HEARTBEATING } from './activityOptions';
 import type { RunStageActivities, StagePlan, StageResult } from '../activities/runs/stages';
 import {
+  ITEM_KEY,
   RUN_STATUS_KEY,
+  membersChanged,
   qaSettled,
   runState,
   runSuperseded,
@@ -114,6 +116,14 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
     stageScope?.cancel(); // a running deploy is cancelled; a wait ends
   });
   setHandler(runState, () => snapshot);
+  // Members joined or left while the run executes: YokeItem follows (none for no members, since
+  // Temporal's visibility stores an empty list as [""]); an older message never undoes a newer one.
+  let membersVersion = -1;
+  setHandler(membersChanged, ({ items, version }) => {
+    if (version < membersVersion) return;
+    membersVersion = version;
+    upsertSearchAttributes([{ key: ITEM_KEY, value: items.length ? items : null }]);
+  });
   // T2: a takeover committed: the run's work continues under its successor; this walk ends.
   let superseded = false;
   setHandler(runSuperseded, () => {

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { markOccupancyLive, occupancyUnitsOf, releaseTerminalOccupancy } from '../../db/occupancy';
 import { projectById } from '../../db/projects';
-import { membersOf } from '../../db/runMembers';
+import { memberLabelsOf, membersOf } from '../../db/runMembers';
 import { executingRunIds, runById, supersededRunsSince } from '../../db/runs';
 import { refusal } from '../../domain/errors';
 
@@ -44,6 +44,24 @@ export interface RunWorkflows {
   workflowId(runId: string): string;
   /** T2: tells the run's workflow it was taken over (the takeover's own signal may have been lost). */
   supersede(runId: string, successorRunId: string): Promise<void>;
+  /** Tells the run's workflow its members now (its YokeItem search attribute); an ended one needs nothing. */
+  membersChanged(runId: string, labels: { items: string[]; version: number }): Promise<void>;
+}
+
+/**
+ * After add-item or remove-item committed on an executing run: its workflow's YokeItem search
+ * attribute follows the membership (a created run's workflow starts with its members, so it
+ * needs no message, and Temporal is not asked).
+ */
+export async function relabelRunMembers(
+  db: Kysely<Database>,
+  runId: string,
+  membersChanged: RunWorkflows['membersChanged'],
+): Promise<{ relabelled: boolean }> {
+  const labels = await memberLabelsOf(db, runId);
+  if (labels?.status !== 'executing') return { relabelled: false };
+  await membersChanged(runId, { items: labels.items, version: labels.version });
+  return { relabelled: true };
 }
 
 export interface Reattachment {

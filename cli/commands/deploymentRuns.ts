@@ -180,6 +180,25 @@ async function startWalking(
   return { ...started, warnings };
 }
 
+/**
+ * After a membership change commits: an executing run's workflow relabels its YokeItem search
+ * attribute. The change itself stands either way; a Temporal that cannot be told is said, not fatal.
+ */
+async function relabelMembers(ctx: CommandContext, json: boolean, runId: string): Promise<void> {
+  const { relabelRunMembers } = await import('../../activities/runs/runWorkflows');
+  try {
+    await relabelRunMembers(ctx.db, runId, async (id, labels) => {
+      const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');
+      await temporalRunWorkflows(await ctx.temporal.get(), ctx.config.taskQueue).membersChanged(id, labels);
+    });
+  } catch (err) {
+    warn(
+      json,
+      `warning: the membership changed, but run ${runId}'s workflow was not told (${(err as Error).message}); its YokeItem search attribute shows the old members until the next change`,
+    );
+  }
+}
+
 /** What execute and retry print: the run's walk, and what may keep it from moving. */
 type WalkResult = ExecuteResult & { warnings: { code: string; message: string }[] };
 
@@ -320,14 +339,19 @@ export function registerDeploymentRuns(program: Command): void {
   ).action(
     commandAction(
       BaseOptions.extend(Selection),
-      async (ctx, o, [runId, item]) =>
-        (await runs(ctx)).addItem({
+      async (ctx, o, [runId, item]) => {
+        const added = await (
+          await runs(ctx)
+        ).addItem({
           sessionId: actingSession(o),
           runId: runId!,
           item: item!,
           requirementIds: o.requirementId,
           planIds: o.planId,
-        }),
+        });
+        await relabelMembers(ctx, !!o.json, runId!);
+        return added;
+      },
       (r) => [`added ${r.item} to ${r.run_id}`, ...r.warnings.map((w) => `warning: ${w.message}`)].join('\n'),
     ),
   );
@@ -340,8 +364,13 @@ export function registerDeploymentRuns(program: Command): void {
     .action(
       commandAction(
         BaseOptions.extend({ reason: nonEmpty }),
-        async (ctx, o, [runId, item]) =>
-          (await runs(ctx)).removeItem({ sessionId: actingSession(o), runId: runId!, item: item!, reason: o.reason }),
+        async (ctx, o, [runId, item]) => {
+          const removed = await (
+            await runs(ctx)
+          ).removeItem({ sessionId: actingSession(o), runId: runId!, item: item!, reason: o.reason });
+          await relabelMembers(ctx, !!o.json, runId!);
+          return removed;
+        },
         (r) => `removed ${r.item} from ${r.run_id}: ${r.reason}`,
       ),
     );

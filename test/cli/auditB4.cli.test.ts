@@ -2,7 +2,10 @@ import { actorFactory, type TestActor } from '../helpers/actors';
 import { json, jsonError, setUp, yoke, type CliResult } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, sqlActors } from '../helpers/roles';
-import { releaseDefinition, releaseRunArgs, writeDefinition } from '../helpers/runs';
+import { releaseDefinition, releaseRunArgs, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { startTestWorker, type TestWorker } from '../helpers/temporal';
+import { untilTrue } from '../helpers/until';
+import { ITEM_KEY } from '../../workflows/definitions';
 import { Client } from 'pg';
 
 /**
@@ -12,13 +15,18 @@ import { Client } from 'pg';
 let t: TestDatabase;
 const actors = actorFactory(() => t.url);
 const raw = sqlActors(() => t.url);
-const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: 'audit-b4-cli' });
+let w: TestWorker;
+let stage: HttpTarget;
+let prod: HttpTarget;
+const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue });
 const asAdmin = (args: string[], extra: Record<string, string> = {}): Promise<CliResult> =>
   yoke(t.url, args, { ...env(), YOKE_SESSION_ID: 'd1', ...extra });
 let alice: TestActor;
 
 beforeAll(async () => {
   t = await createTestDatabase();
+  w = await startTestWorker(t.db);
+  [stage, prod] = await Promise.all([startHttpTarget(), startHttpTarget()]);
   await setUp(asAdmin, [
     [
       'apply',
@@ -27,8 +35,8 @@ beforeAll(async () => {
         releaseDefinition({
           project: 'web',
           prefix: 'WEB',
-          stageUrl: 'http://stage.b4.test',
-          prodUrl: 'https://b4.test',
+          stageUrl: stage.url,
+          prodUrl: prod.url,
         }),
       ),
     ],
@@ -38,6 +46,8 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  await Promise.all([stage.close(), prod.close()]);
+  await w.shutdown();
   await raw.end();
   await actors.removeAll();
   await t.drop();
@@ -130,3 +140,40 @@ test('Q5 issue 4: a blocking-QA read of advance past its deadline names advance 
     await locker.end();
   }
 });
+
+test('issue 4: a memberless run carries no YokeItem, and YokeItem follows add-item and remove-item while the run executes', async () => {
+  const runId = json(await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b402', 'items-label'), '--json'])).run_id;
+  expect((await asAdmin(['deployment-runs', 'execute', runId])).code).toBe(0);
+  const workflowId = `deployment-run/${runId}`;
+  // what an operator's `temporal workflow list` (visibility) shows for the run
+  const listedItems = async (): Promise<string[] | undefined | 'absent'> => {
+    for await (const wf of w.client.workflow.list({
+      query: `WorkflowId = "${workflowId}" AND YokeRunStatus = "executing"`,
+    }))
+      return wf.typedSearchAttributes.get(ITEM_KEY) ?? undefined;
+    return 'absent';
+  };
+  const listedBy = async (item: string) => {
+    const ids: string[] = [];
+    for await (const wf of w.client.workflow.list({ query: `YokeItem = "${item}"` })) ids.push(wf.workflowId);
+    return ids.includes(workflowId);
+  };
+  await untilTrue(async () => (await listedItems()) !== 'absent', 'the executing run listed');
+  // never [""]: Temporal's visibility stored the empty list that way
+  expect(await listedItems()).toBeUndefined();
+
+  const addedOne = await asAdmin(['deployment-runs', 'add-item', runId, 'WEB-1']);
+  expect(addedOne.stderr).toBe('');
+  expect(addedOne.code).toBe(0);
+  await untilTrue(() => listedBy('WEB-1'), 'the run listed by its new member WEB-1');
+  expect((await asAdmin(['deployment-runs', 'add-item', runId, 'WEB-2'])).code).toBe(0);
+  await untilTrue(async () => JSON.stringify(await listedItems()) === '["WEB-1","WEB-2"]', 'both members labelled');
+
+  expect((await asAdmin(['deployment-runs', 'remove-item', runId, 'WEB-1', '--reason', 'not ready'])).code).toBe(0);
+  await untilTrue(async () => !(await listedBy('WEB-1')), 'WEB-1 no longer labels the run');
+  expect((await asAdmin(['deployment-runs', 'remove-item', runId, 'WEB-2', '--reason', 'not ready'])).code).toBe(0);
+  await untilTrue(async () => (await listedItems()) === undefined, 'no member left: no YokeItem');
+  expect(
+    (await w.client.workflow.getHandle(workflowId).describe()).typedSearchAttributes.get(ITEM_KEY),
+  ).toBeUndefined();
+}, 120_000);
