@@ -77,6 +77,7 @@ function receiptLine(r: CreateReceipt): string {
 async function createWithRecovery(
   ctx: CommandContext,
   json: boolean,
+  keyed: boolean,
   create: (activities: DeploymentRunActivities, timeoutMs: number) => Promise<CreateReceipt>,
 ): Promise<CreateReceipt & { recovered?: string }> {
   const activities = await runs(ctx);
@@ -84,6 +85,16 @@ async function createWithRecovery(
     return await create(activities, ctx.config.createTimeoutMs);
   } catch (err) {
     if (!(err instanceof YokeError) || err.code !== 'deployment_run_create_timeout') throw err;
+    // A timed-out create may still commit. Only a key makes repeating it safe: an unkeyed
+    // start-for-item repeated made a second run, under a warning naming a key it never had.
+    if (!keyed)
+      throw new YokeError(
+        err.kind,
+        err.code,
+        `${err.message}; it had no --idempotency-key, so it was not repeated, and the run may exist anyway`,
+        'look before re-running, since a repeat without a key makes another run: yoke deployment-runs list (the newest first); next time pass --idempotency-key K, which makes a repeat return the same run',
+        err.details,
+      );
     try {
       const receipt = await create(activities, ctx.config.createTimeoutMs);
       const recovered = `deployment_run_create_timeout_recovered: the create timed out after ${ctx.config.createTimeoutMs} ms and was repeated once under the same key; it ${receipt.replayed ? 'found' : 'created'} run ${receipt.run_id}`;
@@ -122,7 +133,9 @@ interface CreationRequest {
 }
 
 /** create and start-for-item: a run made under I2's timeout recovery, answered with its receipt. */
-function creation<O extends z.infer<typeof BaseOptions> & { requirementId: string[]; planId: string[] }>(
+function creation<
+  O extends z.infer<typeof BaseOptions> & { requirementId: string[]; planId: string[]; idempotencyKey?: string },
+>(
   schema: z.ZodType<O>,
   create: (
     activities: DeploymentRunActivities,
@@ -134,7 +147,7 @@ function creation<O extends z.infer<typeof BaseOptions> & { requirementId: strin
   return commandAction(
     schema,
     (ctx, o, args) =>
-      createWithRecovery(ctx, !!o.json, (activities, timeoutMs) =>
+      createWithRecovery(ctx, !!o.json, !!o.idempotencyKey, (activities, timeoutMs) =>
         create(
           activities,
           {

@@ -177,3 +177,32 @@ test('issue 4: a memberless run carries no YokeItem, and YokeItem follows add-it
     (await w.client.workflow.getHandle(workflowId).describe()).typedSearchAttributes.get(ITEM_KEY),
   ).toBeUndefined();
 }, 120_000);
+
+test('I2 issue 4: an unkeyed start-for-item that times out is not repeated (a repeat without a key made a second run) and says how to look', async () => {
+  const holder = new Client({ connectionString: t.url });
+  await holder.connect();
+  try {
+    const { rows } = await holder.query<{ project_id: number }>("SELECT project_id FROM projects WHERE name = 'web'");
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`run-create:${rows[0]!.project_id}`]);
+    const r = await asAdmin(
+      ['deployment-runs', 'start-for-item', 'WEB-3', '--candidate', 'b4b4b4b4b4b4b403', '--target', 'stage', '--json'],
+      { YOKE_CREATE_TIMEOUT_SECONDS: '0.5' },
+    );
+    expect(r.code).toBe(3);
+    const error = jsonError(r);
+    expect(error.code).toBe('deployment_run_create_timeout');
+    expect(error.message).toContain('no --idempotency-key, so it was not repeated');
+    expect(error.recovery).toContain('yoke deployment-runs list');
+    expect(error.recovery).toContain('--idempotency-key');
+  } finally {
+    await holder.query('ROLLBACK');
+    await holder.end();
+  }
+  const made = await t.db
+    .selectFrom('deployment_runs')
+    .select('run_id')
+    .where('candidate_sha', '=', 'b4b4b4b4b4b4b403')
+    .execute();
+  expect(made.length).toBeLessThanOrEqual(1);
+});
