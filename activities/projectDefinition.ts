@@ -34,6 +34,14 @@ export interface Change {
   kind: 'project' | 'environment' | 'host' | 'flow' | 'plan' | 'item' | 'obligation';
   name: string;
   action: 'create' | 'update' | 'unchanged';
+  /** An update's changed fields, as the file names them. */
+  fields?: string[];
+}
+
+/** The fields whose stored value differs from the file's (compared as stable JSON). */
+function differing<T extends Record<string, unknown>>(existing: Partial<T> | undefined, next: T): string[] {
+  if (!existing) return [];
+  return Object.keys(next).filter((k) => stableJson(existing[k] ?? null) !== stableJson(next[k] ?? null));
 }
 
 export interface ApplyResult {
@@ -153,13 +161,28 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
     const run = async (trx: Transaction<Database>) => {
       // Issue 13: declaring a project is an admin's, even when nothing would change.
       await requireAdmin(trx, `apply the project definition of ${d.project}`);
-      const note = (kind: Change['kind'], name: string, existing: unknown, same: boolean) =>
-        changes.push({ kind, name, action: existing === undefined ? 'create' : same ? 'unchanged' : 'update' });
+      const note = (kind: Change['kind'], name: string, existing: unknown, fields: string[]) =>
+        changes.push(
+          existing === undefined
+            ? { kind, name, action: 'create' }
+            : fields.length
+              ? { kind, name, action: 'update', fields }
+              : { kind, name, action: 'unchanged' },
+        );
 
       const prefix = d.item_prefix ?? defaultItemPrefix(d.project);
       const tracker = d.tracker ? JSON.stringify(d.tracker) : null;
       let project = await projectByName(trx, d.project);
-      note('project', d.project, project, project?.item_prefix === prefix);
+      // the project's own fields: a changed tracker or repository is a change to show (and apply)
+      note(
+        'project',
+        d.project,
+        project,
+        differing(project && { tracker: project.tracker, repository: project.repository }, {
+          tracker: d.tracker ?? null,
+          repository,
+        }),
+      );
       if (project && project.item_prefix !== prefix) {
         throw usageError(
           'item_prefix_mismatch',
@@ -204,13 +227,14 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           }),
         };
         const existing = await declaredPart(trx, 'environments', projectId, e.name);
-        const same =
-          !!existing &&
-          existing.url === row.url &&
-          existing.preview_slug === row.preview_slug &&
-          existing.tier === row.tier &&
-          existing.served_revision_path === row.served_revision_path;
-        note('environment', e.name, existing, same);
+        const fields = differing(existing, {
+          url: row.url,
+          preview_slug: row.preview_slug,
+          tier: row.tier,
+          served_revision_path: row.served_revision_path,
+        });
+        const same = !!existing && fields.length === 0;
+        note('environment', e.name, existing, fields);
         if (input.dryRun || same) continue;
         await upsertPart(trx, 'environments', projectId, e.name, row);
       }
@@ -224,8 +248,9 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           host_key: h.host_key,
         };
         const existing = await declaredPart(trx, 'deploy_hosts', projectId, h.name);
-        const same = !!existing && (Object.keys(row) as (keyof typeof row)[]).every((k) => existing[k] === row[k]);
-        note('host', h.name, existing, same);
+        const fields = differing(existing, row);
+        const same = !!existing && fields.length === 0;
+        note('host', h.name, existing, fields);
         if (input.dryRun || same) continue;
         await upsertPart(trx, 'deploy_hosts', projectId, h.name, row);
       }
@@ -242,12 +267,13 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           stages: JSON.stringify(f.stages),
         };
         const existing = await declaredPart(trx, 'flows', projectId, f.name);
-        const same =
-          !!existing &&
-          existing.delivery_custody === f.delivery_custody &&
-          existing.completion_flow === f.completion_flow &&
-          stableJson(existing.stages) === stableJson(f.stages);
-        note('flow', f.name, existing, same);
+        const fields = differing(existing, {
+          delivery_custody: f.delivery_custody,
+          completion_flow: f.completion_flow,
+          stages: f.stages,
+        });
+        const same = !!existing && fields.length === 0;
+        note('flow', f.name, existing, fields);
         if (input.dryRun || same) continue;
         await upsertPart(trx, 'flows', projectId, f.name, row);
       }
@@ -257,7 +283,7 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
       for (const plan of d.plans) {
         const existing = await declaredPlan(trx, projectId, plan.id);
         const same = !!existing && stableJson(existing.definition) === stableJson(plan);
-        note('plan', plan.id, existing, same);
+        note('plan', plan.id, existing, same ? [] : ['definition']);
         if (input.dryRun || same) continue;
         await upsertPlan(trx, projectId, plan.id, JSON.stringify(plan));
       }
@@ -269,13 +295,15 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           tracker_issue: item.issue ?? null,
         };
         const existing = await backlogItemByNumber(trx, projectId, number);
-        const same =
-          !!existing &&
-          existing.title === (item.title ?? null) &&
-          existing.defined_in_project &&
-          existing.completion_flow_id === selected.completion_flow_id &&
-          existing.tracker_issue === selected.tracker_issue;
-        note('item', item.id, existing, same);
+        const fields = existing
+          ? [
+              ...(existing.title === (item.title ?? null) ? [] : ['title']),
+              ...(existing.defined_in_project ? [] : ['declared']),
+              ...(existing.completion_flow_id === selected.completion_flow_id ? [] : ['completion_flow']),
+              ...(existing.tracker_issue === selected.tracker_issue ? [] : ['issue']),
+            ]
+          : [];
+        note('item', item.id, existing, fields);
         const row = input.dryRun
           ? existing
           : await upsertDeclaredItem(trx, projectId, number, { title: item.title ?? null, ...selected });
@@ -284,9 +312,11 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           const { case: caseKey, ...values } = o;
           // a dry run compares against the rows it would change, so unchanged ones read unchanged
           const current = row ? await declaredObligation(trx, row.item_id, caseKey) : undefined;
-          const unchanged =
-            !!current && (Object.keys(values) as (keyof typeof values)[]).every((k) => current[k] === values[k]);
-          note('obligation', `${item.id}/${caseKey}`, current, unchanged);
+          const fields = current
+            ? (Object.keys(values) as (keyof typeof values)[]).filter((k) => current[k] !== values[k])
+            : [];
+          const unchanged = !!current && fields.length === 0;
+          note('obligation', `${item.id}/${caseKey}`, current, fields);
           if (unchanged || input.dryRun || !row) continue;
           await upsertObligation(trx, row.item_id, caseKey, values);
         }

@@ -21,7 +21,13 @@ export function registerApply(program: Command): void {
         (r) => {
           const changed = r.changes.filter((c) => c.action !== 'unchanged');
           const head = `${r.dry_run ? 'would apply' : 'applied'} ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`;
-          return [head, ...changed.map((c) => `  ${c.action === 'create' ? '+' : '~'} ${c.kind} ${c.name}`)].join('\n');
+          return [
+            head,
+            ...changed.map(
+              (c) =>
+                `  ${c.action === 'create' ? '+' : '~'} ${c.kind} ${c.name}${c.fields?.length ? ` (${c.fields.join(', ')})` : ''}`,
+            ),
+          ].join('\n');
         },
       ),
     );

@@ -206,3 +206,31 @@ test('I2 issue 4: an unkeyed start-for-item that times out is not repeated (a re
     .execute();
   expect(made.length).toBeLessThanOrEqual(1);
 });
+
+test('issue 4: apply --dry-run shows a changed repository as a change to the project, and names every changed field', async () => {
+  const base = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url });
+  const moved = writeDefinition({
+    ...base,
+    repository: '/srv/git/web',
+    environments: base.environments.map((e) => (e.name === 'stage' ? { ...e, url: 'http://127.0.0.1:1' } : e)),
+  });
+  const dry = await asAdmin(['apply', '-f', moved, '--dry-run', '--json']);
+  expect(dry.code).toBe(0);
+  expect(json(dry).summary).toMatchObject({ create: 0, update: 2 });
+  expect(json(dry).changes).toEqual(
+    expect.arrayContaining([
+      { kind: 'project', name: 'web', action: 'update', fields: ['repository'] },
+      { kind: 'environment', name: 'stage', action: 'update', fields: ['url'] },
+    ]),
+  );
+  const text = await asAdmin(['apply', '-f', moved, '--dry-run']);
+  expect(text.stdout).toContain('~ project web (repository)');
+  expect(text.stdout).toContain('~ environment stage (url)');
+  // the dry run wrote nothing: the same file still shows both changes, and the applied one says it did them
+  const applied = await asAdmin(['apply', '-f', moved]);
+  expect(applied.stdout).toMatch(/^applied web: 0 to create, 2 to update/);
+  expect(applied.stdout).toContain('~ project web (repository)');
+  expect(json(await asAdmin(['apply', '-f', moved, '--dry-run', '--json'])).summary.update).toBe(0);
+  // back as it was, for the other tests
+  expect((await asAdmin(['apply', '-f', writeDefinition(base)])).code).toBe(0);
+});
