@@ -3,6 +3,8 @@ import { isTerminalRunStatus } from '../../domain/runStatuses';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
+import { heartbeatClaimsOfSession } from '../../db/claims';
+import { heartbeatSessionRow } from '../../db/sessions';
 import { existingItem } from '../../db/projects';
 import { driverAttachmentLive, runFlow, runById, targetedEnvironmentNames } from '../../db/runs';
 import { deleteMember, recordRemoval, retractPendingRollUpsOf } from '../../db/memberChanges';
@@ -300,6 +302,11 @@ export function runExecutionActivities(deps: {
           : terminalRefusal(run, 'be driven');
       assertDriver(run, session.session_id, freshMs);
       const row = await attachDriver(trx, run.run_id, session.session_id);
+      // C1, R1: a driver's heartbeat is its session's heartbeat too (and its claims', as
+      // `sessions heartbeat` does). Without it the stale-session sweep ended a driver that
+      // heartbeated only its run, and its attachment with it.
+      await heartbeatSessionRow(trx, session.session_id);
+      await heartbeatClaimsOfSession(trx, session.session_id);
       return {
         run_id: row.run_id,
         driver_session_id: row.driver_session_id,

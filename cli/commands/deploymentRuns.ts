@@ -441,7 +441,7 @@ export function registerDeploymentRuns(program: Command): void {
     );
 
   dr.command('heartbeat')
-    .description('keep your driver attachment live (R1)')
+    .description('keep your driver attachment live (R1), and your session with it')
     .argument('<run>', 'run id')
     .action(
       commandAction(

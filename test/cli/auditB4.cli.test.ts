@@ -7,6 +7,8 @@ import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { untilTrue } from '../helpers/until';
 import { ITEM_KEY } from '../../workflows/definitions';
 import { Client } from 'pg';
+import { sql } from 'kysely';
+import { sweepActivities } from '../../activities/sweep';
 
 /**
  * Defects a fourth audit found in issues 4, 5, 10 and 14, each driven through the built binary
@@ -233,4 +235,27 @@ test('issue 4: apply --dry-run shows a changed repository as a change to the pro
   expect(json(await asAdmin(['apply', '-f', moved, '--dry-run', '--json'])).summary.update).toBe(0);
   // back as it was, for the other tests
   expect((await asAdmin(['apply', '-f', writeDefinition(base)])).code).toBe(0);
+});
+
+test('R1 C1 issue 4: a driver that heartbeats its run keeps its session alive, so the stale-session sweep does not end it and its attachment', async () => {
+  expect(
+    (await asAdmin(['sessions', 'register', '--session', 'h1', '--actor', 'driver', '--project', 'web'])).code,
+  ).toBe(0);
+  const runId = json(
+    await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b404', 'driver-alive'), '--json'], { YOKE_SESSION_ID: 'h1' }),
+  ).run_id;
+  // the session registered long ago and has only driven its run since
+  await sql`UPDATE sessions SET heartbeat_at = now() - interval '20 minutes' WHERE session_id = 'h1'`.execute(t.db);
+  const beat = await asAdmin(['deployment-runs', 'heartbeat', runId, '--json'], { YOKE_SESSION_ID: 'h1' });
+  expect(beat.code).toBe(0);
+  expect(json(beat)).toMatchObject({ driver_session_id: 'h1' });
+
+  const swept = await sweepActivities({ db: t.db }).sweepStaleSessions({ staleAfterMs: 15 * 60 * 1000 });
+  expect(JSON.stringify(swept)).not.toContain('"h1"');
+  const again = await asAdmin(['deployment-runs', 'heartbeat', runId, '--json'], { YOKE_SESSION_ID: 'h1' });
+  expect(again.stderr).toBe('');
+  expect(json(await asAdmin(['deployment-runs', 'get', runId, 'driver', '--json'])).driver).toMatchObject({
+    session_id: 'h1',
+    live: true,
+  });
 });
