@@ -91,7 +91,10 @@ export function registerRunQa(dr: Command): void {
           ? `run ${r.run_id}: no blocking QA outstanding; advancing`
           : text.length && r.status === 'executing'
             ? [
-                `run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`,
+                // Q4's hold is before the completing stage; a run still at an earlier QA stage waits there
+                r.held
+                  ? `run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`
+                  : `run ${r.run_id} waits on blocking QA (not yet at ${r.completing_stage}):`,
                 ...text.map((l) => `  ${l}`),
               ].join('\n')
             : `run ${r.run_id} is ${r.status}`,

@@ -143,7 +143,7 @@ test('Q5 issue 4: a blocking-QA read of advance past its deadline names advance 
   }
 });
 
-test('issue 4: a memberless run carries no YokeItem, and YokeItem follows add-item and remove-item while the run executes', async () => {
+test('issue 4 Q4: a memberless run carries no YokeItem, YokeItem follows add-item and remove-item while the run executes, and advance at its QA stage says it waits there', async () => {
   const runId = json(await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b402', 'items-label'), '--json'])).run_id;
   expect((await asAdmin(['deployment-runs', 'execute', runId])).code).toBe(0);
   const workflowId = `deployment-run/${runId}`;
@@ -163,6 +163,17 @@ test('issue 4: a memberless run carries no YokeItem, and YokeItem follows add-it
   await untilTrue(async () => (await listedItems()) !== 'absent', 'the executing run listed');
   // never [""]: Temporal's visibility stored the empty list that way
   expect(await listedItems()).toBeUndefined();
+
+  // Q4: a run waiting at its QA stage is not yet held before its completing stage, and advance says so
+  await untilTrue(
+    async () =>
+      json(await asAdmin(['deployment-runs', 'get', runId, 'current_stage', '--json'])).current_stage === 'stage-qa',
+    'the run at its QA stage',
+  );
+  const advance = await asAdmin(['deployment-runs', 'advance', runId]);
+  expect(advance.code).toBe(5);
+  expect(advance.stdout).toContain(`run ${runId} waits on blocking QA (not yet at deploy-production):`);
+  expect(advance.stdout).toContain('smoke-test at stage-qa: pending');
 
   const addedOne = await asAdmin(['deployment-runs', 'add-item', runId, 'WEB-1']);
   expect(addedOne.stderr).toBe('');
