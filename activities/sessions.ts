@@ -149,6 +149,8 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
         project_id: project?.project_id ?? existing.project_id,
         machine_id: input.machine ?? existing.machine_id,
         harness: input.harness ?? existing.harness,
+        // U13: --probe on a re-registration marks the session a probe (it was dropped silently)
+        probe: input.probe || existing.probe,
         requested_model: input.requestedModel ?? existing.requested_model,
         requested_effort: input.requestedEffort ?? existing.requested_effort,
         requested_window: input.requestedWindow ?? existing.requested_window,

@@ -72,7 +72,7 @@ export async function heartbeatSessionRow(
   registration: Partial<
     Pick<
       SessionRow,
-      'project_id' | 'machine_id' | 'harness' | 'requested_model' | 'requested_effort' | 'requested_window'
+      'project_id' | 'machine_id' | 'harness' | 'probe' | 'requested_model' | 'requested_effort' | 'requested_window'
     >
   > = {},
 ): Promise<void> {

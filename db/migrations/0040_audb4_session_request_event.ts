@@ -4,20 +4,43 @@ import { Kysely, sql } from 'kysely';
  * U2: a re-registration that names another requested model, effort or window replaces the
  * session's request and records the change as a SessionRequestChanged event (it used to keep
  * the old request silently). A user writes that event for one of its own sessions, in that
- * session's project, and no other. Permissive policies are OR-ed, so this adds the one case
- * beside 0032_event_rule's policy without restating it.
+ * session's project, and no other.
+ *
+ * events keeps one user INSERT policy (tableRules: one write policy per command), so this
+ * extends the one in force with the new case rather than restating 0032_event_rule's body:
+ * whatever that policy allows stays allowed. The policy's comment keeps its previous
+ * condition for down().
  */
-export async function up(db: Kysely<any>): Promise<void> {
-  await sql`
-    CREATE POLICY yoke_user_insert_session_request ON events FOR INSERT TO yoke_user WITH CHECK (
-      event_type = 'SessionRequestChanged'
+const SESSION_REQUEST_CHANGED = `(event_type = 'SessionRequestChanged'
       AND actor_id = session_user
       AND session_id IS NOT NULL
       AND yoke_session_actor(session_id) = session_user
-      AND project_id IS NOT DISTINCT FROM (SELECT s.project_id FROM sessions s WHERE s.session_id = events.session_id));
+      AND project_id IS NOT DISTINCT FROM (SELECT s.project_id FROM sessions s WHERE s.session_id = events.session_id))`;
+
+export async function up(db: Kysely<any>): Promise<void> {
+  await sql`
+    DO $do$
+    DECLARE before text;
+    BEGIN
+      SELECT with_check INTO STRICT before FROM pg_policies
+       WHERE schemaname = 'public' AND tablename = 'events' AND policyname = 'yoke_user_insert';
+      DROP POLICY yoke_user_insert ON events;
+      EXECUTE format('CREATE POLICY yoke_user_insert ON events FOR INSERT TO yoke_user WITH CHECK ((%s) OR %s)',
+                     before, ${sql.lit(SESSION_REQUEST_CHANGED)});
+      EXECUTE format('COMMENT ON POLICY yoke_user_insert ON events IS %L', before);
+    END $do$;
   `.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await sql`DROP POLICY yoke_user_insert_session_request ON events`.execute(db);
+  await sql`
+    DO $do$
+    DECLARE before text;
+    BEGIN
+      SELECT obj_description(p.oid, 'pg_policy') INTO STRICT before FROM pg_policy p
+       WHERE p.polrelid = 'events'::regclass AND p.polname = 'yoke_user_insert';
+      DROP POLICY yoke_user_insert ON events;
+      EXECUTE format('CREATE POLICY yoke_user_insert ON events FOR INSERT TO yoke_user WITH CHECK (%s)', before);
+    END $do$;
+  `.execute(db);
 }

@@ -101,6 +101,12 @@ test('U2 issue 5: re-registering a live session with another requested model rep
     }),
   ]);
 
+  // --probe on a re-registration is kept too, never dropped silently (U13 leaves probes out)
+  expect(json(await as(['sessions', 'register', '--session', 'a1', '--probe', '--json']))).toMatchObject({
+    probe: true,
+  });
+  expect(json(await as(['sessions', 'register', '--session', 'a1', '--json']))).toMatchObject({ probe: true });
+
   // repeating the same request changes nothing and records nothing
   const same = await as(['sessions', 'register', '--session', 'a1', '--model', 'claude-sonnet-4-5', '--json']);
   expect(json(same).requested_changes).toEqual([]);
