@@ -133,7 +133,7 @@ test('apply --dry-run reports unchanged obligations as unchanged, and a real cha
   definition.items[0]!.obligations![0]!.target_env = 'production';
   const changed = json(await run(['apply', '-f', writeDefinition(definition), '--dry-run', '--json']));
   expect(changed.changes.filter((c: { action: string }) => c.action !== 'unchanged')).toEqual([
-    { kind: 'obligation', name: 'WEB-1/checkout-e2e', action: 'update' },
+    { kind: 'obligation', name: 'WEB-1/checkout-e2e', action: 'update', fields: ['target_env'] },
   ]);
 });
 
