@@ -117,6 +117,19 @@ async function eligibility(db: Executor, pred: RunRow, succ: RunRow): Promise<vo
 
 function successorEligibility(pred: RunRow, succ: RunRow): void {
   const ids = { predecessor_run_id: pred.run_id, successor_run_id: succ.run_id };
+  // The same takeover again (a repeat after a lost answer): it is done; say so, and what is next.
+  if (pred.superseded_by_run_id === succ.run_id)
+    throw refusal(
+      'run_superseded',
+      `run ${pred.run_id} was already taken over by run ${succ.run_id}: this takeover is done, nothing to repeat`,
+      {
+        recovery:
+          succ.status === 'created'
+            ? `continue with the successor: yoke deployment-runs execute ${succ.run_id}`
+            : `continue with the successor: yoke deployment-runs get ${succ.run_id}`,
+        details: { ...ids, superseded_by_run_id: succ.run_id, successor_status: succ.status },
+      },
+    );
   if (pred.run_id === succ.run_id)
     throw refusal('takeover_same_run', `run ${pred.run_id} cannot take itself over`, {
       recovery: 'name a newer run of the same flow and target with --successor',

@@ -195,6 +195,10 @@ test('issue 4 Q4: a memberless run carries no YokeItem, YokeItem follows add-ite
   expect(
     (await w.client.workflow.getHandle(workflowId).describe()).typedSearchAttributes.get(ITEM_KEY),
   ).toBeUndefined();
+  // its origins are free again for the next tests' runs
+  expect(
+    (await asAdmin(['deployment-runs', 'terminalize', runId, '--disposition', 'cancelled', '--reason', 'done'])).code,
+  ).toBe(0);
 }, 120_000);
 
 test('I2 issue 4: an unkeyed start-for-item that times out is not repeated (a repeat without a key made a second run) and says how to look', async () => {
@@ -276,3 +280,33 @@ test('R1 C1 issue 4: a driver that heartbeats its run keeps its session alive, s
     live: true,
   });
 });
+
+test('T1 issue 14: repeating a takeover that is done says so with run_superseded and names the successor to continue with', async () => {
+  const pred = json(await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b405', 'takeover-pred'), '--json'])).run_id;
+  expect((await asAdmin(['deployment-runs', 'execute', pred])).code).toBe(0);
+  await untilTrue(
+    async () =>
+      json(await asAdmin(['deployment-runs', 'get', pred, 'current_stage', '--json'])).current_stage === 'stage-qa',
+    'the predecessor waiting at its QA stage',
+  );
+  const succ = json(await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b406', 'takeover-succ'), '--json'])).run_id;
+  const attestation = JSON.stringify({
+    predecessor_commit: 'b4b4b4b4b4b4b405',
+    successor_commit: 'b4b4b4b4b4b4b406',
+    contained: true,
+    attested_by: 'lane /srv/lanes/web',
+  });
+  const takeover = ['deployment-runs', 'takeover', pred, '--successor', succ, '--containment-attestation', attestation];
+  expect((await asAdmin(takeover)).code).toBe(0);
+  const again = await asAdmin([...takeover, '--json']);
+  expect(again.code).toBe(1);
+  expect(jsonError(again)).toMatchObject({
+    code: 'run_superseded',
+    recovery: `continue with the successor: yoke deployment-runs execute ${succ}`,
+    details: { predecessor_run_id: pred, successor_run_id: succ },
+  });
+  expect(jsonError(again).message).toContain(`already taken over by run ${succ}`);
+  expect(
+    (await asAdmin(['deployment-runs', 'terminalize', succ, '--disposition', 'cancelled', '--reason', 'done'])).code,
+  ).toBe(0);
+}, 120_000);
