@@ -46,7 +46,8 @@ export async function ensureRunWorkflow(client: Client, taskQueue: string, run: 
       { key: RUN_STATUS_KEY, value: 'executing' },
       // A memberless run carries no YokeItem: Temporal's visibility stores an empty list as [""].
       ...(run.member_items.length ? [{ key: ITEM_KEY, value: run.member_items }] : []),
-      ...(run.occupancy_units[0] ? [{ key: TARGET_ORIGIN_KEY, value: run.occupancy_units[0] }] : []),
+      // the run's own target (a production run also occupies its stage origins; those sort first)
+      { key: TARGET_ORIGIN_KEY, value: run.target_origin },
     ],
   });
   return replace ? 'replaced' : 'started';

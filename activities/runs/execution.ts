@@ -146,6 +146,8 @@ export interface ExecuteResult {
   /** The walk the run's workflow must carry: the one owner of the cursor. */
   walk: number;
   occupancy_units: string[];
+  /** The origin of the run's own target environment, for its YokeTargetOrigin search attribute. */
+  target_origin: string;
   carried_work: CarriedWork | null;
   driver_session_id: string;
 }
@@ -209,7 +211,11 @@ export function runExecutionActivities(deps: {
     const names = targetedEnvironmentNames(flow, target.name);
     const targeted = context.environments.filter((e) => names.includes(e.name));
     const units = [...new Set(targeted.map((e) => e.occupancy_unit))].sort();
-    const labels = { project: context.project, member_items: context.members.map((m) => m.item) };
+    const labels = {
+      project: context.project,
+      member_items: context.members.map((m) => m.item),
+      target_origin: target.occupancy_unit,
+    };
     if (run.status === 'executing') {
       await attachDriver(trx, run.run_id, sessionId);
       return {

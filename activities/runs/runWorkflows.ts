@@ -3,7 +3,7 @@ import type { Database } from '../../db/database';
 import { markOccupancyLive, occupancyUnitsOf, releaseTerminalOccupancy } from '../../db/occupancy';
 import { projectById } from '../../db/projects';
 import { memberLabelsOf, membersOf } from '../../db/runMembers';
-import { executingRunIds, runById, supersededRunsSince } from '../../db/runs';
+import { environmentById, executingRunIds, runById, supersededRunsSince } from '../../db/runs';
 import { refusal } from '../../domain/errors';
 
 /** What a run's workflow is started with: its walk, and the labels operators filter by. */
@@ -13,6 +13,8 @@ export interface RunWalk {
   project: string;
   member_items: string[];
   occupancy_units: string[];
+  /** The origin (occupancy unit) of the run's own target environment: its YokeTargetOrigin. */
+  target_origin: string;
 }
 
 export type WorkflowAttachment = 'running' | 'started' | 'replaced';
@@ -81,13 +83,18 @@ export function runWorkflowActivities(deps: { db: Kysely<Database>; workflows: R
 
   async function walkOf(runId: string): Promise<RunWalk> {
     const run = await runById(db, runId);
-    const [project, units] = await Promise.all([projectById(db, run.project_id), occupancyUnitsOf(db, runId)]);
+    const [project, units, target] = await Promise.all([
+      projectById(db, run.project_id),
+      occupancyUnitsOf(db, runId),
+      environmentById(db, run.target_environment_id),
+    ]);
     return {
       run_id: run.run_id,
       walk: run.walk,
       project: project.name,
       member_items: (await membersOf(db, run.run_id)).map((m) => m.item),
       occupancy_units: units,
+      target_origin: target.occupancy_unit,
     };
   }
 

@@ -5,7 +5,7 @@ import { refusalOf, sqlActors } from '../helpers/roles';
 import { releaseDefinition, releaseRunArgs, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { untilTrue } from '../helpers/until';
-import { ITEM_KEY } from '../../workflows/definitions';
+import { ITEM_KEY, TARGET_ORIGIN_KEY } from '../../workflows/definitions';
 import { Client } from 'pg';
 import { sql } from 'kysely';
 import { sweepActivities } from '../../activities/sweep';
@@ -20,6 +20,8 @@ const raw = sqlActors(() => t.url);
 let w: TestWorker;
 let stage: HttpTarget;
 let prod: HttpTarget;
+// Production by name, so its origin always sorts after stage's 127.0.0.1 (no test deploys to it).
+const prodUrl = () => prod.url.replace('127.0.0.1', 'localhost');
 const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: w.taskQueue });
 const asAdmin = (args: string[], extra: Record<string, string> = {}): Promise<CliResult> =>
   yoke(t.url, args, { ...env(), YOKE_SESSION_ID: 'd1', ...extra });
@@ -38,7 +40,7 @@ beforeAll(async () => {
           project: 'web',
           prefix: 'WEB',
           stageUrl: stage.url,
-          prodUrl: prod.url,
+          prodUrl: prodUrl(),
         }),
       ),
     ],
@@ -231,7 +233,7 @@ test('I2 issue 4: an unkeyed start-for-item that times out is not repeated (a re
 });
 
 test('issue 4: apply --dry-run shows a changed repository as a change to the project, and names every changed field', async () => {
-  const base = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url });
+  const base = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prodUrl() });
   const moved = writeDefinition({
     ...base,
     repository: '/srv/git/web',
@@ -308,5 +310,26 @@ test('T1 issue 14: repeating a takeover that is done says so with run_superseded
   expect(jsonError(again).message).toContain(`already taken over by run ${succ}`);
   expect(
     (await asAdmin(['deployment-runs', 'terminalize', succ, '--disposition', 'cancelled', '--reason', 'done'])).code,
+  ).toBe(0);
+}, 120_000);
+
+test('issue 4: a run targeting production carries its own target origin as YokeTargetOrigin, not the first origin it occupies', async () => {
+  const args = releaseRunArgs('b4b4b4b4b4b4b407', 'prod-origin');
+  args[args.indexOf('--target') + 1] = 'production';
+  const runId = json(await asAdmin([...args, '--json'])).run_id;
+  expect(json(await asAdmin(['deployment-runs', 'execute', runId, '--json']))).toMatchObject({
+    occupancy_units: [stage.url, prodUrl()],
+    target_origin: prodUrl(),
+  });
+  const origins = async (): Promise<unknown[]> => {
+    const found: unknown[] = [];
+    for await (const wf of w.client.workflow.list({ query: `WorkflowId = "deployment-run/${runId}"` }))
+      found.push(wf.typedSearchAttributes.get(TARGET_ORIGIN_KEY));
+    return found;
+  };
+  await untilTrue(async () => (await origins()).length > 0, 'the run listed');
+  expect(await origins()).toEqual([prodUrl()]);
+  expect(
+    (await asAdmin(['deployment-runs', 'terminalize', runId, '--disposition', 'cancelled', '--reason', 'done'])).code,
   ).toBe(0);
 }, 120_000);
