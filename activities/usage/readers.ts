@@ -96,16 +96,17 @@ export function unreadBytes(main: string, previous: Checkpoint | undefined): num
 
 /** The counts of a parsed Claude `message.usage` (absent or malformed counts are 0). */
 function claudeCounts(usage: Record<string, unknown>): ClaudeUsageCounts {
-  const creation = (usage.cache_creation ?? {}) as Record<string, unknown>;
-  const details = (usage.output_tokens_details ?? {}) as Record<string, unknown>;
+  // read through `?.`, not `?? {}`: a row without output_tokens_details allocated an object per row
+  const creation = usage.cache_creation as Record<string, unknown> | null | undefined;
+  const details = usage.output_tokens_details as Record<string, unknown> | null | undefined;
   return {
     input: n(usage.input_tokens),
     cacheRead: n(usage.cache_read_input_tokens),
     cacheCreation: n(usage.cache_creation_input_tokens),
-    write5m: n(creation.ephemeral_5m_input_tokens),
-    write1h: n(creation.ephemeral_1h_input_tokens),
+    write5m: n(creation?.ephemeral_5m_input_tokens),
+    write1h: n(creation?.ephemeral_1h_input_tokens),
     output: n(usage.output_tokens),
-    thinking: n(details.thinking_tokens),
+    thinking: n(details?.thinking_tokens),
   };
 }
 
