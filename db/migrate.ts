@@ -43,6 +43,7 @@ import * as doneGateDependencies from './migrations/0033_done_gate_dependencies'
 import * as leanClaimPath from './migrations/0034_lean_claim_path';
 import * as audcDeliveredClaims from './migrations/0037_audc_delivered_claims';
 import * as claimRules from './migrations/0038_claim_rules';
+import * as claimperfLeanClaims from './migrations/0043_claimperf_lean_claims';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -90,6 +91,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0034_lean_claim_path': leanClaimPath,
   '0037_audc_delivered_claims': audcDeliveredClaims,
   '0038_claim_rules': claimRules,
+  '0043_claimperf_lean_claims': claimperfLeanClaims,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
