@@ -76,12 +76,29 @@ function rowViewColumns(actor: RawBuilder<unknown>) {
              c.released_by_session_id, c.released_by_actor_id, c.reserved_until`;
 }
 
+/**
+ * The view's fields picked by name, in the view's order (what the JSON output shows): a row may
+ * carry more (a take's flags, a release's wait id). One literal, not a spread of the driver's row,
+ * because the acquire and the release build one on every call.
+ */
 function toView(r: ViewRow): ClaimView {
   return {
-    ...r,
+    claim_id: r.claim_id,
+    key: r.key,
+    target_kind: r.target_kind,
+    scope: r.scope,
+    project_id: r.project_id,
+    project: r.project,
+    item_id: r.item_id,
+    item: r.item,
+    session_id: r.session_id,
+    actor_id: r.actor_id,
     claimed_at: r.claimed_at.toISOString(),
     heartbeat_at: r.heartbeat_at.toISOString(),
     released_at: r.released_at ? r.released_at.toISOString() : null,
+    release_reason: r.release_reason,
+    released_by_session_id: r.released_by_session_id,
+    released_by_actor_id: r.released_by_actor_id,
     reserved_until: r.reserved_until ? r.reserved_until.toISOString() : null,
     sticky: STICKY_KINDS.includes(r.target_kind),
   };
@@ -177,9 +194,8 @@ export async function takeClaim(
     lineFree: r!.line_free,
   };
   if (r!.claim_id === null || r!.claim_id === undefined) return attempt;
-  const { taken, expired: _expired, session_live: _live, machine_known: _known, line_free: _free, ...row } = r!;
-  const view = toView(row as ViewRow);
-  return taken ? { ...attempt, taken: view } : { ...attempt, holder: view };
+  const view = toView(r as ViewRow);
+  return r!.taken ? { ...attempt, taken: view } : { ...attempt, holder: view };
 }
 
 type TakeRow = Partial<ViewRow> & {
@@ -336,11 +352,10 @@ export async function releaseServingLineView(
   const released = rows.find((r) => r.claim_id === claimId);
   if (!released) return undefined;
   const turn = rows.find((r) => r.claim_id !== claimId);
-  const view = ({ wait_id: _w, qa_plan_execution_id: _e, ...r }: (typeof rows)[number]) => toView(r);
   return {
-    released: view(released),
+    released: toView(released),
     ...(turn
-      ? { reserved: { claim: view(turn), wait_id: turn.wait_id!, qa_plan_execution_id: turn.qa_plan_execution_id } }
+      ? { reserved: { claim: toView(turn), wait_id: turn.wait_id!, qa_plan_execution_id: turn.qa_plan_execution_id } }
       : {}),
   };
 }

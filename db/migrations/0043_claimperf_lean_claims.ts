@@ -22,7 +22,9 @@ import { Kysely, sql } from 'kysely';
  *    full path's; otherwise the oldest live waiter is served, W7, W8). The line's lock is still
  *    taken first, in its own statement, so the UPDATE's snapshot sees every wait a join inserted
  *    under it (activities/waitingLine.ts joinLine). What the release answers is unchanged.
- *    The old function stays for processes of the previous build until they restart.
+ *    Every name in it is schema-qualified instead of a SET search_path clause, which made each
+ *    call save and restore the setting (as 0019_cheap_checks did for yoke_is_service). The old
+ *    function stays for processes of the previous build until they restart.
  */
 const user = `NOT (pg_catalog.pg_has_role(session_user, 'yoke_admin', 'MEMBER') OR pg_catalog.pg_has_role(session_user, 'yoke_worker', 'MEMBER'))`;
 
@@ -72,28 +74,28 @@ export async function up(db: Kysely<any>): Promise<void> {
       released_by_actor_id text, reserved_until timestamptz, wait_id integer, qa_plan_execution_id integer);
 
     CREATE FUNCTION yoke_release_claim(claim integer, acting text, reason text, lifetime_ms double precision)
-      RETURNS SETOF yoke_claim_view VOLATILE LANGUAGE plpgsql ROWS 2 SET search_path = public, pg_temp AS $fn$
-    DECLARE v yoke_claim_view; machine text; w record;
+      RETURNS SETOF yoke_claim_view VOLATILE LANGUAGE plpgsql ROWS 2 AS $fn$
+    DECLARE v public.yoke_claim_view; machine text; w record;
             line_read boolean := false; unusual boolean; waiting boolean := false;
     BEGIN
-      SELECT x.scope->>'test_machine' INTO machine FROM work_claims x WHERE x.claim_id = claim AND x.target_kind = 'qa_admission';
+      SELECT x.scope->>'test_machine' INTO machine FROM public.work_claims x WHERE x.claim_id = claim AND x.target_kind = 'qa_admission';
       -- The line before the claim row: the lock order of every path (db/waits.ts).
       IF machine IS NOT NULL THEN PERFORM pg_advisory_xact_lock(hashtextextended('qa_line:' || machine, 0)); END IF;
       LOOP
-        UPDATE work_claims x
+        UPDATE public.work_claims x
            SET released_at = clock_timestamp(), release_reason = reason,
                released_by_session_id = acting, released_by_actor_id = a.actor_id
-          FROM sessions a
+          FROM public.sessions a
          WHERE a.session_id = acting AND a.ended_at IS NULL AND a.terminated_at IS NULL
            AND x.claim_id = claim AND x.released_at IS NULL AND x.reserved_until IS NULL
            AND (x.session_id = acting
-                OR EXISTS (SELECT 1 FROM sessions h WHERE h.session_id = x.session_id AND h.actor_id = a.actor_id))
+                OR EXISTS (SELECT 1 FROM public.sessions h WHERE h.session_id = x.session_id AND h.actor_id = a.actor_id))
            AND (line_read OR machine IS NULL
-                OR NOT EXISTS (SELECT 1 FROM qa_test_machine_waits q
+                OR NOT EXISTS (SELECT 1 FROM public.qa_test_machine_waits q
                                 WHERE q.test_machine = machine AND q.state IN ('waiting', 'reserved')))
         RETURNING x.claim_id, x.key, x.target_kind, x.scope, x.project_id,
-                  (SELECT p.name FROM projects p WHERE p.project_id = x.project_id), x.item_id,
-                  (SELECT ip.item_prefix || '-' || i.number FROM backlog_items i JOIN projects ip ON ip.project_id = i.project_id
+                  (SELECT p.name FROM public.projects p WHERE p.project_id = x.project_id), x.item_id,
+                  (SELECT ip.item_prefix || '-' || i.number FROM public.backlog_items i JOIN public.projects ip ON ip.project_id = i.project_id
                     WHERE i.item_id = x.item_id),
                   -- the holder's actor: the acting session's, or the release is not the acting session's to make
                   x.session_id, a.actor_id, x.claimed_at, x.heartbeat_at, x.released_at, x.release_reason,
@@ -105,31 +107,31 @@ export async function up(db: Kysely<any>): Promise<void> {
         SELECT coalesce(bool_or(q.state = 'reserved' OR s.ended_at IS NOT NULL OR s.terminated_at IS NOT NULL), false),
                coalesce(bool_or(q.state = 'waiting'), false)
           INTO unusual, waiting
-          FROM qa_test_machine_waits q JOIN sessions s ON s.session_id = q.session_id
+          FROM public.qa_test_machine_waits q JOIN public.sessions s ON s.session_id = q.session_id
          WHERE q.test_machine = machine AND q.state IN ('waiting', 'reserved');
         IF unusual OR NOT waiting THEN RETURN; END IF;
         line_read := true;
       END LOOP;
       IF NOT FOUND THEN RETURN; END IF;
       RETURN NEXT v;
-      IF NOT waiting OR test_machine_unhealthy(machine) THEN RETURN; END IF;  -- nobody to serve, or W8
+      IF NOT waiting OR public.test_machine_unhealthy(machine) THEN RETURN; END IF;  -- nobody to serve, or W8
       SELECT q.wait_id AS id, q.session_id, q.qa_plan_execution_id, s.project_id, s.actor_id INTO w
-        FROM qa_test_machine_waits q JOIN sessions s ON s.session_id = q.session_id
+        FROM public.qa_test_machine_waits q JOIN public.sessions s ON s.session_id = q.session_id
        WHERE q.test_machine = machine AND q.state = 'waiting'
        ORDER BY q.queued_at, q.wait_id
        LIMIT 1;
       IF NOT FOUND THEN RETURN; END IF;
-      INSERT INTO work_claims AS n (target_kind, scope, key, project_id, session_id, qa_plan_execution_id, reserved_until)
+      INSERT INTO public.work_claims AS n (target_kind, scope, key, project_id, session_id, qa_plan_execution_id, reserved_until)
       VALUES ('qa_admission', jsonb_build_object('test_machine', machine), 'QA_HOST:' || machine, w.project_id,
               w.session_id, w.qa_plan_execution_id, clock_timestamp() + make_interval(secs => lifetime_ms / 1000))
       ON CONFLICT DO NOTHING
       RETURNING n.claim_id, n.key, n.target_kind, n.scope, n.project_id,
-                (SELECT p.name FROM projects p WHERE p.project_id = n.project_id), n.item_id, NULL::text,
+                (SELECT p.name FROM public.projects p WHERE p.project_id = n.project_id), n.item_id, NULL::text,
                 n.session_id, w.actor_id, n.claimed_at, n.heartbeat_at, n.released_at, n.release_reason,
                 n.released_by_session_id, n.released_by_actor_id, n.reserved_until, w.id, n.qa_plan_execution_id
         INTO v;
       IF NOT FOUND THEN RETURN; END IF;  -- taken meanwhile by an acquirer outside the line
-      UPDATE qa_test_machine_waits q SET state = 'reserved', claim_id = v.claim_id, settled_at = NULL, cancel_reason = NULL
+      UPDATE public.qa_test_machine_waits q SET state = 'reserved', claim_id = v.claim_id, settled_at = NULL, cancel_reason = NULL
        WHERE q.wait_id = w.id;
       RETURN NEXT v;
     END $fn$;
