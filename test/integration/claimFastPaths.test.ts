@@ -27,6 +27,17 @@ const liveOn = (machine: string) =>
     .where('released_at', 'is', null)
     .execute();
 
+/** A holder's release by claim id, and how many statements it took. */
+async function releaseCounted(actingSessionId: string, claimId: number) {
+  const counter = counting();
+  const result = await claimActivities({ db: t.db.withPlugin(counter) }).releaseWorkClaim({
+    actingSessionId,
+    claimId,
+    reason: 'done',
+  });
+  return { ...result, statements: counter.count };
+}
+
 test('C3 W7 the common acquire and release are one statement each; a release with a waiter reserves in that statement', async () => {
   const counter = counting();
   const claims = claimActivities({ db: t.db.withPlugin(counter) });
@@ -183,14 +194,8 @@ test('C9 W7 issue 16: the one-statement release answers each claim as every read
     project: 'web',
     item: 'WEB-1',
   });
-  const counter = counting();
-  const claims = claimActivities({ db: t.db.withPlugin(counter) });
-  const released = await claims.releaseWorkClaim({
-    actingSessionId: 'w1b',
-    claimId: migration.claim.claim_id,
-    reason: 'done',
-  });
-  expect(counter.count).toBe(1);
+  const released = await releaseCounted('w1b', migration.claim.claim_id);
+  expect(released.statements).toBe(1);
   expect(released.claim).toMatchObject({
     project: 'web',
     item: 'WEB-1',
@@ -201,7 +206,8 @@ test('C9 W7 issue 16: the one-statement release answers each claim as every read
   // a test machine with a waiter of another project: the turn's view names the waiter's actor and project
   const lab = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
   await refusalOf(s.acquireCoordinationClaim({ sessionId: 'a1', key: LAB, join: { resumeCommand: 'resume' } }));
-  const served = await claims.releaseWorkClaim({ actingSessionId: 'w1', claimId: lab.claim.claim_id, reason: 'done' });
+  const served = await releaseCounted('w1', lab.claim.claim_id);
+  expect(served.statements).toBe(1);
   expect(served.claim).toEqual(await read(lab.claim.claim_id));
   const [turn] = served.reservations;
   expect(turn).toMatchObject({ session_id: 'a1', test_machine: 'lab-1' });
