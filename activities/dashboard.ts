@@ -79,5 +79,13 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
     return usage.machinesUsage(viewer);
   }
 
-  return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel };
+  /**
+   * U13: the viewing session must be registered before the dashboard serves anything: an unknown
+   * one would only ever fail the usage cards, long after the operator started it.
+   */
+  async function requireViewer(viewer: UsageViewer): Promise<void> {
+    await usage.viewerActor(viewer);
+  }
+
+  return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel, requireViewer };
 }

@@ -374,6 +374,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     listPricing: () => listPricing(db),
     last24hCohort,
     machinesUsage,
+    viewerActor,
   };
 }
 
