@@ -101,7 +101,8 @@ export async function waitForTurn(
         );
       }
       if (mine.state === 'reserved') break;
-      const waiting = line.filter((w) => w.state === 'waiting' && w.position !== null).length;
+      // Out of everyone in line, the reserved turn ahead included: positions count it too.
+      const waiting = line.filter((w) => w.position !== null).length;
       progress.show(
         `waiting for QA_HOST:${opts.testMachine}: position ${mine.position ?? '?'} of ${waiting}, ${elapsed(Date.now() - started)}`,
         String(mine.position),

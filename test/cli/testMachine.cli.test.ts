@@ -324,6 +324,46 @@ test("I3 test-machine add --identity-file without --credential copies the key in
   expect(names).not.toContain('lab-clash');
 }, 60_000);
 
+test('W5 W7 issue 3: test-machine waits numbers the line from 1 with the reserved turn first, the same in text, --json and a refused acquire', async () => {
+  await setUp(run, [
+    addArgs('lab-line', ['--host-key-file', host.hostKeyFile]),
+    ['sessions', 'register', '--session', 'q3', '--actor', 'erin', '--project', 'web'],
+  ]);
+  const acquire = (session: string) =>
+    run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-line', '--session', session, '--json']);
+  const held = json(await acquire('w1'));
+  expect(jsonError(await acquire('q1')).details.wait).toMatchObject({ position: 1 });
+  expect(jsonError(await acquire('q2')).details.wait).toMatchObject({ position: 2 });
+  await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
+
+  // q1's turn is reserved: it is first in line (1), q2 behind it (2); nobody is numbered 0
+  const line = json<{ session_id: string; state: string; position: number }[]>(
+    await run(['test-machine', 'waits', 'lab-line', '--json']),
+  );
+  expect(line.map((w) => [w.position, w.session_id, w.state])).toEqual([
+    [1, 'q1', 'reserved'],
+    [2, 'q2', 'waiting'],
+  ]);
+  const rows = (await run(['test-machine', 'waits', 'lab-line'])).stdout.trim().split('\n').slice(1);
+  expect(rows.map((r) => r.split(/\s+/).slice(0, 4))).toEqual([
+    ['lab-line', '1', 'q1', 'reserved'],
+    ['lab-line', '2', 'q2', 'waiting'],
+  ]);
+  // a newcomer is told the place the line lists for it, counting the reserved turn ahead
+  const third = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-line', '--session', 'q3']);
+  expect(third.code).toBe(1);
+  expect(third.stderr).toContain('joined the waiting line at position 3');
+  expect(third.stderr).toContain('you are number 3 in line');
+  const after = json<{ session_id: string; position: number }[]>(
+    await run(['test-machine', 'waits', 'lab-line', '--json']),
+  );
+  expect(after.map((w) => [w.position, w.session_id])).toEqual([
+    [1, 'q1'],
+    [2, 'q2'],
+    [3, 'q3'],
+  ]);
+});
+
 /** `acquire --wait` on QA_HOST:lab run in the background, returned once its wait is in lab's line. */
 async function waitingInLine(session: string, extra: string[] = []): Promise<{ done: Promise<CliResult> }> {
   const done = runInBackground([
