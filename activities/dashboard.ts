@@ -1,6 +1,8 @@
 import { isTerminalRunStatus } from '../domain/runStatuses';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
+import { sessionById } from '../db/sessions';
+import { sessionNotRegistered } from '../domain/sessionRefusals';
 import { boardActivities } from './board';
 import { runReadActivities } from './runs/read';
 import { testMachineActivities } from './testMachines';
@@ -80,12 +82,14 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
   }
 
   /**
-   * U13: the viewing session must be registered before the dashboard serves anything: an unknown
-   * one would only ever fail the usage cards, long after the operator started it.
+   * Before the dashboard listens: Postgres answers with yoke's schema (else the operator gets a
+   * page of failing panels instead of postgres_unreachable, exit 3), and the viewing session, when
+   * one is given, is registered (U13: an unknown one could only ever fail the usage cards).
    */
-  async function requireViewer(viewer: UsageViewer): Promise<void> {
-    await usage.viewerActor(viewer);
+  async function checkReady(viewer?: UsageViewer): Promise<void> {
+    const session = await sessionById(db, viewer?.sessionId ?? '');
+    if (viewer && !session) throw sessionNotRegistered(viewer.sessionId);
   }
 
-  return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel, requireViewer };
+  return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel, checkReady };
 }

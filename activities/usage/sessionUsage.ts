@@ -374,7 +374,6 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     listPricing: () => listPricing(db),
     last24hCohort,
     machinesUsage,
-    viewerActor,
   };
 }
 

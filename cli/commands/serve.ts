@@ -39,11 +39,11 @@ export function registerServe(program: Command): void {
       const o = parseOptions(ServeOptions, raw);
       const viewerSessionId = o.session ?? process.env.YOKE_SESSION_ID;
       await withDb(async (ctx) => {
-        if (viewerSessionId) {
-          // Refused like every command acting from a session, before anything listens.
-          const { dashboardActivities } = await import('../../activities/dashboard');
-          await dashboardActivities({ db: ctx.db }).requireViewer({ sessionId: viewerSessionId });
-        }
+        // Refused like every other command (unreachable Postgres, unknown session) before anything listens.
+        const { dashboardActivities } = await import('../../activities/dashboard');
+        await dashboardActivities({ db: ctx.db }).checkReady(
+          viewerSessionId ? { sessionId: viewerSessionId } : undefined,
+        );
         const { buildDashboard } = await import('../../web/server');
         const { projectRoot } = await import('../../config/paths');
         const { join } = await import('node:path');

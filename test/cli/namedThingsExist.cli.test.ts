@@ -2,6 +2,9 @@ import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { sessionActivities } from '../../activities/sessions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { jsonError, yoke, yokeBin, type CliResult } from '../helpers/cli';
 import { applyWebRelease, releaseRuns } from '../helpers/runs';
 
@@ -88,6 +91,8 @@ test('issue 3: test-machine waits NAME of a machine nobody added refuses test_ma
   expect(JSON.parse(all.stdout)).toEqual([]);
 });
 
+const home = mkdtempSync(join(tmpdir(), 'yoke-serve-'));
+
 /** `yoke serve` that either refuses or, listening, is stopped after `ms` (so a wrong start cannot hang the test). */
 function serveFor(
   ms: number,
@@ -98,7 +103,7 @@ function serveFor(
     const child = execFile(
       process.execPath,
       [yokeBin, 'serve', '--port', '0', ...args],
-      { env: { PATH: process.env.PATH, DATABASE_URL: t.url, ...extraEnv } },
+      { env: { PATH: process.env.PATH, DATABASE_URL: t.url, YOKE_HOME: home, ...extraEnv } },
       (err, stdout, stderr) => {
         clearTimeout(timer);
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
@@ -123,3 +128,11 @@ test('issue 15 U13: yoke serve --session naming an unregistered session refuses 
   const served = await serveFor(4_000, ['--session', 'd1', '--json']);
   expect(served.listened).toBe(true);
 }, 40_000);
+
+test('issue 2 issue 15: yoke serve exits 3 postgres_unreachable before it listens when Postgres cannot be reached', async () => {
+  const down = await serveFor(15_000, ['--json'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+  expect(down.listened).toBe(false);
+  expect(down.code).toBe(3);
+  expect(jsonError(down)).toMatchObject({ code: 'postgres_unreachable' });
+  expect(jsonError(down).recovery).toContain('npm start');
+}, 30_000);
