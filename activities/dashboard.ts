@@ -37,7 +37,7 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
       picked.map((r) =>
         runs.getRun({
           runId: r.run_id,
-          fields: ['stages', 'occupancy', 'qa', 'driver', 'current_stage', 'member_items'],
+          fields: ['stages', 'occupancy', 'qa', 'driver', 'current_stage', 'member_items', 'settling'],
         }),
       ),
     );

@@ -108,6 +108,11 @@ test('S5 deployment-runs update RUN status succeeded is the explicit replay: ref
   expect(err.message).toContain('WEB-1');
   expect(err.details).toMatchObject({ blocked: [expect.objectContaining({ item: 'WEB-1' })], held: ['WEB-2'] });
   expect(json(await run(['items', 'get', 'WEB-2', '--json'])).status).not.toBe('done'); // the set rolled back
+  // S1 issue 12: `get` names the settling phase and the block, as watch and YokeRunStatus do
+  const shown = await run(['deployment-runs', 'get', runId]);
+  expect(shown.stdout).toMatch(/^status executing \(settling since \d{4}-\d\d-\d\dT[^)]+\)$/m);
+  expect(shown.stdout).toContain(`settlement blocked: ${err.message}`);
+  expect(shown.stdout).toContain(`  recovery: ${err.recovery}`);
 
   const stranger = await run(['deployment-runs', 'update', runId, 'status', 'succeeded', '--json'], 'd2');
   expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
@@ -124,6 +129,9 @@ test('S5 deployment-runs update RUN status succeeded is the explicit replay: ref
     replayed: false,
     commit: { closed: ['WEB-1', 'WEB-2'] },
   });
+  const after = (await run(['deployment-runs', 'get', runId])).stdout;
+  expect(after).toMatch(/^status succeeded$/m);
+  expect(after).not.toContain('settlement blocked');
   const again = await run(['deployment-runs', 'update', runId, 'status', 'succeeded', '--json']);
   expect(json(again)).toMatchObject({ status: 'succeeded', replayed: true });
   const web1 = json(await run(['items', 'get', 'WEB-1', '--json']));

@@ -210,6 +210,20 @@ test('runs panel: stages, occupancy and QA as the database has them, linked to t
   await page.locator('#runs').screenshot({ path: join(ARTIFACTS, 'dashboard-runs.png') });
 });
 
+test('S1 issue 12: a settling run reads settling on its runs-panel badge, as watch and get show it', async () => {
+  const setSettling = (at: Date | null) =>
+    t.db.updateTable('deployment_runs').set({ settling_at: at }).where('run_id', '=', runId).execute();
+  await setSettling(new Date());
+  try {
+    const badge = page.locator(`[data-run="${runId}"] h3 .badge`);
+    await badge.filter({ hasText: 'settling' }).waitFor({ timeout: 15_000 });
+    expect(await badge.getAttribute('class')).toBe('badge settling');
+  } finally {
+    await setSettling(null);
+  }
+  await page.locator(`[data-run="${runId}"] h3 .badge`).filter({ hasText: 'executing' }).waitFor({ timeout: 15_000 });
+});
+
 test('W1 test machines panel: health, holder and waiting line as recorded, each wait linked to its workflow', async () => {
   const card = page.locator('[data-machine="lab-1"]');
   await card.waitFor();

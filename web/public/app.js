@@ -59,7 +59,8 @@ const panels = {
         h(
           'article',
           { class: `card run ${r.status}`, 'data-run': r.run_id },
-          h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.status)),
+          // S1: a settling run is still executing; the badge names the phase, as watch does.
+          h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.settling ? 'settling' : r.status)),
           h('p', {}, `${r.project} · ${r.flow} → ${r.target} · ${String(r.candidate_sha).slice(0, 12)}`),
           h('p', {}, 'driver: ', r.driver ? `${r.driver.session_id}${r.driver.live ? '' : ' (lapsed)'}` : '-'),
           h(
