@@ -294,16 +294,30 @@ export async function releasePaths(
         'a path claim',
       );
       const rows: ClaimRow[] = [];
-      for (const path of paths)
-        rows.push(
-          ...(await ownLiveClaims(
-            trx,
-            input.sessionId,
-            'path_claim',
-            { project_id: project.project_id, path },
-            item?.item_id,
-          )),
+      const notHeld: string[] = [];
+      for (const path of paths) {
+        const held = await ownLiveClaims(
+          trx,
+          input.sessionId,
+          'path_claim',
+          { project_id: project.project_id, path },
+          item?.item_id,
         );
+        if (!held.length) notHeld.push(path);
+        rows.push(...held);
+      }
+      // All or nothing, as taking them is: a path not held (a typo) never reads as released
+      // alongside the rest, which would leave the path meant still held behind an exit 0.
+      if (notHeld.length && rows.length) {
+        throw refusal(
+          'claim_not_held',
+          `session ${input.sessionId} holds no live claim on paths ${notHeld.join(', ')}; nothing was released`,
+          {
+            recovery: `release only paths you hold (see yoke claims list --holder-session-id ${input.sessionId} --active-only)`,
+            details: { session_id: input.sessionId, target: `paths ${notHeld.join(', ')}`, not_held: notHeld },
+          },
+        );
+      }
       return rows;
     },
   );
