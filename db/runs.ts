@@ -176,6 +176,8 @@ export interface RunListRow {
   current_stage: string | null;
   created_at: Date;
   driver_session_id: string | null;
+  /** S1: executing with settling_at recorded (as `get` reads it). */
+  settling: boolean;
 }
 
 /** Runs with their names, newest first, of one project or status when given. */
@@ -198,6 +200,7 @@ export async function listRunRows(
       'r.current_stage',
       'r.created_at',
       'r.driver_session_id',
+      sql<boolean>`r.status = 'executing' AND r.settling_at IS NOT NULL`.as('settling'),
     ])
     .orderBy('r.created_at', 'desc');
   if (filter.projectId !== undefined) q = q.where('r.project_id', '=', filter.projectId);

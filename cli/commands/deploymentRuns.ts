@@ -380,7 +380,7 @@ export function registerDeploymentRuns(program: Command): void {
               r.flow,
               r.target,
               r.candidate_sha.slice(0, 12),
-              r.status,
+              r.settling ? `${r.status} (settling)` : r.status,
               r.current_stage,
               r.driver_session_id,
             ]),

@@ -113,6 +113,14 @@ test('S5 deployment-runs update RUN status succeeded is the explicit replay: ref
   expect(shown.stdout).toMatch(/^status executing \(settling since \d{4}-\d\d-\d\dT[^)]+\)$/m);
   expect(shown.stdout).toContain(`settlement blocked: ${err.message}`);
   expect(shown.stdout).toContain(`  recovery: ${err.recovery}`);
+  const listed = json(await run(['deployment-runs', 'list', '--project', 'web', '--json']));
+  expect(listed.find((x: { run_id: string }) => x.run_id === runId)).toMatchObject({
+    status: 'executing',
+    settling: true,
+  });
+  expect((await run(['deployment-runs', 'list', '--project', 'web'])).stdout).toMatch(
+    new RegExp(`^${runId}\\s.*\\sexecuting \\(settling\\)\\s`, 'm'),
+  );
 
   const stranger = await run(['deployment-runs', 'update', runId, 'status', 'succeeded', '--json'], 'd2');
   expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
@@ -132,6 +140,11 @@ test('S5 deployment-runs update RUN status succeeded is the explicit replay: ref
   const after = (await run(['deployment-runs', 'get', runId])).stdout;
   expect(after).toMatch(/^status succeeded$/m);
   expect(after).not.toContain('settlement blocked');
+  expect(json(await run(['deployment-runs', 'list', '--project', 'web', '--json']))[0]).toMatchObject({
+    run_id: runId,
+    status: 'succeeded',
+    settling: false,
+  });
   const again = await run(['deployment-runs', 'update', runId, 'status', 'succeeded', '--json']);
   expect(json(again)).toMatchObject({ status: 'succeeded', replayed: true });
   const web1 = json(await run(['items', 'get', 'WEB-1', '--json']));
