@@ -210,6 +210,34 @@ test('W9 a --wait whose session ends exits wait_cancelled (session_ended); its r
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
 }, 60_000);
 
+test('W9 issue 3: a --wait whose machine is removed exits wait_cancelled (test_machine_removed) without telling it to join a line that is gone', async () => {
+  // an unhealthy, free machine (nobody holds it, so an admin may remove it) with a session waiting for it
+  await setUp(run, [addArgs('lab-gone-soon', ['--host-key-file', host.hostKeyFile, '--verify-command', 'false'])]);
+  expect((await run(['test-machine', 'verify', 'lab-gone-soon', '--session', 'op'])).code).toBe(1);
+  const waiting = runInBackground([
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab-gone-soon',
+    '--session',
+    'q1',
+    '--wait',
+  ]);
+  await until(
+    async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab-gone-soon', '--json'])).length > 0,
+    'q1 in the line of lab-gone-soon',
+  );
+  expect((await run(['test-machine', 'remove', 'lab-gone-soon'])).stdout).toContain('cancelled 1 wait(s)');
+  const r = await waiting;
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain('wait_cancelled');
+  expect(r.stderr).toContain('(test_machine_removed)');
+  expect(r.stderr).toContain(
+    'recovery: lab-gone-soon is no longer a test machine: choose another (yoke test-machine list)',
+  );
+  expect(r.stderr).not.toContain('join again');
+}, 60_000);
+
 test('W2 W3 test-machine verify records the verification over SSH; failures exit 1 naming the reason', async () => {
   const ok = await run(['test-machine', 'verify', 'lab', '--session', 'op', '--json']);
   expect(ok.code).toBe(0);
