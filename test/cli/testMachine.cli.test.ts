@@ -163,19 +163,7 @@ test('W7 acquire --wait blocks showing its position, is woken when the holder re
 
 test('W7 without --json, --wait shows position and elapsed time while it waits', async () => {
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']));
-  const waiting = runInBackground([
-    'coordination-claim',
-    'acquire',
-    '--key',
-    'QA_HOST:lab',
-    '--session',
-    'q1',
-    '--wait',
-  ]);
-  await until(
-    async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab', '--json'])).length > 0,
-    'a wait on lab',
-  );
+  const { done: waiting } = await waitingInLine('q1');
   await new Promise((r) => setTimeout(r, 1_500)); // let it print a progress line
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
   const r = await waiting;
@@ -214,19 +202,7 @@ test('W9 issue 3: a --wait whose machine is removed exits wait_cancelled (test_m
   // an unhealthy, free machine (nobody holds it, so an admin may remove it) with a session waiting for it
   await setUp(run, [addArgs('lab-gone-soon', ['--host-key-file', host.hostKeyFile, '--verify-command', 'false'])]);
   expect((await run(['test-machine', 'verify', 'lab-gone-soon', '--session', 'op'])).code).toBe(1);
-  const waiting = runInBackground([
-    'coordination-claim',
-    'acquire',
-    '--key',
-    'QA_HOST:lab-gone-soon',
-    '--session',
-    'q1',
-    '--wait',
-  ]);
-  await until(
-    async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab-gone-soon', '--json'])).length > 0,
-    'q1 in the line of lab-gone-soon',
-  );
+  const { done: waiting } = await waitingInLine('q1', [], 'lab-gone-soon');
   expect((await run(['test-machine', 'remove', 'lab-gone-soon'])).stdout).toContain('cancelled 1 wait(s)');
   const r = await waiting;
   expect(r.code).toBe(1);
@@ -392,13 +368,17 @@ test('W5 W7 issue 3: test-machine waits numbers the line from 1 with the reserve
   ]);
 });
 
-/** `acquire --wait` on QA_HOST:lab run in the background, returned once its wait is in lab's line. */
-async function waitingInLine(session: string, extra: string[] = []): Promise<{ done: Promise<CliResult> }> {
+/** `acquire --wait` on QA_HOST:<machine> (lab) run in the background, returned once its wait is in that line. */
+async function waitingInLine(
+  session: string,
+  extra: string[] = [],
+  machine = 'lab',
+): Promise<{ done: Promise<CliResult> }> {
   const done = runInBackground([
     'coordination-claim',
     'acquire',
     '--key',
-    'QA_HOST:lab',
+    `QA_HOST:${machine}`,
     '--session',
     session,
     '--wait',
@@ -406,10 +386,10 @@ async function waitingInLine(session: string, extra: string[] = []): Promise<{ d
   ]);
   await until(
     async () =>
-      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
+      json<{ session_id: string }[]>(await run(['test-machine', 'waits', machine, '--json'])).some(
         (x) => x.session_id === session,
       ),
-    `${session} in the line of lab`,
+    `${session} in the line of ${machine}`,
   );
   return { done };
 }
