@@ -13,6 +13,7 @@ import {
   type NewClaimInput,
 } from '../db/claims';
 import { liveHolder, ownLiveClaims } from '../db/claimUnits';
+import { itemByRef } from '../db/items';
 import { ensureItem, projectById, requireProject, type ItemHandle } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { heldRefusal, type Wanted } from '../domain/claimRefusals';
@@ -329,7 +330,9 @@ export async function listPathClaims(
   input: { item?: string; project?: string; activeOnly?: boolean },
 ) {
   const { db } = deps;
-  const item = input.item ? await ensureItem(db, parseItemRef(input.item)) : undefined;
+  // A list only reads: an item nobody recorded (a typo) is refused item_not_found, never
+  // created as a side effect (it then showed in items list and frontier) and listed as empty.
+  const item = input.item ? await itemByRef(db, parseItemRef(input.item)) : undefined;
   const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
   const rows = await claimViews(db, { kinds: ['path_claim'], projectId, activeOnly: input.activeOnly });
   return rows
