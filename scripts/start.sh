@@ -60,8 +60,9 @@ MSG
 node dist/workers/main.js &
 worker=$!
 echo "$worker" >"$home/worker.pid"
-# The operator dashboard (read-only); it prints its own address.
-node bin/yoke serve --port "${YOKE_DASHBOARD_PORT:-8340}" &
+# The operator dashboard (read-only); it prints its own address. It views as no session: a
+# YOKE_SESSION_ID left in the starting shell (an agent's, perhaps never registered) is not the operator's.
+env -u YOKE_SESSION_ID node bin/yoke serve --port "${YOKE_DASHBOARD_PORT:-8340}" &
 dashboard=$!
 echo "$dashboard" >"$home/dashboard.pid"
 # The worker's end (its exit status, whatever it is) ends the run; the EXIT trap stops the rest.
