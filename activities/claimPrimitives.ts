@@ -14,7 +14,7 @@ import {
 } from '../db/claims';
 import { liveHolder, ownLiveClaims } from '../db/claimUnits';
 import { itemByRef } from '../db/items';
-import { ensureItem, projectById, requireProject, type ItemHandle } from '../db/projects';
+import { ensureItem, ensureItemForTake, projectById, requireProject, type ItemHandle } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { heldRefusal, type Wanted } from '../domain/claimRefusals';
 import { normalizePath, parseDocument, parseProcessKey, parseTask } from '../domain/claimTargets';
@@ -121,7 +121,7 @@ export async function takeEpicTask(
 ): Promise<TakeResult> {
   const { db } = deps;
   const task = parseTask(input.task);
-  const item = await ensureItem(db, parseItemRef(input.item));
+  const item = await ensureItemForTake(db, input.sessionId, parseItemRef(input.item));
   return take(
     deps,
     { kind: 'epic_task', label: `epic task ${item.item} ${task}`, key: null, project: null },

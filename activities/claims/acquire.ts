@@ -1,10 +1,10 @@
 import { claimView, heartbeatClaim, heldUnseen, takeClaim, type ClaimView, type NewClaimInput } from '../../db/claims';
 import { liveHolder } from '../../db/claimUnits';
-import { ensureItem, requireProject } from '../../db/projects';
+import { ensureItemForTake, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
 import { claimContended, deployLockRetired, heldRefusal, type Wanted } from '../../domain/claimRefusals';
 import { refusal, usageError } from '../../domain/errors';
-import { parseItemRef } from '../../domain/itemRef';
+import { formatItemRef, parseItemRef } from '../../domain/itemRef';
 import { parseOperatorKey } from '../../domain/operatorKeys';
 import { takeTestMachine } from '../testMachineTake';
 import type { LineDeps } from '../waitingLine';
@@ -92,13 +92,16 @@ export async function acquireCoordinationClaim(
         });
       }
       const project = await requireProject(db, input.project);
-      const item = await ensureItem(db, parseItemRef(input.item));
-      if (item.project_id !== project.project_id) {
-        throw refusal('item_outside_project', `item ${item.item} does not belong to project ${project.name}`, {
+      const ref = parseItemRef(input.item);
+      // refused before the item is recorded: a prefix is its project's (ensureItem records it there)
+      if (ref.prefix !== project.item_prefix) {
+        const label = formatItemRef(ref);
+        throw refusal('item_outside_project', `item ${label} does not belong to project ${project.name}`, {
           recovery: `name an item of ${project.name} (prefix ${project.item_prefix}-N)`,
-          details: { item: item.item, project: project.name },
+          details: { item: label, project: project.name },
         });
       }
+      const item = await ensureItemForTake(db, input.sessionId, ref);
       const claim: NewClaimInput = {
         target_kind: 'migration_serialization',
         scope: { project_id: project.project_id, model: key.model, item_id: item.item_id },
@@ -154,7 +157,7 @@ export async function takeSteeringSeat(
 }
 
 export async function takeItem(deps: LineDeps, input: { sessionId: string; item: string }): Promise<AcquireResult> {
-  const item = await ensureItem(deps.db, parseItemRef(input.item));
+  const item = await ensureItemForTake(deps.db, input.sessionId, parseItemRef(input.item));
   const claim: NewClaimInput = {
     target_kind: 'item',
     scope: { item_id: item.item_id },
