@@ -269,9 +269,19 @@ test('U13 machines panel: 24H cards match the database and are fetched once per 
   expect(totalTokens(totals.totals as unknown as UsageTotals)).toBe(15_570); // what the fold stored
   for (const u of usage) {
     const card = page.locator(`[data-usage-machine="${u.machine_id}"]`);
-    expect(await card.locator('[data-figure="tokens"]').textContent()).toBe(String(u['24H TOKENS']));
+    // U10: a machine none of whose sessions was measured reads "not measured", never 0.
+    const tokens =
+      u['24H TOKENS'] === null
+        ? 'not measured'
+        : u.measured_sessions < u['24H SESSIONS']
+          ? `${u['24H TOKENS']} (${u.measured_sessions} of ${u['24H SESSIONS']} sessions measured)`
+          : String(u['24H TOKENS']);
+    expect(await card.locator('[data-figure="tokens"]').textContent()).toBe(tokens);
+    expect(await card.locator('[data-figure="tokens"]').getAttribute('data-usage-status')).toBe(u.usage_status);
     expect(await card.locator('[data-figure="sessions"]').textContent()).toBe(String(u['24H SESSIONS']));
-    expect(await card.locator('[data-figure="cost"]').textContent()).toContain(`$${u['24H API COST'].toFixed(4)}`);
+    expect(await card.locator('[data-figure="cost"]').textContent()).toContain(
+      u['24H API COST'] === null ? '–' : `$${u['24H API COST'].toFixed(4)}`,
+    );
   }
   expect(await texts('#usage-cards dt')).toEqual(
     expect.arrayContaining(['24H TOKENS', '24H API COST', '24H SESSIONS']),

@@ -1,0 +1,98 @@
+import { join } from 'node:path';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { json, setUp, yoke, type CliResult } from '../helpers/cli';
+import { releaseDefinition, writeDefinition } from '../helpers/runs';
+import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
+
+/**
+ * Defects a fourth audit found in issues 9, 11 and 13 (and the machines-usage leftover), each
+ * driven through the built binary as a user runs it.
+ */
+let t: TestDatabase;
+const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: 'audit-c4-cli' });
+const run = (args: string[], session = 'd1'): Promise<CliResult> =>
+  yoke(t.url, args, { ...env(), YOKE_SESSION_ID: session });
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await setUp(run, [
+    [
+      'apply',
+      '-f',
+      writeDefinition(
+        releaseDefinition({
+          project: 'web',
+          prefix: 'WEB',
+          stageUrl: 'http://stage.example.test',
+          prodUrl: 'https://web.example.test',
+        }),
+      ),
+    ],
+    ['sessions', 'register', '--session', 'd1', '--actor', 'driver', '--project', 'web'],
+    ['sessions', 'register', '--session', 'd2', '--actor', 'bob', '--project', 'web'],
+  ]);
+}, 120_000);
+
+afterAll(async () => t.drop());
+
+interface MachineRow {
+  machine_id: string;
+  '24H TOKENS': number | null;
+  '24H API COST': number | null;
+  '24H SESSIONS': number;
+  cost_status: string;
+  usage_status: string;
+  measured_sessions: number;
+}
+
+test('U10 U13 machines usage: a machine whose sessions were never folded is not measured (tokens and cost null, usage_status unavailable), never 0; a real zero stays 0; a partly measured machine says how many sessions its sum covers', async () => {
+  const dir = fixtureDir();
+  const fold = async (session: string, rows: object[]) => {
+    const file = join(dir, `${session}.jsonl`);
+    writeLines(file, rows);
+    const r = await run(['hooks', 'usage', '--session', session, '--harness', 'claude', '--artifact', file, '--json']);
+    expect(r.code).toBe(0);
+    expect(json(r).status).toBe('measured');
+  };
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'n1', '--actor', 'amy', '--harness', 'claude', '--machine', 'box-none'],
+    ['sessions', 'register', '--session', 'n2', '--actor', 'amy', '--harness', 'claude', '--machine', 'box-none'],
+    ['sessions', 'register', '--session', 'z1', '--actor', 'amy', '--harness', 'claude', '--machine', 'box-zero'],
+    ['sessions', 'register', '--session', 'p1', '--actor', 'amy', '--harness', 'claude', '--machine', 'box-part'],
+    ['sessions', 'register', '--session', 'p2', '--actor', 'amy', '--harness', 'claude', '--machine', 'box-part'],
+  ]);
+  await fold('z1', [claudeAssistant('z', { input: 0, output: 0 })]);
+  await fold('p1', [claudeAssistant('p', { input: 1000, output: 200 })]);
+
+  const r = await run(['machines', 'usage', '--json']);
+  expect(r.code).toBe(0);
+  const rows = Object.fromEntries(json<MachineRow[]>(r).map((m) => [m.machine_id, m]));
+  expect(rows['box-none']).toEqual({
+    machine_id: 'box-none',
+    '24H TOKENS': null,
+    '24H API COST': null,
+    '24H SESSIONS': 2,
+    cost_status: 'unavailable',
+    usage_status: 'unavailable',
+    measured_sessions: 0,
+  });
+  expect(rows['box-zero']).toMatchObject({
+    '24H TOKENS': 0,
+    '24H API COST': 0,
+    '24H SESSIONS': 1,
+    usage_status: 'measured',
+    measured_sessions: 1,
+  });
+  expect(rows['box-part']).toMatchObject({
+    '24H TOKENS': 1200,
+    '24H SESSIONS': 2,
+    usage_status: 'partial',
+    measured_sessions: 1,
+  });
+
+  const text = await run(['machines', 'usage']);
+  const line = (machine: string) => text.stdout.split('\n').find((l) => l.startsWith(`${machine} `))!;
+  expect(line('box-none')).toMatch(/^box-none\s+not measured\s+– \(unavailable\)\s+2$/);
+  expect(line('box-zero')).toMatch(/^box-zero\s+0\s+\$0\.0000\s+1$/);
+  expect(line('box-part')).toMatch(/^box-part\s+1200 \(1 of 2 sessions measured\)\s/);
+});
