@@ -41,18 +41,22 @@ export async function driverAttachmentLive(
 }
 
 /**
- * R1 for approvals and waivers, read by the database clock: whether the run's driver heartbeat
- * is fresh, whether the session holds a live steering seat on the run's project, and the
+ * R1 for approvals and waivers, read by the database clock: whether the run's driver attachment
+ * is live (heartbeat fresh, session not ended), whether the session holds a live steering seat on the run's project, and the
  * project's name (for the refusal).
  */
 export async function runAuthorityFacts(
   db: Executor,
-  run: Pick<RunRow, 'driver_heartbeat_at' | 'project_id'>,
+  run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at' | 'project_id'>,
   sessionId: string,
   freshMs: number,
 ): Promise<{ driver_live: boolean; seat: boolean; project: string }> {
+  // R1 (issue 9): ending the driver's session detaches it at once, as driverAttachmentLive and
+  // Postgres's yoke_run_refusal read it; a fresh heartbeat of an ended session drives nothing.
   const { rows } = await sql<{ driver_live: boolean; seat: boolean; project: string }>`
-    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS driver_live,
+    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000})
+             AND EXISTS (SELECT 1 FROM sessions d WHERE d.session_id = ${run.driver_session_id}
+                           AND d.ended_at IS NULL AND d.terminated_at IS NULL), false) AS driver_live,
            EXISTS (SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
                     WHERE c.target_kind = 'steering' AND c.project_id = ${run.project_id} AND c.session_id = ${sessionId}
                       AND c.released_at IS NULL AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS seat,

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, setUp, yoke, type CliResult } from '../helpers/cli';
-import { releaseDefinition, writeDefinition } from '../helpers/runs';
+import { json, jsonError, setUp, yoke, type CliResult } from '../helpers/cli';
+import { releaseDefinition, releaseRunArgs, writeDefinition } from '../helpers/runs';
 import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
 
 /**
@@ -95,4 +95,36 @@ test('U10 U13 machines usage: a machine whose sessions were never folded is not 
   expect(line('box-none')).toMatch(/^box-none\s+not measured\s+– \(unavailable\)\s+2$/);
   expect(line('box-zero')).toMatch(/^box-zero\s+0\s+\$0\.0000\s+1$/);
   expect(line('box-part')).toMatch(/^box-part\s+1200 \(1 of 2 sessions measured\)\s/);
+});
+
+test("R1 issue 9: ending the driver's session detaches it at once for approvals and QA verdicts too: another session without a seat is told steering_seat_required, not run_driven_elsewhere by the ended driver", async () => {
+  const created = await run([...releaseRunArgs('a1b2c3d', 'r1-ended-driver', ['WEB-3']), '--json']);
+  expect(created.code).toBe(0);
+  const runId = json<{ run_id: string }>(created).run_id;
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'e1', '--actor', 'driver', '--project', 'web'],
+    ['deployment-runs', 'heartbeat', runId, '--session', 'e1'],
+  ]);
+  // While e1 drives, another actor's session is refused naming the driver.
+  const whileDriven = await run(
+    ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke-test', '--status', 'passed', '--json'],
+    'd2',
+  );
+  expect(whileDriven.code).toBe(1);
+  expect(jsonError(whileDriven).code).toBe('run_driven_elsewhere');
+
+  expect((await run(['sessions', 'end', '--session', 'e1'])).code).toBe(0);
+  const get = json<{ driver: { session_id: string; live: boolean } }>(
+    await run(['deployment-runs', 'get', runId, '--json']),
+  );
+  expect(get.driver).toMatchObject({ session_id: 'e1', live: false });
+  const after = await run(
+    ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke-test', '--status', 'passed', '--json'],
+    'd2',
+  );
+  expect(after.code).toBe(1);
+  const err = jsonError(after);
+  expect(err.code).toBe('steering_seat_required');
+  expect(err.message).toContain('has no live driver');
+  expect(err.message).not.toContain('driven by session e1');
 });
