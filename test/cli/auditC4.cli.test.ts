@@ -128,3 +128,30 @@ test("R1 issue 9: ending the driver's session detaches it at once for approvals 
   expect(err.message).toContain('has no live driver');
   expect(err.message).not.toContain('driven by session e1');
 });
+
+test('D2 D5 member_closure reads a verbatim selection as admission does: a bare case id or a lower-case PREFIX-N/case selects its obligation (phases, targets)', async () => {
+  const created = await run([
+    ...releaseRunArgs('a1b2c3e', 'd2-verbatim', ['WEB-1', 'WEB-2']),
+    '--requirement-id',
+    'web-1/checkout-e2e',
+    '--requirement-id',
+    'gift-smoke',
+    '--json',
+  ]);
+  expect(created.code).toBe(0);
+  const runId = json<{ run_id: string }>(created).run_id;
+  const closure = json<{
+    member_closure: { members: { item: string; requirement_ids: string[]; phases: string[]; targets: string[] }[] };
+  }>(await run(['deployment-runs', 'get', runId, '--include-member-closure', '--json'])).member_closure;
+  const byItem = Object.fromEntries(closure.members.map((m) => [m.item, m]));
+  expect(byItem['WEB-1']).toMatchObject({
+    requirement_ids: ['web-1/checkout-e2e'],
+    phases: ['post_deploy'],
+    targets: ['stage'],
+  });
+  expect(byItem['WEB-2']).toMatchObject({
+    requirement_ids: ['gift-smoke'],
+    phases: ['post_deploy'],
+    targets: ['stage'],
+  });
+});
