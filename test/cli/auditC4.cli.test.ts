@@ -155,3 +155,12 @@ test('D2 D5 member_closure reads a verbatim selection as admission does: a bare 
     targets: ['stage'],
   });
 });
+
+test('D5 an explicit requirement id no member has is refused in plain words (no double negative)', async () => {
+  const r = await run([...releaseRunArgs('a1b2c3f', 'd5-unknown', ['WEB-1']), '--requirement-id', 'nosuch', '--json']);
+  expect(r.code).toBe(1);
+  expect(jsonError(r)).toMatchObject({
+    code: 'unknown_requirement',
+    message: 'no member (WEB-1) has a QA case nosuch (from --requirement-id nosuch)',
+  });
+});
