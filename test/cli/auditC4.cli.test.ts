@@ -164,3 +164,50 @@ test('D5 an explicit requirement id no member has is refused in plain words (no 
     message: 'no member (WEB-1) has a QA case nosuch (from --requirement-id nosuch)',
   });
 });
+
+test("C9 sessions end names the holder actor's own release for a kept sticky claim, not only an operator", async () => {
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'h1', '--actor', 'driver', '--project', 'web'],
+    [
+      'coordination-claim',
+      'acquire',
+      '--key',
+      'LIVE_DB_MIGRATION:orders',
+      '--project',
+      'web',
+      '--item',
+      'WEB-1',
+      '--session',
+      'h1',
+    ],
+  ]);
+  const claimId = json<{ claim_id: number }[]>(
+    await run([
+      'coordination-claim',
+      'list',
+      '--key',
+      'LIVE_DB_MIGRATION:orders',
+      '--project',
+      'web',
+      '--active-only',
+      '--json',
+    ]),
+  )[0]!.claim_id;
+  const ended = await run(['sessions', 'end', '--session', 'h1']);
+  expect(ended.code).toBe(0);
+  expect(ended.stdout).toContain(
+    `kept sticky LIVE_DB_MIGRATION:orders (claim ${claimId}); release it from a live session of actor driver: yoke claims work release --claim-id ${claimId} --reason R --session S`,
+  );
+  // ... and that release works (C9): d1 is a live session of the same actor.
+  const released = await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(claimId),
+    '--reason',
+    'migrated',
+    '--json',
+  ]);
+  expect(released.code).toBe(0);
+});
