@@ -282,7 +282,7 @@ export function registerUsage(program: Command): void {
 
   program
     .command('machines')
-    .description('machines')
+    .description('the machines sessions run on: their 24-hour usage (U13)')
     .command('usage')
     .description('24-hour usage per machine (U13)')
     .option('--session <id>', 'viewing session (default $YOKE_SESSION_ID): only what its actor may read')
