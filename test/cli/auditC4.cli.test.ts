@@ -1,7 +1,12 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { actorFactory } from '../helpers/actors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, setUp, yoke, type CliResult } from '../helpers/cli';
 import { releaseDefinition, releaseRunArgs, writeDefinition } from '../helpers/runs';
+import { placeCredential } from '../helpers/sshKeys';
 import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixtures';
 
 /**
@@ -9,6 +14,7 @@ import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixture
  * driven through the built binary as a user runs it.
  */
 let t: TestDatabase;
+const actors = actorFactory(() => t.url);
 const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: 'audit-c4-cli' });
 const run = (args: string[], session = 'd1'): Promise<CliResult> =>
   yoke(t.url, args, { ...env(), YOKE_SESSION_ID: session });
@@ -33,7 +39,10 @@ beforeAll(async () => {
   ]);
 }, 120_000);
 
-afterAll(async () => t.drop());
+afterAll(async () => {
+  await actors.removeAll();
+  await t.drop();
+});
 
 interface MachineRow {
   machine_id: string;
@@ -210,4 +219,60 @@ test("C9 sessions end names the holder actor's own release for a kept sticky cla
     '--json',
   ]);
   expect(released.code).toBe(0);
+});
+
+test("I13 test machines are admins': a non-admin's test-machine add or remove is refused permission_denied before anything else (add dialled the host with the worker's key first, remove said to release another session's claim)", async () => {
+  const keys = mkdtempSync(join(tmpdir(), 'audc4-keys-'));
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(keys, 'k')]);
+  placeCredential('lab-x', join(keys, 'k'));
+  const added = await run([
+    'test-machine',
+    'add',
+    'lab-x',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '22',
+    '--user',
+    'qa',
+    '--credential',
+    'lab-x',
+    '--host-key-file',
+    join(keys, 'k.pub'),
+  ]);
+  expect(added.code).toBe(0);
+  expect((await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-x'])).code).toBe(0);
+
+  const bob = await actors.add('bob');
+  const env4 = env();
+  // No --host-key-file: the CLI would pin on first use, dialling 127.0.0.1:1 with a key it has no copy of.
+  const add = await bob.run(
+    [
+      'test-machine',
+      'add',
+      'lab-y',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '1',
+      '--user',
+      'qa',
+      '--credential',
+      'nokey',
+      '--json',
+    ],
+    env4,
+  );
+  expect(add.code).toBe(1);
+  expect(jsonError(add)).toMatchObject({ code: 'permission_denied' });
+  expect(jsonError(add).message).toContain('add test machine lab-y');
+  const remove = await bob.run(['test-machine', 'remove', 'lab-x', '--json'], env4);
+  expect(remove.code).toBe(1);
+  expect(jsonError(remove)).toMatchObject({ code: 'permission_denied' });
+  // nothing changed: lab-x is still there and still held by d1
+  const list = json<{ name: string; holder: { session_id: string } | null }[]>(
+    await run(['test-machine', 'list', '--json']),
+  );
+  expect(list.find((m) => m.name === 'lab-x')?.holder?.session_id).toBe('d1');
+  expect(list.some((m) => m.name === 'lab-y')).toBe(false);
 });
