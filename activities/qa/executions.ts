@@ -738,7 +738,12 @@ export function qaExecutionActivities(deps: {
     const session = await requireLiveSession(db, input.sessionId);
     const e = await executionById(db, input.executionId);
     if (e.status !== 'running') throw settledRefusal(e);
-    if (e.session_id !== session.session_id)
+    // The actor who began it aborts it from any live session of its own (its runner session may
+    // have ended while it waited: W9 cancelled its wait), as it records its verdicts and as
+    // Postgres's policy allows; anyone else needs R1's driver or steering seat.
+    const runnerActor =
+      e.session_id === session.session_id || (await sessionById(db, e.session_id))?.actor_id === session.actor_id;
+    if (!runnerActor)
       await requireRunAuthority(
         db,
         await runById(db, e.run_id),

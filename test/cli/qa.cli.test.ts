@@ -406,6 +406,21 @@ describe('R1 authority', () => {
     const stranger = await run(['deployment-runs', 'approve', runA, '--stage', 'signoff', '--json'], 'other');
     expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
   }, 300_000);
+
+  test('W9 R1 the actor who began an execution aborts it from another live session of its own once its runner session ended (as it records its verdicts); another actor without the seat is still refused', async () => {
+    const sessions = sessionActivities({ db: t.db });
+    await sessions.registerSession({ sessionId: 'runner-a', actorId: 'runner', project: 'shop' });
+    await sessions.registerSession({ sessionId: 'runner-b', actorId: 'runner', project: 'shop' });
+    const e = await begin(runA, 'manual', 'runner-a');
+    const id = String(e.execution_id);
+    ok(await run(['sessions', 'end', '--session', 'runner-a']));
+    const stranger = await run(['qa', 'abort', id, '--reason', 'not mine', '--json'], 'other');
+    expect(stranger.code).toBe(1);
+    expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
+    // runner-b is not the driver and holds no seat; it was refused run_driven_elsewhere
+    ok(await run(['qa', 'abort', id, '--reason', 'the runner session ended'], 'runner-b'));
+    expect(await execution(e.execution_id)).toMatchObject({ status: 'aborted' });
+  }, 300_000);
 });
 
 describe('host turns', () => {
