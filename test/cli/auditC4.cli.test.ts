@@ -16,24 +16,21 @@ import { claudeAssistant, fixtureDir, writeLines } from '../helpers/usageFixture
 let t: TestDatabase;
 const actors = actorFactory(() => t.url);
 const env = () => ({ TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!, YOKE_TASK_QUEUE: 'audit-c4-cli' });
+/** A command line written as one string (no argument holds a space). */
+const words = (line: string): string[] => line.split(' ');
 const run = (args: string[], session = 'd1'): Promise<CliResult> =>
   yoke(t.url, args, { ...env(), YOKE_SESSION_ID: session });
 
 beforeAll(async () => {
   t = await createTestDatabase();
+  const web = releaseDefinition({
+    project: 'web',
+    prefix: 'WEB',
+    stageUrl: 'http://stage.example.test',
+    prodUrl: 'https://web.example.test',
+  });
   await setUp(run, [
-    [
-      'apply',
-      '-f',
-      writeDefinition(
-        releaseDefinition({
-          project: 'web',
-          prefix: 'WEB',
-          stageUrl: 'http://stage.example.test',
-          prodUrl: 'https://web.example.test',
-        }),
-      ),
-    ],
+    ['apply', '-f', writeDefinition(web)],
     ['sessions', 'register', '--session', 'd1', '--actor', 'driver', '--project', 'web'],
     ['sessions', 'register', '--session', 'd2', '--actor', 'bob', '--project', 'web'],
   ]);
@@ -177,30 +174,10 @@ test('D5 an explicit requirement id no member has is refused in plain words (no 
 test("C9 sessions end names the holder actor's own release for a kept sticky claim, not only an operator", async () => {
   await setUp(run, [
     ['sessions', 'register', '--session', 'h1', '--actor', 'driver', '--project', 'web'],
-    [
-      'coordination-claim',
-      'acquire',
-      '--key',
-      'LIVE_DB_MIGRATION:orders',
-      '--project',
-      'web',
-      '--item',
-      'WEB-1',
-      '--session',
-      'h1',
-    ],
+    words('coordination-claim acquire --key LIVE_DB_MIGRATION:orders --project web --item WEB-1 --session h1'),
   ]);
   const claimId = json<{ claim_id: number }[]>(
-    await run([
-      'coordination-claim',
-      'list',
-      '--key',
-      'LIVE_DB_MIGRATION:orders',
-      '--project',
-      'web',
-      '--active-only',
-      '--json',
-    ]),
+    await run(words('coordination-claim list --key LIVE_DB_MIGRATION:orders --project web --active-only --json')),
   )[0]!.claim_id;
   const ended = await run(['sessions', 'end', '--session', 'h1']);
   expect(ended.code).toBe(0);
@@ -226,18 +203,7 @@ test("I13 test machines are admins': a non-admin's test-machine add or remove is
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(keys, 'k')]);
   placeCredential('lab-x', join(keys, 'k'));
   const added = await run([
-    'test-machine',
-    'add',
-    'lab-x',
-    '--host',
-    '127.0.0.1',
-    '--port',
-    '22',
-    '--user',
-    'qa',
-    '--credential',
-    'lab-x',
-    '--host-key-file',
+    ...words('test-machine add lab-x --host 127.0.0.1 --port 22 --user qa --credential lab-x --host-key-file'),
     join(keys, 'k.pub'),
   ]);
   expect(added.code).toBe(0);
@@ -247,20 +213,7 @@ test("I13 test machines are admins': a non-admin's test-machine add or remove is
   const env4 = env();
   // No --host-key-file: the CLI would pin on first use, dialling 127.0.0.1:1 with a key it has no copy of.
   const add = await bob.run(
-    [
-      'test-machine',
-      'add',
-      'lab-y',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '1',
-      '--user',
-      'qa',
-      '--credential',
-      'nokey',
-      '--json',
-    ],
+    words('test-machine add lab-y --host 127.0.0.1 --port 1 --user qa --credential nokey --json'),
     env4,
   );
   expect(add.code).toBe(1);
