@@ -49,11 +49,32 @@ function stepsTable(v: ExecutionView): string {
   );
 }
 
+/**
+ * W9: a running execution whose last place in a machine's line was cancelled because its
+ * session ended waits for a turn nobody will reserve: it says so, and the way out (its actor
+ * aborts it from a live session and begins again), instead of looking merely slow.
+ */
+function strandedWait(v: ExecutionView): { test_machine: string; recovery: string } | null {
+  if (v.status !== 'running' || v.waits.some((w) => w.state === 'waiting' || w.state === 'reserved')) return null;
+  const last = [...v.waits].sort((a, b) => a.wait_id - b.wait_id).at(-1); // the newest place it took (W6 may back-date queued_at)
+  if (!last || last.state !== 'cancelled' || last.cancel_reason !== 'session_ended') return null;
+  return {
+    test_machine: last.test_machine,
+    recovery: `yoke qa abort ${v.execution_id} --reason R --session <a live session>, then yoke qa begin --run ${v.run_id} --stage ${v.stage} --plan ${v.plan_id} again`,
+  };
+}
+
+function strandedText(v: ExecutionView, stranded: { test_machine: string; recovery: string }): string {
+  return `its place in ${stranded.test_machine}'s line was cancelled when session ${v.session_id} ended: nothing will wake it`;
+}
+
 function executionText(v: ExecutionView): string {
   const id = v.deployment_start_identity;
+  const stranded = strandedWait(v);
   return [
     `QA plan execution ${v.execution_id}: run ${v.run_id}, stage ${v.stage}, plan ${v.plan_id}${v.item ? `, item ${v.item}` : ''}`,
     `status ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}; session ${v.session_id}`,
+    ...(stranded ? [`${strandedText(v, stranded)}; ${stranded.recovery}`] : []),
     `target ${id.target} (${id.target_url ?? 'no url'}${id.served_revision_path}); delivered ${id.delivered_commit}; served ${v.served_revision.observed_commit ?? '?'} (${v.served_revision.revision_check})`,
     ...v.waits
       .filter((w) => w.state === 'waiting' || w.state === 'reserved')
@@ -292,6 +313,14 @@ export function registerQa(program: Command): void {
               );
             }
             lastAwaiting = awaiting?.name ?? '';
+            // W9, issue 10: its wait was cancelled with its session and nothing will wake it, so the
+            // watch ends now (exit 3) naming the way out, as for a workflow that is not running.
+            const stranded = v.status === 'running' ? strandedWait(v) : null;
+            if (stranded)
+              throw unreachable('execution_stranded', `execution ${id}: ${strandedText(v, stranded)}`, {
+                recovery: stranded.recovery,
+                details: { execution_id: id, test_machine: stranded.test_machine, cancel_reason: 'session_ended' },
+              });
             if (v.status !== 'running') {
               if (o.json)
                 process.stdout.write(

@@ -421,6 +421,37 @@ describe('R1 authority', () => {
     ok(await run(['qa', 'abort', id, '--reason', 'the runner session ended'], 'runner-b'));
     expect(await execution(e.execution_id)).toMatchObject({ status: 'aborted' });
   }, 300_000);
+
+  test('W9 issue 10: an execution whose place in line was cancelled with its session says so: qa get names the way out, qa watch exits 3 execution_stranded instead of waiting a day', async () => {
+    const sessions = sessionActivities({ db: t.db });
+    await sessions.registerSession({ sessionId: 'holder-s', actorId: 'holder', project: 'shop' });
+    await sessions.registerSession({ sessionId: 'strand-a', actorId: 'strander', project: 'shop' });
+    await sessions.registerSession({ sessionId: 'strand-b', actorId: 'strander', project: 'shop' });
+    const holder = await begin(runA, 'shared', 'holder-s');
+    await holding(holder.execution_id);
+    const waiter = await begin(runA, 'shared', 'strand-a');
+    const id = String(waiter.execution_id);
+    await until(
+      () => openWaits('lab'),
+      (ws) => ws.some((w) => w.qa_plan_execution_id === waiter.execution_id),
+      `execution ${id} in lab's line`,
+    );
+    ok(await run(['sessions', 'end', '--session', 'strand-a']));
+
+    const watched = await run(['qa', 'watch', id, '--json'], 'strand-b');
+    expect(watched.code).toBe(3);
+    expect(jsonError(watched)).toMatchObject({
+      code: 'execution_stranded',
+      details: { execution_id: waiter.execution_id, test_machine: 'lab', cancel_reason: 'session_ended' },
+    });
+    expect(jsonError(watched).recovery).toContain(`yoke qa abort ${id}`);
+    const got = ok(await run(['qa', 'get', id], 'strand-b'));
+    expect(got.stdout).toContain(
+      "its place in lab's line was cancelled when session strand-a ended: nothing will wake it",
+    );
+    ok(await run(['qa', 'abort', id, '--reason', 'stranded'], 'strand-b'));
+    ok(await run(['qa', 'abort', String(holder.execution_id), '--reason', 'done'], 'holder-s'));
+  }, 300_000);
 });
 
 describe('host turns', () => {
