@@ -33,11 +33,15 @@ export async function driverAttachmentLive(
   freshMs: number,
 ): Promise<boolean> {
   if (!run.driver_session_id || !run.driver_heartbeat_at) return false;
-  const { rows } = await sql<{ live: boolean }>`
-    SELECT (${run.driver_heartbeat_at}::timestamptz > now() - make_interval(secs => ${freshMs / 1000}))
-       AND EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = ${run.driver_session_id}
-                     AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS live`.execute(db);
+  const { rows } = await sql<{ live: boolean }>`SELECT ${driverLive(run, freshMs)} AS live`.execute(db);
   return rows[0]!.live;
+}
+
+/** R1's one test of a driver attachment, as SQL (false for a run nobody drives). */
+function driverLive(run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at'>, freshMs: number) {
+  return sql<boolean>`coalesce(${run.driver_heartbeat_at}::timestamptz > now() - make_interval(secs => ${freshMs / 1000})
+    AND EXISTS (SELECT 1 FROM sessions d WHERE d.session_id = ${run.driver_session_id}
+                  AND d.ended_at IS NULL AND d.terminated_at IS NULL), false)`;
 }
 
 /**
@@ -51,12 +55,10 @@ export async function runAuthorityFacts(
   sessionId: string,
   freshMs: number,
 ): Promise<{ driver_live: boolean; seat: boolean; project: string }> {
-  // R1 (issue 9): ending the driver's session detaches it at once, as driverAttachmentLive and
-  // Postgres's yoke_run_refusal read it; a fresh heartbeat of an ended session drives nothing.
+  // R1 (issue 9): ending the driver's session detaches it at once (driverLive, as Postgres's
+  // yoke_run_refusal reads it); a fresh heartbeat of an ended session drives nothing.
   const { rows } = await sql<{ driver_live: boolean; seat: boolean; project: string }>`
-    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000})
-             AND EXISTS (SELECT 1 FROM sessions d WHERE d.session_id = ${run.driver_session_id}
-                           AND d.ended_at IS NULL AND d.terminated_at IS NULL), false) AS driver_live,
+    SELECT ${driverLive(run, freshMs)} AS driver_live,
            EXISTS (SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
                     WHERE c.target_kind = 'steering' AND c.project_id = ${run.project_id} AND c.session_id = ${sessionId}
                       AND c.released_at IS NULL AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS seat,

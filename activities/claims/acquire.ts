@@ -101,15 +101,24 @@ export async function acquireCoordinationClaim(
           details: { item: label, project: project.name },
         });
       }
-      const item = await ensureItemForTake(db, input.sessionId, ref);
-      const claim: NewClaimInput = {
+      const claimFor = (itemId: number | null): NewClaimInput => ({
         target_kind: 'migration_serialization',
-        scope: { project_id: project.project_id, model: key.model, item_id: item.item_id },
+        scope: { project_id: project.project_id, model: key.model, item_id: itemId },
         key: key.key,
         project_id: project.project_id,
-        item_id: item.item_id,
+        item_id: itemId,
         session_id: input.sessionId,
-      };
+      });
+      // The unit is (project, model): a hold of another item is refused before this item is
+      // recorded, so a typo'd --item refused claim_held leaves no bare item behind (C1).
+      await requireLiveSession(db, input.sessionId);
+      const holder = await liveHolder(db, claimFor(null));
+      if (holder) {
+        const view = await claimView(db, holder.claim_id);
+        if (view.item !== formatItemRef(ref)) throw heldRefusal(wanted, view);
+      }
+      const item = await ensureItemForTake(db, input.sessionId, ref);
+      const claim = claimFor(item.item_id);
       // C4: the owning item re-enters and heartbeats its hold; any other item is refused.
       return take(deps, wanted, claim, (h) => h.item_id === item.item_id);
     }

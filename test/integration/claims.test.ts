@@ -65,7 +65,7 @@ describe('coordination claims', () => {
     expect(fresh.every((r) => r.fresh)).toBe(true);
   });
 
-  test('C1 a take refused before it could hold anything records no item (ended session, item of another project)', async () => {
+  test('C1 C4 a take refused before it could hold anything records no item (ended session, item of another project, a migration held for another item)', async () => {
     const primitives = claimPrimitiveActivities({ db: t.db });
     await s.endSession({ sessionId: 'w2' });
     const items = () => t.db.selectFrom('backlog_items').select('number').execute();
@@ -79,7 +79,23 @@ describe('coordination claims', () => {
       s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'API-558' }),
     );
     expect(outside.code).toBe('item_outside_project');
-    expect(await items()).toEqual(before);
+    // the migration's unit (project, model) is held for WEB-1: another item is refused, not recorded
+    await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
+    const typo = await refusalOf(
+      s.acquireCoordinationClaim({
+        sessionId: 'w1',
+        key: 'LIVE_DB_MIGRATION:orders',
+        project: 'web',
+        item: 'WEB-9999',
+      }),
+    );
+    expect(typo.code).toBe('claim_held');
+    expect((await items()).map((r) => r.number).sort()).toEqual([...before.map((r) => r.number), 1].sort());
     // a live session's take records the item it names, as before
     await s.takeItem({ sessionId: 'w1', item: 'WEB-559' });
     expect((await items()).map((r) => r.number)).toContain(559);
