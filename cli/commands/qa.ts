@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import type { ExecutionView } from '../../activities/qa/executions';
+import type { ExecutionView, StrandedWait } from '../../activities/qa/executions';
 import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
 import {
   actingSession,
@@ -49,28 +49,13 @@ function stepsTable(v: ExecutionView): string {
   );
 }
 
-/**
- * W9: a running execution whose last place in a machine's line was cancelled because its
- * session ended waits for a turn nobody will reserve: it says so, and the way out (its actor
- * aborts it from a live session and begins again), instead of looking merely slow.
- */
-function strandedWait(v: ExecutionView): { test_machine: string; recovery: string } | null {
-  if (v.status !== 'running' || v.waits.some((w) => w.state === 'waiting' || w.state === 'reserved')) return null;
-  const last = [...v.waits].sort((a, b) => a.wait_id - b.wait_id).at(-1); // the newest place it took (W6 may back-date queued_at)
-  if (!last || last.state !== 'cancelled' || last.cancel_reason !== 'session_ended') return null;
-  return {
-    test_machine: last.test_machine,
-    recovery: `yoke qa abort ${v.execution_id} --reason R --session <a live session>, then yoke qa begin --run ${v.run_id} --stage ${v.stage} --plan ${v.plan_id} again`,
-  };
-}
-
-function strandedText(v: ExecutionView, stranded: { test_machine: string; recovery: string }): string {
+function strandedText(v: ExecutionView, stranded: StrandedWait): string {
   return `its place in ${stranded.test_machine}'s line was cancelled when session ${v.session_id} ended: nothing will wake it`;
 }
 
 function executionText(v: ExecutionView): string {
   const id = v.deployment_start_identity;
-  const stranded = strandedWait(v);
+  const stranded = v.stranded;
   return [
     `QA plan execution ${v.execution_id}: run ${v.run_id}, stage ${v.stage}, plan ${v.plan_id}${v.item ? `, item ${v.item}` : ''}`,
     `status ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}; session ${v.session_id}`,
@@ -315,7 +300,7 @@ export function registerQa(program: Command): void {
             lastAwaiting = awaiting?.name ?? '';
             // W9, issue 10: its wait was cancelled with its session and nothing will wake it, so the
             // watch ends now (exit 3) naming the way out, as for a workflow that is not running.
-            const stranded = v.status === 'running' ? strandedWait(v) : null;
+            const stranded = v.stranded;
             if (stranded)
               throw unreachable('execution_stranded', `execution ${id}: ${strandedText(v, stranded)}`, {
                 recovery: stranded.recovery,

@@ -449,7 +449,11 @@ describe('R1 authority', () => {
     expect(got.stdout).toContain(
       "its place in lab's line was cancelled when session strand-a ended: nothing will wake it",
     );
+    // the same in JSON, for an agent reading qa get --json
+    const gotJson = JSON.parse(ok(await run(['qa', 'get', id, '--json'], 'strand-b')).stdout);
+    expect(gotJson.stranded).toEqual({ test_machine: 'lab', recovery: expect.stringContaining(`yoke qa abort ${id}`) });
     ok(await run(['qa', 'abort', id, '--reason', 'stranded'], 'strand-b'));
+    expect(JSON.parse(ok(await run(['qa', 'get', id, '--json'], 'strand-b')).stdout).stranded).toBeNull();
     ok(await run(['qa', 'abort', String(holder.execution_id), '--reason', 'done'], 'holder-s'));
   }, 300_000);
 });
