@@ -9,7 +9,7 @@ import {
   type ActorRow,
 } from '../db/actors';
 import type { Database } from '../db/database';
-import { usageError } from '../domain/errors';
+import { refusal, usageError } from '../domain/errors';
 
 /** Role names yoke creates: lowercase, so the actor id and the connection's user read the same. */
 const ACTOR_NAME = /^[a-z_][a-z0-9_.-]{0,62}$/;
@@ -50,8 +50,18 @@ export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: strin
     };
   }
 
-  async function removeActor(input: { actor: string }): Promise<{ actor: string; removed: boolean }> {
-    return { actor: input.actor, removed: await removeActorRole(db, input.actor) };
+  /**
+   * Removing an actor that does not exist is refused like every other unknown name (a typo must
+   * not read as done); the refusal keeps the success answer's fields in its details.
+   */
+  async function removeActor(input: { actor: string }): Promise<{ actor: string; removed: true }> {
+    if (!(await removeActorRole(db, input.actor))) {
+      throw refusal('actor_not_found', `no actor is named ${input.actor}; nothing was removed`, {
+        recovery: 'check the name against yoke actors list',
+        details: { actor: input.actor, removed: false },
+      });
+    }
+    return { actor: input.actor, removed: true };
   }
 
   async function listActors(): Promise<ActorRow[]> {

@@ -13,7 +13,8 @@ import {
   type NewClaimInput,
 } from '../db/claims';
 import { liveHolder, ownLiveClaims } from '../db/claimUnits';
-import { ensureItem, projectById, requireProject, type ItemHandle } from '../db/projects';
+import { itemByRef } from '../db/items';
+import { ensureItem, ensureItemForTake, projectById, requireProject, type ItemHandle } from '../db/projects';
 import { requireLiveSession } from '../db/sessions';
 import { heldRefusal, type Wanted } from '../domain/claimRefusals';
 import { normalizePath, parseDocument, parseProcessKey, parseTask } from '../domain/claimTargets';
@@ -120,7 +121,7 @@ export async function takeEpicTask(
 ): Promise<TakeResult> {
   const { db } = deps;
   const task = parseTask(input.task);
-  const item = await ensureItem(db, parseItemRef(input.item));
+  const item = await ensureItemForTake(db, input.sessionId, parseItemRef(input.item));
   return take(
     deps,
     { kind: 'epic_task', label: `epic task ${item.item} ${task}`, key: null, project: null },
@@ -294,16 +295,30 @@ export async function releasePaths(
         'a path claim',
       );
       const rows: ClaimRow[] = [];
-      for (const path of paths)
-        rows.push(
-          ...(await ownLiveClaims(
-            trx,
-            input.sessionId,
-            'path_claim',
-            { project_id: project.project_id, path },
-            item?.item_id,
-          )),
+      const notHeld: string[] = [];
+      for (const path of paths) {
+        const held = await ownLiveClaims(
+          trx,
+          input.sessionId,
+          'path_claim',
+          { project_id: project.project_id, path },
+          item?.item_id,
         );
+        if (!held.length) notHeld.push(path);
+        rows.push(...held);
+      }
+      // All or nothing, as taking them is: a path not held (a typo) never reads as released
+      // alongside the rest, which would leave the path meant still held behind an exit 0.
+      if (notHeld.length && rows.length) {
+        throw refusal(
+          'claim_not_held',
+          `session ${input.sessionId} holds no live claim on paths ${notHeld.join(', ')}; nothing was released`,
+          {
+            recovery: `release only paths you hold (see yoke claims list --holder-session-id ${input.sessionId} --active-only)`,
+            details: { session_id: input.sessionId, target: `paths ${notHeld.join(', ')}`, not_held: notHeld },
+          },
+        );
+      }
       return rows;
     },
   );
@@ -315,7 +330,9 @@ export async function listPathClaims(
   input: { item?: string; project?: string; activeOnly?: boolean },
 ) {
   const { db } = deps;
-  const item = input.item ? await ensureItem(db, parseItemRef(input.item)) : undefined;
+  // A list only reads: an item nobody recorded (a typo) is refused item_not_found, never
+  // created as a side effect (it then showed in items list and frontier) and listed as empty.
+  const item = input.item ? await itemByRef(db, parseItemRef(input.item)) : undefined;
   const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
   const rows = await claimViews(db, { kinds: ['path_claim'], projectId, activeOnly: input.activeOnly });
   return rows

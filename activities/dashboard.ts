@@ -1,6 +1,8 @@
 import { isTerminalRunStatus } from '../domain/runStatuses';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
+import { sessionById } from '../db/sessions';
+import { sessionNotRegistered } from '../domain/sessionRefusals';
 import { boardActivities } from './board';
 import { runReadActivities } from './runs/read';
 import { testMachineActivities } from './testMachines';
@@ -35,7 +37,7 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
       picked.map((r) =>
         runs.getRun({
           runId: r.run_id,
-          fields: ['stages', 'occupancy', 'qa', 'driver', 'current_stage', 'member_items'],
+          fields: ['stages', 'occupancy', 'qa', 'driver', 'current_stage', 'member_items', 'settling'],
         }),
       ),
     );
@@ -79,5 +81,15 @@ export function dashboardActivities(deps: { db: Kysely<Database>; driverFreshMs?
     return usage.machinesUsage(viewer);
   }
 
-  return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel };
+  /**
+   * Before the dashboard listens: Postgres answers with yoke's schema (else the operator gets a
+   * page of failing panels instead of postgres_unreachable, exit 3), and the viewing session, when
+   * one is given, is registered (U13: an unknown one could only ever fail the usage cards).
+   */
+  async function checkReady(viewer?: UsageViewer): Promise<void> {
+    const session = await sessionById(db, viewer?.sessionId ?? '');
+    if (viewer && !session) throw sessionNotRegistered(viewer.sessionId);
+  }
+
+  return { boardPanel, runsPanel, testMachinesPanel, fleetPanel, machinesUsagePanel, checkReady };
 }

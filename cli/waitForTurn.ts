@@ -10,6 +10,19 @@ function withSession(command: string, ended: string): string {
   return command.includes(named) ? command.replace(named, '--session NEW') : `${command} --session NEW`;
 }
 
+/**
+ * What a cancelled wait does next: most rejoin with the same command; an ended session cannot
+ * (its command would answer session_ended), nor can anyone join a removed machine's line (its
+ * command would answer test_machine_unknown).
+ */
+function cancelledRecovery(reason: string | null | undefined, opts: WaitOptions): string {
+  if (reason === 'session_ended')
+    return `session ${opts.sessionId} has ended: register a new one (yoke sessions register --session NEW) and join with it: ${withSession(opts.resumeCommand, opts.sessionId)}`;
+  if (reason === 'test_machine_removed')
+    return `${opts.testMachine} is no longer a test machine: choose another (yoke test-machine list), or ask an admin to add it back`;
+  return `join again: ${opts.resumeCommand}`;
+}
+
 export interface WaitOptions {
   testMachine: string;
   sessionId: string;
@@ -87,11 +100,7 @@ export async function waitForTurn(
           'wait_cancelled',
           `the wait of session ${opts.sessionId} for ${opts.testMachine} was cancelled (${last?.cancel_reason ?? 'no open wait'})`,
           {
-            // An ended session cannot join again: its resume command would only answer session_ended.
-            recovery:
-              last?.cancel_reason === 'session_ended'
-                ? `session ${opts.sessionId} has ended: register a new one (yoke sessions register --session NEW) and join with it: ${withSession(opts.resumeCommand, opts.sessionId)}`
-                : `join again: ${opts.resumeCommand}`,
+            recovery: cancelledRecovery(last?.cancel_reason, opts),
             details: {
               test_machine: opts.testMachine,
               session_id: opts.sessionId,
@@ -101,7 +110,8 @@ export async function waitForTurn(
         );
       }
       if (mine.state === 'reserved') break;
-      const waiting = line.filter((w) => w.state === 'waiting' && w.position !== null).length;
+      // Out of everyone in line, the reserved turn ahead included: positions count it too.
+      const waiting = line.filter((w) => w.position !== null).length;
       progress.show(
         `waiting for QA_HOST:${opts.testMachine}: position ${mine.position ?? '?'} of ${waiting}, ${elapsed(Date.now() - started)}`,
         String(mine.position),

@@ -43,7 +43,8 @@ import * as doneGateDependencies from './migrations/0033_done_gate_dependencies'
 import * as leanClaimPath from './migrations/0034_lean_claim_path';
 import * as audcDeliveredClaims from './migrations/0037_audc_delivered_claims';
 import * as claimRules from './migrations/0038_claim_rules';
-import * as audb4SessionRequestEvent from './migrations/0040_audb4_session_request_event';
+import * as claimperfLeanClaims from './migrations/0043_claimperf_lean_claims';
+import * as audb4SessionRequestEvent from './migrations/0044_audb4_session_request_event';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -91,7 +92,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0034_lean_claim_path': leanClaimPath,
   '0037_audc_delivered_claims': audcDeliveredClaims,
   '0038_claim_rules': claimRules,
-  '0040_audb4_session_request_event': audb4SessionRequestEvent,
+  '0043_claimperf_lean_claims': claimperfLeanClaims,
+  '0044_audb4_session_request_event': audb4SessionRequestEvent,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,8 +1,10 @@
 import { refusal } from '../domain/errors';
 import { formatItemRef, type ItemRef } from '../domain/itemRef';
 import type { Permission } from '../domain/permissions';
-import type { ProjectRow } from './database';
+import type { Kysely } from 'kysely';
+import type { Database, ProjectRow } from './database';
 import type { Executor } from './pool';
+import { requireLiveSession } from './sessions';
 
 export async function projectByName(db: Executor, name: string): Promise<ProjectRow | undefined> {
   return db.selectFrom('projects').selectAll().where('name', '=', name).executeTakeFirst();
@@ -155,4 +157,16 @@ export async function existingItem(db: Executor, ref: ItemRef): Promise<ItemHand
     });
   }
   return { ...row, item: formatItemRef(ref) };
+}
+
+/**
+ * ensureItem for a claim take: the item is recorded only when the acting session is live, in one
+ * transaction, so a take refused for its session (ended, never registered) leaves no bare item in
+ * `items list` and the frontier.
+ */
+export function ensureItemForTake(db: Kysely<Database>, sessionId: string, ref: ItemRef): Promise<ItemHandle> {
+  return db.transaction().execute(async (trx) => {
+    await requireLiveSession(trx, sessionId);
+    return ensureItem(trx, ref);
+  });
 }

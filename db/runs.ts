@@ -33,26 +33,32 @@ export async function driverAttachmentLive(
   freshMs: number,
 ): Promise<boolean> {
   if (!run.driver_session_id || !run.driver_heartbeat_at) return false;
-  const { rows } = await sql<{ live: boolean }>`
-    SELECT (${run.driver_heartbeat_at}::timestamptz > now() - make_interval(secs => ${freshMs / 1000}))
-       AND EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = ${run.driver_session_id}
-                     AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS live`.execute(db);
+  const { rows } = await sql<{ live: boolean }>`SELECT ${driverLive(run, freshMs)} AS live`.execute(db);
   return rows[0]!.live;
 }
 
+/** R1's one test of a driver attachment, as SQL (false for a run nobody drives). */
+function driverLive(run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at'>, freshMs: number) {
+  return sql<boolean>`coalesce(${run.driver_heartbeat_at}::timestamptz > now() - make_interval(secs => ${freshMs / 1000})
+    AND EXISTS (SELECT 1 FROM sessions d WHERE d.session_id = ${run.driver_session_id}
+                  AND d.ended_at IS NULL AND d.terminated_at IS NULL), false)`;
+}
+
 /**
- * R1 for approvals and waivers, read by the database clock: whether the run's driver heartbeat
- * is fresh, whether the session holds a live steering seat on the run's project, and the
+ * R1 for approvals and waivers, read by the database clock: whether the run's driver attachment
+ * is live (heartbeat fresh, session not ended), whether the session holds a live steering seat on the run's project, and the
  * project's name (for the refusal).
  */
 export async function runAuthorityFacts(
   db: Executor,
-  run: Pick<RunRow, 'driver_heartbeat_at' | 'project_id'>,
+  run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at' | 'project_id'>,
   sessionId: string,
   freshMs: number,
 ): Promise<{ driver_live: boolean; seat: boolean; project: string }> {
+  // R1 (issue 9): ending the driver's session detaches it at once (driverLive, as Postgres's
+  // yoke_run_refusal reads it); a fresh heartbeat of an ended session drives nothing.
   const { rows } = await sql<{ driver_live: boolean; seat: boolean; project: string }>`
-    SELECT coalesce(${run.driver_heartbeat_at} > now() - make_interval(secs => ${freshMs / 1000}), false) AS driver_live,
+    SELECT ${driverLive(run, freshMs)} AS driver_live,
            EXISTS (SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
                     WHERE c.target_kind = 'steering' AND c.project_id = ${run.project_id} AND c.session_id = ${sessionId}
                       AND c.released_at IS NULL AND s.ended_at IS NULL AND s.terminated_at IS NULL) AS seat,
@@ -176,6 +182,8 @@ export interface RunListRow {
   current_stage: string | null;
   created_at: Date;
   driver_session_id: string | null;
+  /** S1: executing with settling_at recorded (as `get` reads it). */
+  settling: boolean;
 }
 
 /** Runs with their names, newest first, of one project or status when given. */
@@ -198,6 +206,7 @@ export async function listRunRows(
       'r.current_stage',
       'r.created_at',
       'r.driver_session_id',
+      sql<boolean>`r.status = 'executing' AND r.settling_at IS NOT NULL`.as('settling'),
     ])
     .orderBy('r.created_at', 'desc');
   if (filter.projectId !== undefined) q = q.where('r.project_id', '=', filter.projectId);

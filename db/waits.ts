@@ -55,14 +55,24 @@ export async function insertWait(db: Executor, wait: NewWait): Promise<{ row: Wa
   return { row: (await openWaitOf(db, wait.test_machine, wait.session_id, wait.qa_plan_execution_id))!, joined: false };
 }
 
-/** 1-based place among live waiters still waiting; 0 once the turn is reserved. */
+/**
+ * Who stands in a machine's line: the reserved turn (its holder is next to take the machine),
+ * then live sessions still waiting. An ended session's leftover wait has no place.
+ */
+const IN_LINE = sql`(w.state = 'reserved' OR (w.state = 'waiting' AND ${LIVE_SESSION}))`;
+/** Line order: the reserved turn first, then by queued_at (W5), the wait id breaking ties. */
+const LINE_ORDER = sql`(w.state = 'waiting'), w.queued_at, w.wait_id`;
+
+/**
+ * 1-based place in the line, counting the reserved turn ahead: the same number `test-machine
+ * waits` shows (waitViews), so what a refused acquire prints and what the line lists agree.
+ */
 export async function positionOf(db: Executor, wait: WaitRow): Promise<number> {
-  if (wait.state !== 'waiting') return 0;
   const { rows } = await sql<{ ahead: number }>`
     SELECT count(*)::int AS ahead
       FROM qa_test_machine_waits w JOIN sessions s ON s.session_id = w.session_id
-     WHERE w.test_machine = ${wait.test_machine} AND w.state = 'waiting' AND ${LIVE_SESSION}
-       AND (w.queued_at, w.wait_id) < (${wait.queued_at}, ${wait.wait_id})`.execute(db);
+     WHERE w.test_machine = ${wait.test_machine} AND ${IN_LINE}
+       AND (${LINE_ORDER}) < (${wait.state === 'waiting'}, ${wait.queued_at}, ${wait.wait_id})`.execute(db);
   return rows[0]!.ahead + 1;
 }
 
@@ -244,9 +254,8 @@ export async function waitViews(
     SELECT w.wait_id, w.test_machine, w.session_id, w.actor_id, w.state, w.queued_at, w.qa_plan_execution_id, w.claim_id,
            c.reserved_until, w.resume_command, w.rationale, w.settled_at, w.cancel_reason,
            (${LIVE_SESSION}) AS session_live,
-           CASE WHEN w.state = 'waiting' AND ${LIVE_SESSION}
-                THEN row_number() OVER (PARTITION BY w.test_machine, (w.state = 'waiting' AND ${LIVE_SESSION}) ORDER BY w.queued_at, w.wait_id)::int
-                WHEN w.state = 'reserved' THEN 0 END AS position
+           CASE WHEN ${IN_LINE}
+                THEN row_number() OVER (PARTITION BY w.test_machine, ${IN_LINE} ORDER BY ${LINE_ORDER})::int END AS position
       FROM qa_test_machine_waits w
       JOIN sessions s ON s.session_id = w.session_id
       LEFT JOIN work_claims c ON c.claim_id = w.claim_id AND w.state = 'reserved'

@@ -15,6 +15,9 @@ fi
 bash scripts/install.sh
 owner="start-$$"
 home=$(node -e 'process.stdout.write(require("./dist/config/paths").yokeHome())')
+# The worker's key directory (YOKE_SSH_KEY_DIR, else $YOKE_HOME/ssh-keys): the hints below name it,
+# so a key made as they say is one the worker finds (a fixed .yoke/ssh-keys missed it under another YOKE_HOME).
+keys=$(node -e 'process.stdout.write(require("./dist/config/paths").sshKeyDir())')
 worker=""
 dashboard=""
 # However this run ends (Ctrl-C, npm stop, the worker dying, even by kill -9), it stops the
@@ -39,15 +42,15 @@ cat <<MSG
 
 yoke is up.
   Temporal:   ${addr}${ui:+   Web UI: ${ui}}
-  Postgres:   see .yoke/services.json (DATABASE_URL overrides)
+  Postgres:   see $home/services.json (DATABASE_URL overrides)
   Dashboard:  http://127.0.0.1:${YOKE_DASHBOARD_PORT:-8340}   (yoke serve: board, runs, test machines, machines)
   CLI:        ./bin/yoke --help      (or: npm link, then yoke --help)
   Try:        ./bin/yoke projects create demo
               ./bin/yoke sessions register --session s1 --actor me --project demo
-              mkdir -p .yoke/ssh-keys && ssh-keygen -q -t ed25519 -N '' -f .yoke/ssh-keys/lab-1
+              mkdir -p $keys && ssh-keygen -q -t ed25519 -N '' -f $keys/lab-1
               ./bin/yoke test-machine add lab-1 --host 127.0.0.1 --port 22 --user qa \\
-                  --credential lab-1 --host-key-file .yoke/ssh-keys/lab-1.pub
-              (or --identity-file KEY instead of --credential: yoke copies KEY into .yoke/ssh-keys)
+                  --credential lab-1 --host-key-file $keys/lab-1.pub
+              (or --identity-file KEY instead of --credential: yoke copies KEY into $keys)
               ./bin/yoke coordination-claim acquire --key QA_HOST:lab-1 --session s1
               ./bin/yoke coordination-claim list --active-only --json
   Stop:       Ctrl-C here, or npm stop
@@ -57,8 +60,9 @@ MSG
 node dist/workers/main.js &
 worker=$!
 echo "$worker" >"$home/worker.pid"
-# The operator dashboard (read-only); it prints its own address.
-node bin/yoke serve --port "${YOKE_DASHBOARD_PORT:-8340}" &
+# The operator dashboard (read-only); it prints its own address. It views as no session: a
+# YOKE_SESSION_ID left in the starting shell (an agent's, perhaps never registered) is not the operator's.
+env -u YOKE_SESSION_ID node bin/yoke serve --port "${YOKE_DASHBOARD_PORT:-8340}" &
 dashboard=$!
 echo "$dashboard" >"$home/dashboard.pid"
 # The worker's end (its exit status, whatever it is) ends the run; the EXIT trap stops the rest.

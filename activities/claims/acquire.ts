@@ -1,10 +1,10 @@
 import { claimView, heartbeatClaim, heldUnseen, takeClaim, type ClaimView, type NewClaimInput } from '../../db/claims';
 import { liveHolder } from '../../db/claimUnits';
-import { ensureItem, requireProject } from '../../db/projects';
+import { ensureItemForTake, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
 import { claimContended, deployLockRetired, heldRefusal, type Wanted } from '../../domain/claimRefusals';
 import { refusal, usageError } from '../../domain/errors';
-import { parseItemRef } from '../../domain/itemRef';
+import { formatItemRef, parseItemRef } from '../../domain/itemRef';
 import { parseOperatorKey } from '../../domain/operatorKeys';
 import { takeTestMachine } from '../testMachineTake';
 import type { LineDeps } from '../waitingLine';
@@ -92,21 +92,33 @@ export async function acquireCoordinationClaim(
         });
       }
       const project = await requireProject(db, input.project);
-      const item = await ensureItem(db, parseItemRef(input.item));
-      if (item.project_id !== project.project_id) {
-        throw refusal('item_outside_project', `item ${item.item} does not belong to project ${project.name}`, {
+      const ref = parseItemRef(input.item);
+      // refused before the item is recorded: a prefix is its project's (ensureItem records it there)
+      if (ref.prefix !== project.item_prefix) {
+        const label = formatItemRef(ref);
+        throw refusal('item_outside_project', `item ${label} does not belong to project ${project.name}`, {
           recovery: `name an item of ${project.name} (prefix ${project.item_prefix}-N)`,
-          details: { item: item.item, project: project.name },
+          details: { item: label, project: project.name },
         });
       }
-      const claim: NewClaimInput = {
+      const claimFor = (itemId: number | null): NewClaimInput => ({
         target_kind: 'migration_serialization',
-        scope: { project_id: project.project_id, model: key.model, item_id: item.item_id },
+        scope: { project_id: project.project_id, model: key.model, item_id: itemId },
         key: key.key,
         project_id: project.project_id,
-        item_id: item.item_id,
+        item_id: itemId,
         session_id: input.sessionId,
-      };
+      });
+      // The unit is (project, model): a hold of another item is refused before this item is
+      // recorded, so a typo'd --item refused claim_held leaves no bare item behind (C1).
+      await requireLiveSession(db, input.sessionId);
+      const holder = await liveHolder(db, claimFor(null));
+      if (holder) {
+        const view = await claimView(db, holder.claim_id);
+        if (view.item !== formatItemRef(ref)) throw heldRefusal(wanted, view);
+      }
+      const item = await ensureItemForTake(db, input.sessionId, ref);
+      const claim = claimFor(item.item_id);
       // C4: the owning item re-enters and heartbeats its hold; any other item is refused.
       return take(deps, wanted, claim, (h) => h.item_id === item.item_id);
     }
@@ -154,7 +166,7 @@ export async function takeSteeringSeat(
 }
 
 export async function takeItem(deps: LineDeps, input: { sessionId: string; item: string }): Promise<AcquireResult> {
-  const item = await ensureItem(deps.db, parseItemRef(input.item));
+  const item = await ensureItemForTake(deps.db, input.sessionId, parseItemRef(input.item));
   const claim: NewClaimInput = {
     target_kind: 'item',
     scope: { item_id: item.item_id },

@@ -92,6 +92,28 @@ export interface ExecutionView {
   release_reason: string | null;
   /** T3: the run that owned the execution when it ended. */
   verdict_run_id: string | null;
+  /** W9: set while it runs with no place in any line because its last one was cancelled with its session (strandedWait). */
+  stranded: StrandedWait | null;
+}
+
+export interface StrandedWait {
+  test_machine: string;
+  recovery: string;
+}
+
+/**
+ * W9: a running execution whose last place in a machine's line was cancelled because its
+ * session ended waits for a turn nobody will reserve: it says so, and the way out (its actor
+ * aborts it from a live session and begins again), instead of looking merely slow.
+ */
+function strandedWait(v: Omit<ExecutionView, 'stranded'>): StrandedWait | null {
+  if (v.status !== 'running' || v.waits.some((w) => w.state === 'waiting' || w.state === 'reserved')) return null;
+  const last = [...v.waits].sort((a, b) => a.wait_id - b.wait_id).at(-1); // the newest place it took (W6 may back-date queued_at)
+  if (!last || last.state !== 'cancelled' || last.cancel_reason !== 'session_ended') return null;
+  return {
+    test_machine: last.test_machine,
+    recovery: `yoke qa abort ${v.execution_id} --reason R --session <a live session>, then yoke qa begin --run ${v.run_id} --stage ${v.stage} --plan ${v.plan_id} again`,
+  };
 }
 
 /** What running one step's command found. */
@@ -265,7 +287,7 @@ export function qaExecutionActivities(deps: {
   async function getExecution(input: { executionId: number }): Promise<ExecutionView> {
     const e = await executionById(db, input.executionId);
     const results = new Map((await resultsOf(db, e.execution_id)).map((r) => [r.case_name, r]));
-    return {
+    const view: Omit<ExecutionView, 'stranded'> = {
       execution_id: e.execution_id,
       run_id: e.run_id,
       stage: e.stage_name,
@@ -300,6 +322,7 @@ export function qaExecutionActivities(deps: {
       release_reason: e.release_reason,
       verdict_run_id: e.verdict_run_id,
     };
+    return { ...view, stranded: strandedWait(view) };
   }
 
   function stepAt(e: ExecutionRow, ordinal: number): PlanStep {
@@ -738,7 +761,12 @@ export function qaExecutionActivities(deps: {
     const session = await requireLiveSession(db, input.sessionId);
     const e = await executionById(db, input.executionId);
     if (e.status !== 'running') throw settledRefusal(e);
-    if (e.session_id !== session.session_id)
+    // The actor who began it aborts it from any live session of its own (its runner session may
+    // have ended while it waited: W9 cancelled its wait), as it records its verdicts and as
+    // Postgres's policy allows; anyone else needs R1's driver or steering seat.
+    const runnerActor =
+      e.session_id === session.session_id || (await sessionById(db, e.session_id))?.actor_id === session.actor_id;
+    if (!runnerActor)
       await requireRunAuthority(
         db,
         await runById(db, e.run_id),

@@ -2,9 +2,10 @@ import { dependenciesOf } from '../../db/items';
 import { closureMembers, releaseLineage, type LineageEntry } from '../../db/memberClosure';
 import type { Executor } from '../../db/pool';
 import { environmentById, obligationsOf, runById, runFlow } from '../../db/runs';
-import { derivedSelection, requirementId, untargetedObligations } from '../../domain/admission';
+import { derivedSelection, untargetedObligations } from '../../domain/admission';
 import { dependencySatisfied, doneGateReasons, type BlockReason } from '../../domain/completion';
 import { readDoneGateFacts } from '../completion/doneGate';
+import { selectedObligations } from './membership';
 
 /**
  * What settlement would do with one member: `closed` (already closed by this run), `clear`
@@ -80,9 +81,9 @@ export async function memberClosure(db: Executor, runId: string): Promise<Member
     members: members.map((m) => {
       const own = obligations.filter((o) => o.item_id === m.item_id);
       const selection = m.requirement_selection ?? derivedSelection(own, flow.stages);
-      const selected = own.filter(
-        (o) => selection.includes(requirementId(m.item, o.case_key)) || (!!o.plan_id && selection.includes(o.plan_id)),
-      );
+      // D5: a selection is stored verbatim (a bare case, PREFIX-N/case in any case, a plan id):
+      // read through admission's one reader, as the roll-ups and `items requirements` are.
+      const selected = selectedObligations(m, own, selection);
       const settlement = settlementOf(m);
       const inAtomicSet = atomicSet.includes(m);
       return {

@@ -63,8 +63,10 @@ async function explicitSelections(
         obligations.some((o) => o.item_id === m.item_id && o.case_key === caseKey),
     );
     if (owners.length === 0) {
-      const named = itemRef ? `item ${itemRef}` : `no member (${members.map((m) => m.item).join(', ') || 'none'})`;
-      throw refusal('unknown_requirement', `${named} has no QA case ${caseKey} (from --requirement-id ${id})`, {
+      const named = itemRef
+        ? `item ${itemRef} has no QA case ${caseKey}`
+        : `no member (${members.map((m) => m.item).join(', ') || 'none'}) has a QA case ${caseKey}`;
+      throw refusal('unknown_requirement', `${named} (from --requirement-id ${id})`, {
         recovery: `declare it under the item's obligations and apply, or drop --requirement-id ${id}`,
         details: { requirement_id: id, item: itemRef, members: members.map((m) => m.item) },
       });

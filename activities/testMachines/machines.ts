@@ -166,6 +166,9 @@ export async function addTestMachine(
       },
     );
   }
+  // Issue 13: test machines are admins'; anyone else is refused before the CLI dials the host
+  // with a key of the worker's (it said ssh_unavailable or credential_unknown, then refused).
+  await requireAdmin(db, `add test machine ${input.name}`);
   if (await testMachineByName(db, input.name)) {
     throw refusal('test_machine_exists', `test machine ${input.name} is already added`, {
       recovery: `to change it: yoke test-machine remove ${input.name}, then add it again`,
@@ -261,6 +264,8 @@ export async function removeTestMachine(
   input: { name: string },
 ): Promise<{ name: string; cancelled_waits: number }> {
   await machineRow(deps.db, input.name);
+  // Issue 13: a non-admin is refused as such, not told to release another session's claim first.
+  await requireAdmin(deps.db, `remove test machine ${input.name}`);
   const { value } = await inLineTransaction(deps.db, deps.notifier, async (trx, effects) => {
     await lockLine(trx, input.name);
     const held = await liveTestMachineHolder(trx, input.name, { includeReserved: false });

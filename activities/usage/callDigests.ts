@@ -129,6 +129,9 @@ function merged(words: Uint32Array, pairs: number[]): Uint32Array {
 /** Decoded only when a lookup needs them. */
 export class CallDigests {
   private words: Uint32Array | undefined;
+  /** Digests `has` worked out (id -> index in `pairs`): a call looked up when it opened is not digested again when it closes. */
+  private readonly looked = new Map<string, number>();
+  private readonly pairs: number[] = [];
 
   constructor(private readonly stored: { closed_digests?: string; closed?: string[] }) {}
 
@@ -141,6 +144,8 @@ export class CallDigests {
     const words = this.decoded();
     if (words.length === 0) return false;
     digest(id);
+    this.looked.set(id, this.pairs.length);
+    this.pairs.push(hi, lo);
     const at = lowerBound(words, hi, lo) * 2;
     return at < words.length && words[at] === hi && words[at + 1] === lo;
   }
@@ -150,8 +155,11 @@ export class CallDigests {
     if (closedNow.size === 0 && this.stored.closed_digests !== undefined) return this.stored.closed_digests;
     const pairs: number[] = [];
     for (const id of closedNow) {
-      digest(id);
-      pairs.push(hi, lo);
+      const at = this.looked.get(id);
+      if (at === undefined) {
+        digest(id);
+        pairs.push(hi, lo);
+      } else pairs.push(this.pairs[at]!, this.pairs[at + 1]!);
     }
     return toBase64(merged(this.decoded(), pairs));
   }

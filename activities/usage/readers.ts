@@ -96,16 +96,17 @@ export function unreadBytes(main: string, previous: Checkpoint | undefined): num
 
 /** The counts of a parsed Claude `message.usage` (absent or malformed counts are 0). */
 function claudeCounts(usage: Record<string, unknown>): ClaudeUsageCounts {
-  const creation = (usage.cache_creation ?? {}) as Record<string, unknown>;
-  const details = (usage.output_tokens_details ?? {}) as Record<string, unknown>;
+  // read through `?.`, not `?? {}`: a row without output_tokens_details allocated an object per row
+  const creation = usage.cache_creation as Record<string, unknown> | null | undefined;
+  const details = usage.output_tokens_details as Record<string, unknown> | null | undefined;
   return {
     input: n(usage.input_tokens),
     cacheRead: n(usage.cache_read_input_tokens),
     cacheCreation: n(usage.cache_creation_input_tokens),
-    write5m: n(creation.ephemeral_5m_input_tokens),
-    write1h: n(creation.ephemeral_1h_input_tokens),
+    write5m: n(creation?.ephemeral_5m_input_tokens),
+    write1h: n(creation?.ephemeral_1h_input_tokens),
     output: n(usage.output_tokens),
-    thinking: n(details.thinking_tokens),
+    thinking: n(details?.thinking_tokens),
   };
 }
 
@@ -203,30 +204,36 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
   const state = (cp.claude ??= { totals: {}, open: {} });
   const closedBefore = new CallDigests(state);
   const closedNow = new Set<string>();
-  for (const open of Object.values(state.open)) addCall(state.totals, open.model, open.usage, -1);
-  const openInFile: Record<string, string[]> = {}; // insertion order: oldest first
+  // a Map while the fold runs: the stored object, keyed by ids that come and go, cost a new
+  // hidden class or a dictionary lookup per call in a cold process
+  const open = new Map(Object.entries(state.open));
+  for (const call of open.values()) addCall(state.totals, call.model, call.usage, -1);
+  const openInFile = new Map<string, string[]>(); // insertion order: oldest first
 
   /** One call's row: counted, or a snapshot that replaces the call's open one, or a copy of a closed call. */
   const count = (path: string, fields: ClaudeRowFields | undefined) => {
     // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
     if (!fields?.assistant || !fields.usage || fields.model === '<synthetic>' || !fields.key) return;
     const key = fields.key;
-    const open = state.open[key];
-    if (!open && (closedNow.has(key) || closedBefore.has(key))) return; // a replay or copy of a call already counted in full
+    const known = open.get(key);
+    if (!known && (closedNow.has(key) || closedBefore.has(key))) return; // a replay or copy of a call already counted in full
     // Streaming writes snapshots of one call whose output grows: the largest, last row counts.
-    if (open && fields.usage.output < open.usage.output) return;
-    state.open[key] = { file: path, model: fields.model ?? 'unknown', usage: claudeCountBuckets(fields.usage) };
-    if (open) return;
-    const mine = (openInFile[path] ??= Object.keys(state.open).filter(
-      (k) => state.open[k]!.file === path && k !== key,
-    ));
+    if (known && fields.usage.output < known.usage.output) return;
+    open.set(key, { file: path, model: fields.model ?? 'unknown', usage: claudeCountBuckets(fields.usage) });
+    if (known) return;
+    let mine = openInFile.get(path);
+    if (!mine) {
+      mine = [];
+      for (const [k, call] of open) if (call.file === path && k !== key) mine.push(k);
+      openInFile.set(path, mine);
+    }
     mine.push(key);
     while (mine.length > OPEN_PER_FILE) {
       const old = mine.shift()!;
-      const call = state.open[old]!;
+      const call = open.get(old)!;
       addCall(state.totals, call.model, call.usage);
       closedNow.add(old);
-      delete state.open[old];
+      open.delete(old);
     }
   };
 
@@ -266,7 +273,8 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
     claudeBytesRead += offset - resume.from;
     cp.files[path] = markAfter(resume.stat, offset, budget);
   }
-  for (const open of Object.values(state.open)) addCall(state.totals, open.model, open.usage);
+  for (const call of open.values()) addCall(state.totals, call.model, call.usage);
+  state.open = Object.fromEntries(open);
   state.closed_digests = closedBefore.encode(closedNow);
   delete state.closed;
   return cp;

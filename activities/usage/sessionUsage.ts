@@ -57,6 +57,21 @@ function nothingMeasured(artifacts: string[]): string[] {
   ];
 }
 
+/** One machine's row of the U13 machines panel (`yoke machines usage`, the dashboard's cards). */
+export interface MachineUsage {
+  machine_id: string;
+  /** null when no session of the machine has measured usage (U10: never a fabricated zero). */
+  '24H TOKENS': number | null;
+  /** null when no session of the machine has a derived cost. */
+  '24H API COST': number | null;
+  '24H SESSIONS': number;
+  cost_status: string;
+  /** `unavailable`: nothing measured (never folded, or no source); `partial`: only some sessions measured, or a partial reading. */
+  usage_status: 'measured' | 'partial' | 'unavailable';
+  /** How many of 24H SESSIONS have measured usage. */
+  measured_sessions: number;
+}
+
 /** The session whose actor's grants bound what a usage read shows (U13); absent for an operator at the control plane. */
 export interface UsageViewer {
   sessionId: string;
@@ -341,16 +356,49 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     return last24hSessions(db, viewer ? await viewerActor(viewer) : undefined);
   }
 
-  async function machinesUsage(viewer?: UsageViewer) {
+  /**
+   * U13 machines panel, per machine: the 24-hour sums of what was measured. U10: a machine none
+   * of whose sessions has measured usage (never folded, or no source) has no sum: its tokens and
+   * cost are null and usage_status is `unavailable`, never a fabricated zero; a machine where only
+   * some sessions were measured sums those and says `partial`, with measured_sessions of
+   * 24H SESSIONS counted. A real zero (sessions measured that used nothing) stays 0, `measured`.
+   */
+  async function machinesUsage(viewer?: UsageViewer): Promise<MachineUsage[]> {
     const cohort = await last24hCohort(viewer);
     const fields = await usageFields(cohort.map((c) => c.session_id));
-    const machines = new Map<string, { tokens: number; cost: number; sessions: number; cost_status: Set<string> }>();
+    const machines = new Map<
+      string,
+      {
+        tokens: number;
+        cost: number;
+        priced: number;
+        sessions: number;
+        measured: number;
+        partial: boolean;
+        cost_status: Set<string>;
+      }
+    >();
     for (const c of cohort) {
-      const m = machines.get(c.machine_id) ?? { tokens: 0, cost: 0, sessions: 0, cost_status: new Set<string>() };
+      const m = machines.get(c.machine_id) ?? {
+        tokens: 0,
+        cost: 0,
+        priced: 0,
+        sessions: 0,
+        measured: 0,
+        partial: false,
+        cost_status: new Set<string>(),
+      };
       const f = fields.get(c.session_id)!;
-      m.tokens += f.usage_tokens ?? 0;
-      m.cost += f.usage_cost_usd ?? 0;
       m.sessions += 1;
+      if (f.usage_status !== 'unavailable') {
+        m.measured += 1;
+        m.tokens += f.usage_tokens ?? 0;
+      }
+      if (f.usage_status === 'partial') m.partial = true;
+      if (f.usage_cost_usd !== null) {
+        m.priced += 1;
+        m.cost += f.usage_cost_usd;
+      }
       m.cost_status.add(f.usage_cost_status);
       machines.set(c.machine_id, m);
     }
@@ -358,10 +406,12 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([machine_id, m]) => ({
         machine_id,
-        '24H TOKENS': m.tokens,
-        '24H API COST': Math.round(m.cost * 1e6) / 1e6,
+        '24H TOKENS': m.measured ? m.tokens : null,
+        '24H API COST': m.priced ? Math.round(m.cost * 1e6) / 1e6 : null,
         '24H SESSIONS': m.sessions,
-        cost_status: m.cost_status.size === 1 ? [...m.cost_status][0] : 'partial',
+        cost_status: m.cost_status.size === 1 ? [...m.cost_status][0]! : 'partial',
+        usage_status: !m.measured ? 'unavailable' : m.partial || m.measured < m.sessions ? 'partial' : 'measured',
+        measured_sessions: m.measured,
       }));
   }
 

@@ -67,7 +67,7 @@ export function registerActors(program: Command): void {
       commandAction(
         BaseOptions,
         (ctx, _o, [name]) => actorsOf(ctx).removeActor({ actor: parseOptions(ActorName, { name }).name }),
-        (r) => (r.removed ? `removed ${r.actor}` : `no actor ${r.actor}; nothing to remove`),
+        (r) => `removed ${r.actor}`,
       ),
     );
 

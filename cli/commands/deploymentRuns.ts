@@ -273,7 +273,8 @@ function stageTable(view: Partial<RunView>): string {
 function runText(v: Partial<RunView>): string {
   const lines = [
     `run ${v.run_id}: ${v.project}/${v.flow} -> ${v.target} @ ${v.candidate_sha}`,
-    `status ${v.status}${v.current_stage ? `, stage ${v.current_stage}` : ''}${v.terminal_reason ? ` (${v.terminal_reason})` : ''}`,
+    // S1: a settling run is still executing; `get` names the phase, as watch and YokeRunStatus do.
+    `status ${v.status}${v.settling ? ` (settling since ${v.settling_at})` : ''}${v.current_stage ? `, stage ${v.current_stage}` : ''}${v.terminal_reason ? ` (${v.terminal_reason})` : ''}`,
     `driver: ${v.driver ? `${v.driver.session_id} (${v.driver.live ? 'live' : 'lapsed'})` : 'none'}`,
     `occupancy: ${v.occupancy?.occupying ? `${v.occupancy.units.join(', ')} - ${v.occupancy.open_lines.join('; ')}` : 'none'}`,
     `members: ${(v.member_items ?? []).map((m) => `${m.item} [${m.requirement_selection.join(', ')}]${m.selection_derived ? ' (derived)' : ''}`).join('; ') || '(none)'}`,
@@ -283,6 +284,8 @@ function runText(v: Partial<RunView>): string {
     lines.push(
       `removed: ${v.membership_removals.map((r) => `${r.item} (${r.reason}${r.later_run_id ? `, later in ${r.later_run_id}` : ''})`).join('; ')}`,
     );
+  const blocked = v.settling ? v.settlement?.blocked : null;
+  if (blocked) lines.push(`settlement blocked: ${String(blocked.message)}`, `  recovery: ${String(blocked.recovery)}`);
   if ((v.takeover_chain?.length ?? 0) > 1) lines.push(`takeover chain: ${v.takeover_chain!.join(' -> ')}`);
   if (v.stages) lines.push(stageTable(v));
   return lines.join('\n');
@@ -419,7 +422,7 @@ export function registerDeploymentRuns(program: Command): void {
               r.flow,
               r.target,
               r.candidate_sha.slice(0, 12),
-              r.status,
+              r.settling ? `${r.status} (settling)` : r.status,
               r.current_stage,
               r.driver_session_id,
             ]),

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import type { ExecutionView } from '../../activities/qa/executions';
+import type { ExecutionView, StrandedWait } from '../../activities/qa/executions';
 import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
 import {
   actingSession,
@@ -49,11 +49,17 @@ function stepsTable(v: ExecutionView): string {
   );
 }
 
+function strandedText(v: ExecutionView, stranded: StrandedWait): string {
+  return `its place in ${stranded.test_machine}'s line was cancelled when session ${v.session_id} ended: nothing will wake it`;
+}
+
 function executionText(v: ExecutionView): string {
   const id = v.deployment_start_identity;
+  const stranded = v.stranded;
   return [
     `QA plan execution ${v.execution_id}: run ${v.run_id}, stage ${v.stage}, plan ${v.plan_id}${v.item ? `, item ${v.item}` : ''}`,
     `status ${v.status}${v.release_reason ? ` (${v.release_reason})` : ''}; session ${v.session_id}`,
+    ...(stranded ? [`${strandedText(v, stranded)}; ${stranded.recovery}`] : []),
     `target ${id.target} (${id.target_url ?? 'no url'}${id.served_revision_path}); delivered ${id.delivered_commit}; served ${v.served_revision.observed_commit ?? '?'} (${v.served_revision.revision_check})`,
     ...v.waits
       .filter((w) => w.state === 'waiting' || w.state === 'reserved')
@@ -292,6 +298,14 @@ export function registerQa(program: Command): void {
               );
             }
             lastAwaiting = awaiting?.name ?? '';
+            // W9, issue 10: its wait was cancelled with its session and nothing will wake it, so the
+            // watch ends now (exit 3) naming the way out, as for a workflow that is not running.
+            const stranded = v.stranded;
+            if (stranded)
+              throw unreachable('execution_stranded', `execution ${id}: ${strandedText(v, stranded)}`, {
+                recovery: stranded.recovery,
+                details: { execution_id: id, test_machine: stranded.test_machine, cancel_reason: 'session_ended' },
+              });
             if (v.status !== 'running') {
               if (o.json)
                 process.stdout.write(

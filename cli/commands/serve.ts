@@ -37,7 +37,13 @@ export function registerServe(program: Command): void {
     .option('--json', 'print the address as JSON')
     .action(async (raw) => {
       const o = parseOptions(ServeOptions, raw);
+      const viewerSessionId = o.session ?? process.env.YOKE_SESSION_ID;
       await withDb(async (ctx) => {
+        // Refused like every other command (unreachable Postgres, unknown session) before anything listens.
+        const { dashboardActivities } = await import('../../activities/dashboard');
+        await dashboardActivities({ db: ctx.db }).checkReady(
+          viewerSessionId ? { sessionId: viewerSessionId } : undefined,
+        );
         const { buildDashboard } = await import('../../web/server');
         const { projectRoot } = await import('../../config/paths');
         const { join } = await import('node:path');
@@ -46,7 +52,7 @@ export function registerServe(program: Command): void {
           driverFreshMs: ctx.readDriverFreshMs,
           temporalUi: await temporalUi(ctx.config.home),
           namespace: ctx.config.temporal.namespace,
-          viewerSessionId: o.session ?? process.env.YOKE_SESSION_ID,
+          viewerSessionId,
           pollMs: o.pollMs,
           publicDir: join(projectRoot(__dirname), 'web', 'public'),
         });

@@ -107,7 +107,11 @@ export function registerSessions(program: Command): void {
           ];
           for (const c of r.released_claims) lines.push(`  released ${claimTarget(c)} (claim ${c.claim_id})`);
           for (const c of r.retained_sticky_claims)
-            lines.push(`  kept sticky ${claimTarget(c)} (claim ${c.claim_id}); an operator releases it`);
+            // C9: the holder's actor releases it from any live session of its own; else an operator.
+            lines.push(
+              `  kept sticky ${claimTarget(c)} (claim ${c.claim_id}); release it from a live session of actor ${r.session.actor_id}: ` +
+                `yoke claims work release --claim-id ${c.claim_id} --reason R --session S (or an operator releases it)`,
+            );
           for (const c of r.blocking_claims) lines.push(`  still holds ${claimTarget(c)} (claim ${c.claim_id})`);
           return lines.join('\n');
         },

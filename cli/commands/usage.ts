@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { sessionUsage } from '../../workflows/sessionUsage';
+import type { MachineUsage } from '../../activities/usage/sessionUsage';
 import { YokeError } from '../../domain/errors';
 import { BACKFILL_HARNESSES, FOLDED_HARNESSES } from '../../domain/harnesses';
 import {
@@ -42,6 +43,17 @@ async function flushPendingServed(ctx: CommandContext, sessionId: string): Promi
   } catch {
     // kept for the next hook; the fold goes on
   }
+}
+
+/**
+ * U10: a machine whose sessions were never measured says so instead of a zero; one measured
+ * only in part names how many of its sessions the sum covers.
+ */
+function machineTokens(m: MachineUsage): string {
+  if (m['24H TOKENS'] === null) return 'not measured';
+  if (m.measured_sessions < m['24H SESSIONS'])
+    return `${m['24H TOKENS']} (${m.measured_sessions} of ${m['24H SESSIONS']} sessions measured)`;
+  return String(m['24H TOKENS']);
 }
 
 /** `yoke hooks usage`, `yoke pricing import|list`, `yoke machines usage`. */
@@ -270,7 +282,7 @@ export function registerUsage(program: Command): void {
 
   program
     .command('machines')
-    .description('machines')
+    .description('the machines sessions run on: their 24-hour usage (U13)')
     .command('usage')
     .description('24-hour usage per machine (U13)')
     .option('--session <id>', 'viewing session (default $YOKE_SESSION_ID): only what its actor may read')
@@ -286,8 +298,8 @@ export function registerUsage(program: Command): void {
             ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
             rows.map((m) => [
               m.machine_id,
-              m['24H TOKENS'],
-              `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
+              machineTokens(m),
+              `${m['24H API COST'] === null ? '–' : `$${m['24H API COST'].toFixed(4)}`}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
               m['24H SESSIONS'],
             ]),
           ),

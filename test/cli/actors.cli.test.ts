@@ -66,6 +66,19 @@ test('I13 only an admin adds or removes actors; a bad name is a usage error', as
   expect((await asAdmin(['actors', 'remove', 'postgres', '--json'])).code).toBe(1);
 });
 
+test('I13 actors remove of a name nobody added refuses actor_not_found naming it (exit 1), not removed:false', async () => {
+  const name = `nosuch_${process.pid}`;
+  const r = await asAdmin(['actors', 'remove', name, '--json']);
+  expect(r.code).toBe(1);
+  expect(r.stdout).toBe('');
+  expect(jsonError(r)).toMatchObject({ code: 'actor_not_found', details: { actor: name, removed: false } });
+  expect(jsonError(r).message).toContain(name);
+  expect(jsonError(r).recovery).toContain('yoke actors list');
+  const text = await asAdmin(['actors', 'remove', name]);
+  expect(text.code).toBe(1);
+  expect(text.stderr).toContain(`actor_not_found: no actor is named ${name}`);
+});
+
 test('I13 the recorded actor is the connected role: impersonating registration is refused, nothing written', async () => {
   const r = await alice.run(['sessions', 'register', '--session', 'imp', '--actor', bob.name, '--json']);
   expect(r.code).toBe(1);

@@ -1,7 +1,11 @@
 import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { sessionActivities } from '../../activities/sessions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { jsonError, yoke } from '../helpers/cli';
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jsonError, yoke, yokeBin, type CliResult } from '../helpers/cli';
 import { applyWebRelease, releaseRuns } from '../helpers/runs';
 
 /**
@@ -86,3 +90,49 @@ test('issue 3: test-machine waits NAME of a machine nobody added refuses test_ma
   expect(all.code).toBe(0);
   expect(JSON.parse(all.stdout)).toEqual([]);
 });
+
+const home = mkdtempSync(join(tmpdir(), 'yoke-serve-'));
+
+/** `yoke serve` that either refuses or, listening, is stopped after `ms` (so a wrong start cannot hang the test). */
+function serveFor(
+  ms: number,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): Promise<CliResult & { listened: boolean }> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [yokeBin, 'serve', '--port', '0', ...args],
+      { env: { PATH: process.env.PATH, DATABASE_URL: t.url, YOKE_HOME: home, ...extraEnv } },
+      (err, stdout, stderr) => {
+        clearTimeout(timer);
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr, listened: stdout.includes('127.0.0.1') });
+      },
+    );
+    const timer = setTimeout(() => child.kill('SIGTERM'), ms);
+  });
+}
+
+test('issue 15 U13: yoke serve --session naming an unregistered session refuses session_not_registered before it listens', async () => {
+  const refused = await serveFor(15_000, ['--session', 'viewer-typo', '--json']);
+  expect(refused.listened).toBe(false);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'session_not_registered', details: { session_id: 'viewer-typo' } });
+  expect(jsonError(refused).recovery).toContain('yoke sessions register --session viewer-typo');
+  // YOKE_SESSION_ID is the same viewing session, refused the same way
+  const fromEnv = await serveFor(15_000, [], { YOKE_SESSION_ID: 'viewer-typo' });
+  expect(fromEnv.listened).toBe(false);
+  expect(fromEnv.stderr).toContain('session_not_registered: session "viewer-typo" is not registered');
+  // a registered viewing session still serves
+  const served = await serveFor(4_000, ['--session', 'd1', '--json']);
+  expect(served.listened).toBe(true);
+}, 40_000);
+
+test('issue 2 issue 15: yoke serve exits 3 postgres_unreachable before it listens when Postgres cannot be reached', async () => {
+  const down = await serveFor(15_000, ['--json'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+  expect(down.listened).toBe(false);
+  expect(down.code).toBe(3);
+  expect(jsonError(down)).toMatchObject({ code: 'postgres_unreachable' });
+  expect(jsonError(down).recovery).toContain('npm start');
+}, 30_000);

@@ -406,6 +406,56 @@ describe('R1 authority', () => {
     const stranger = await run(['deployment-runs', 'approve', runA, '--stage', 'signoff', '--json'], 'other');
     expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
   }, 300_000);
+
+  test('W9 R1 the actor who began an execution aborts it from another live session of its own once its runner session ended (as it records its verdicts); another actor without the seat is still refused', async () => {
+    const sessions = sessionActivities({ db: t.db });
+    await sessions.registerSession({ sessionId: 'runner-a', actorId: 'runner', project: 'shop' });
+    await sessions.registerSession({ sessionId: 'runner-b', actorId: 'runner', project: 'shop' });
+    const e = await begin(runA, 'manual', 'runner-a');
+    const id = String(e.execution_id);
+    ok(await run(['sessions', 'end', '--session', 'runner-a']));
+    const stranger = await run(['qa', 'abort', id, '--reason', 'not mine', '--json'], 'other');
+    expect(stranger.code).toBe(1);
+    expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
+    // runner-b is not the driver and holds no seat; it was refused run_driven_elsewhere
+    ok(await run(['qa', 'abort', id, '--reason', 'the runner session ended'], 'runner-b'));
+    expect(await execution(e.execution_id)).toMatchObject({ status: 'aborted' });
+  }, 300_000);
+
+  test('W9 issue 10: an execution whose place in line was cancelled with its session says so: qa get names the way out, qa watch exits 3 execution_stranded instead of waiting a day', async () => {
+    const sessions = sessionActivities({ db: t.db });
+    await sessions.registerSession({ sessionId: 'holder-s', actorId: 'holder', project: 'shop' });
+    await sessions.registerSession({ sessionId: 'strand-a', actorId: 'strander', project: 'shop' });
+    await sessions.registerSession({ sessionId: 'strand-b', actorId: 'strander', project: 'shop' });
+    const holder = await begin(runA, 'shared', 'holder-s');
+    await holding(holder.execution_id);
+    const waiter = await begin(runA, 'shared', 'strand-a');
+    const id = String(waiter.execution_id);
+    await until(
+      () => openWaits('lab'),
+      (ws) => ws.some((w) => w.qa_plan_execution_id === waiter.execution_id),
+      `execution ${id} in lab's line`,
+    );
+    ok(await run(['sessions', 'end', '--session', 'strand-a']));
+
+    const watched = await run(['qa', 'watch', id, '--json'], 'strand-b');
+    expect(watched.code).toBe(3);
+    expect(jsonError(watched)).toMatchObject({
+      code: 'execution_stranded',
+      details: { execution_id: waiter.execution_id, test_machine: 'lab', cancel_reason: 'session_ended' },
+    });
+    expect(jsonError(watched).recovery).toContain(`yoke qa abort ${id}`);
+    const got = ok(await run(['qa', 'get', id], 'strand-b'));
+    expect(got.stdout).toContain(
+      "its place in lab's line was cancelled when session strand-a ended: nothing will wake it",
+    );
+    // the same in JSON, for an agent reading qa get --json
+    const gotJson = JSON.parse(ok(await run(['qa', 'get', id, '--json'], 'strand-b')).stdout);
+    expect(gotJson.stranded).toEqual({ test_machine: 'lab', recovery: expect.stringContaining(`yoke qa abort ${id}`) });
+    ok(await run(['qa', 'abort', id, '--reason', 'stranded'], 'strand-b'));
+    expect(JSON.parse(ok(await run(['qa', 'get', id, '--json'], 'strand-b')).stdout).stranded).toBeNull();
+    ok(await run(['qa', 'abort', String(holder.execution_id), '--reason', 'done'], 'holder-s'));
+  }, 300_000);
 });
 
 describe('host turns', () => {

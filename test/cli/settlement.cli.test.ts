@@ -108,6 +108,19 @@ test('S5 deployment-runs update RUN status succeeded is the explicit replay: ref
   expect(err.message).toContain('WEB-1');
   expect(err.details).toMatchObject({ blocked: [expect.objectContaining({ item: 'WEB-1' })], held: ['WEB-2'] });
   expect(json(await run(['items', 'get', 'WEB-2', '--json'])).status).not.toBe('done'); // the set rolled back
+  // S1 issue 12: `get` names the settling phase and the block, as watch and YokeRunStatus do
+  const shown = await run(['deployment-runs', 'get', runId]);
+  expect(shown.stdout).toMatch(/^status executing \(settling since \d{4}-\d\d-\d\dT[^)]+\)$/m);
+  expect(shown.stdout).toContain(`settlement blocked: ${err.message}`);
+  expect(shown.stdout).toContain(`  recovery: ${err.recovery}`);
+  const listed = json(await run(['deployment-runs', 'list', '--project', 'web', '--json']));
+  expect(listed.find((x: { run_id: string }) => x.run_id === runId)).toMatchObject({
+    status: 'executing',
+    settling: true,
+  });
+  expect((await run(['deployment-runs', 'list', '--project', 'web'])).stdout).toMatch(
+    new RegExp(`^${runId}\\s.*\\sexecuting \\(settling\\)\\s`, 'm'),
+  );
 
   const stranger = await run(['deployment-runs', 'update', runId, 'status', 'succeeded', '--json'], 'd2');
   expect(jsonError(stranger).code).toBe('run_driven_elsewhere');
@@ -123,6 +136,14 @@ test('S5 deployment-runs update RUN status succeeded is the explicit replay: ref
     status: 'succeeded',
     replayed: false,
     commit: { closed: ['WEB-1', 'WEB-2'] },
+  });
+  const after = (await run(['deployment-runs', 'get', runId])).stdout;
+  expect(after).toMatch(/^status succeeded$/m);
+  expect(after).not.toContain('settlement blocked');
+  expect(json(await run(['deployment-runs', 'list', '--project', 'web', '--json']))[0]).toMatchObject({
+    run_id: runId,
+    status: 'succeeded',
+    settling: false,
   });
   const again = await run(['deployment-runs', 'update', runId, 'status', 'succeeded', '--json']);
   expect(json(again)).toMatchObject({ status: 'succeeded', replayed: true });

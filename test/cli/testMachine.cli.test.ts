@@ -163,19 +163,7 @@ test('W7 acquire --wait blocks showing its position, is woken when the holder re
 
 test('W7 without --json, --wait shows position and elapsed time while it waits', async () => {
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab', '--session', 'w1', '--json']));
-  const waiting = runInBackground([
-    'coordination-claim',
-    'acquire',
-    '--key',
-    'QA_HOST:lab',
-    '--session',
-    'q1',
-    '--wait',
-  ]);
-  await until(
-    async () => json<unknown[]>(await run(['test-machine', 'waits', 'lab', '--json'])).length > 0,
-    'a wait on lab',
-  );
+  const { done: waiting } = await waitingInLine('q1');
   await new Promise((r) => setTimeout(r, 1_500)); // let it print a progress line
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
   const r = await waiting;
@@ -208,6 +196,22 @@ test('W9 a --wait whose session ends exits wait_cancelled (session_ended); its r
   expect(r.stderr).toContain('yoke coordination-claim acquire --key QA_HOST:lab --session NEW --wait');
   expect(r.stderr).not.toContain('--session gone --wait');
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
+}, 60_000);
+
+test('W9 issue 3: a --wait whose machine is removed exits wait_cancelled (test_machine_removed) without telling it to join a line that is gone', async () => {
+  // an unhealthy, free machine (nobody holds it, so an admin may remove it) with a session waiting for it
+  await setUp(run, [addArgs('lab-gone-soon', ['--host-key-file', host.hostKeyFile, '--verify-command', 'false'])]);
+  expect((await run(['test-machine', 'verify', 'lab-gone-soon', '--session', 'op'])).code).toBe(1);
+  const { done: waiting } = await waitingInLine('q1', [], 'lab-gone-soon');
+  expect((await run(['test-machine', 'remove', 'lab-gone-soon'])).stdout).toContain('cancelled 1 wait(s)');
+  const r = await waiting;
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain('wait_cancelled');
+  expect(r.stderr).toContain('(test_machine_removed)');
+  expect(r.stderr).toContain(
+    'recovery: lab-gone-soon is no longer a test machine: choose another (yoke test-machine list)',
+  );
+  expect(r.stderr).not.toContain('join again');
 }, 60_000);
 
 test('W2 W3 test-machine verify records the verification over SSH; failures exit 1 naming the reason', async () => {
@@ -324,13 +328,57 @@ test("I3 test-machine add --identity-file without --credential copies the key in
   expect(names).not.toContain('lab-clash');
 }, 60_000);
 
-/** `acquire --wait` on QA_HOST:lab run in the background, returned once its wait is in lab's line. */
-async function waitingInLine(session: string, extra: string[] = []): Promise<{ done: Promise<CliResult> }> {
+test('W5 W7 issue 3: test-machine waits numbers the line from 1 with the reserved turn first, the same in text, --json and a refused acquire', async () => {
+  await setUp(run, [
+    addArgs('lab-line', ['--host-key-file', host.hostKeyFile]),
+    ['sessions', 'register', '--session', 'q3', '--actor', 'erin', '--project', 'web'],
+  ]);
+  const acquire = (session: string) =>
+    run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-line', '--session', session, '--json']);
+  const held = json(await acquire('w1'));
+  expect(jsonError(await acquire('q1')).details.wait).toMatchObject({ position: 1 });
+  expect(jsonError(await acquire('q2')).details.wait).toMatchObject({ position: 2 });
+  await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
+
+  // q1's turn is reserved: it is first in line (1), q2 behind it (2); nobody is numbered 0
+  const line = json<{ session_id: string; state: string; position: number }[]>(
+    await run(['test-machine', 'waits', 'lab-line', '--json']),
+  );
+  expect(line.map((w) => [w.position, w.session_id, w.state])).toEqual([
+    [1, 'q1', 'reserved'],
+    [2, 'q2', 'waiting'],
+  ]);
+  const rows = (await run(['test-machine', 'waits', 'lab-line'])).stdout.trim().split('\n').slice(1);
+  expect(rows.map((r) => r.split(/\s+/).slice(0, 4))).toEqual([
+    ['lab-line', '1', 'q1', 'reserved'],
+    ['lab-line', '2', 'q2', 'waiting'],
+  ]);
+  // a newcomer is told the place the line lists for it, counting the reserved turn ahead
+  const third = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-line', '--session', 'q3']);
+  expect(third.code).toBe(1);
+  expect(third.stderr).toContain('joined the waiting line at position 3');
+  expect(third.stderr).toContain('you are number 3 in line');
+  const after = json<{ session_id: string; position: number }[]>(
+    await run(['test-machine', 'waits', 'lab-line', '--json']),
+  );
+  expect(after.map((w) => [w.position, w.session_id])).toEqual([
+    [1, 'q1'],
+    [2, 'q2'],
+    [3, 'q3'],
+  ]);
+});
+
+/** `acquire --wait` on QA_HOST:<machine> (lab) run in the background, returned once its wait is in that line. */
+async function waitingInLine(
+  session: string,
+  extra: string[] = [],
+  machine = 'lab',
+): Promise<{ done: Promise<CliResult> }> {
   const done = runInBackground([
     'coordination-claim',
     'acquire',
     '--key',
-    'QA_HOST:lab',
+    `QA_HOST:${machine}`,
     '--session',
     session,
     '--wait',
@@ -338,10 +386,10 @@ async function waitingInLine(session: string, extra: string[] = []): Promise<{ d
   ]);
   await until(
     async () =>
-      json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab', '--json'])).some(
+      json<{ session_id: string }[]>(await run(['test-machine', 'waits', machine, '--json'])).some(
         (x) => x.session_id === session,
       ),
-    `${session} in the line of lab`,
+    `${session} in the line of ${machine}`,
   );
   return { done };
 }

@@ -210,6 +210,20 @@ test('runs panel: stages, occupancy and QA as the database has them, linked to t
   await page.locator('#runs').screenshot({ path: join(ARTIFACTS, 'dashboard-runs.png') });
 });
 
+test('S1 issue 12: a settling run reads settling on its runs-panel badge, as watch and get show it', async () => {
+  const setSettling = (at: Date | null) =>
+    t.db.updateTable('deployment_runs').set({ settling_at: at }).where('run_id', '=', runId).execute();
+  await setSettling(new Date());
+  try {
+    const badge = page.locator(`[data-run="${runId}"] h3 .badge`);
+    await badge.filter({ hasText: 'settling' }).waitFor({ timeout: 15_000 });
+    expect(await badge.getAttribute('class')).toBe('badge settling');
+  } finally {
+    await setSettling(null);
+  }
+  await page.locator(`[data-run="${runId}"] h3 .badge`).filter({ hasText: 'executing' }).waitFor({ timeout: 15_000 });
+});
+
 test('W1 test machines panel: health, holder and waiting line as recorded, each wait linked to its workflow', async () => {
   const card = page.locator('[data-machine="lab-1"]');
   await card.waitFor();
@@ -255,9 +269,19 @@ test('U13 machines panel: 24H cards match the database and are fetched once per 
   expect(totalTokens(totals.totals as unknown as UsageTotals)).toBe(15_570); // what the fold stored
   for (const u of usage) {
     const card = page.locator(`[data-usage-machine="${u.machine_id}"]`);
-    expect(await card.locator('[data-figure="tokens"]').textContent()).toBe(String(u['24H TOKENS']));
+    // U10: a machine none of whose sessions was measured reads "not measured", never 0.
+    const tokens =
+      u['24H TOKENS'] === null
+        ? 'not measured'
+        : u.measured_sessions < u['24H SESSIONS']
+          ? `${u['24H TOKENS']} (${u.measured_sessions} of ${u['24H SESSIONS']} sessions measured)`
+          : String(u['24H TOKENS']);
+    expect(await card.locator('[data-figure="tokens"]').textContent()).toBe(tokens);
+    expect(await card.locator('[data-figure="tokens"]').getAttribute('data-usage-status')).toBe(u.usage_status);
     expect(await card.locator('[data-figure="sessions"]').textContent()).toBe(String(u['24H SESSIONS']));
-    expect(await card.locator('[data-figure="cost"]').textContent()).toContain(`$${u['24H API COST'].toFixed(4)}`);
+    expect(await card.locator('[data-figure="cost"]').textContent()).toContain(
+      u['24H API COST'] === null ? '–' : `$${u['24H API COST'].toFixed(4)}`,
+    );
   }
   expect(await texts('#usage-cards dt')).toEqual(
     expect.arrayContaining(['24H TOKENS', '24H API COST', '24H SESSIONS']),

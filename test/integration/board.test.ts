@@ -113,6 +113,25 @@ describe('every claim primitive the board shows can be taken, exclusively', () =
     expect((await p.listPathClaims({ item: 'WEB-5', activeOnly: true })).map((c) => c.path)).toEqual(['x/1', 'x/3']);
     expect((await refusalOf(p.takePaths({ sessionId: 'w1', paths: ['../etc/passwd'] }))).code).toBe('invalid_argument');
   });
+
+  test('issue 15 B8: path-claims list --item naming an item nobody recorded refuses item_not_found and records no item', async () => {
+    const refused = await refusalOf(p.listPathClaims({ item: 'WEB-998' }));
+    expect(refused).toMatchObject({ code: 'item_not_found', details: { item: 'WEB-998' } });
+    const recorded = await t.db.selectFrom('backlog_items').select('number').where('number', '=', 998).execute();
+    expect(recorded).toEqual([]);
+  });
+
+  test('issue 15 C1: releasing paths is all or nothing, as taking them is: a path not held refuses claim_not_held naming it and releases none', async () => {
+    await p.takePaths({ sessionId: 'w1', paths: ['x/1', 'x/2'], item: 'WEB-5' });
+    const refused = await refusalOf(p.releasePaths({ sessionId: 'w1', paths: ['x/1', 'x/9'], item: 'WEB-5' }));
+    expect(refused).toMatchObject({ code: 'claim_not_held', details: { session_id: 'w1', not_held: ['x/9'] } });
+    expect(refused.message).toContain('x/9');
+    expect(refused.message).not.toContain('x/1');
+    expect((await p.listPathClaims({ item: 'WEB-5', activeOnly: true })).map((c) => c.path)).toEqual(['x/1', 'x/2']);
+    // every path held: all released
+    const released = await p.releasePaths({ sessionId: 'w1', paths: ['x/1', 'x/2'], item: 'WEB-5' });
+    expect(released.map((c) => c.released_at !== null)).toEqual([true, true]);
+  });
 });
 
 describe('the board from the one read', () => {

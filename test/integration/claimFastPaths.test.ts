@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
-import * as releaseWithoutWaiters from '../../db/migrations/0023_release_without_waiters';
+import { claimViews } from '../../db/claims';
+import * as leanClaims from '../../db/migrations/0043_claimperf_lean_claims';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
 import { counting } from '../helpers/statements';
@@ -25,6 +26,17 @@ const liveOn = (machine: string) =>
     .where('key', '=', `QA_HOST:${machine}`)
     .where('released_at', 'is', null)
     .execute();
+
+/** A holder's release by claim id, and how many statements it took. */
+async function releaseCounted(actingSessionId: string, claimId: number) {
+  const counter = counting();
+  const result = await claimActivities({ db: t.db.withPlugin(counter) }).releaseWorkClaim({
+    actingSessionId,
+    claimId,
+    reason: 'done',
+  });
+  return { ...result, statements: counter.count };
+}
 
 test('C3 W7 the common acquire and release are one statement each; a release with a waiter reserves in that statement', async () => {
   const counter = counting();
@@ -147,33 +159,87 @@ test('C3 the one-statement acquire keeps a generic plan that finds the holder th
   expect(plan).toContain('work_claims_live_qa_admission');
 });
 
-test('W7 W8 a release nobody waits for frees the host, healthy or not, and one with a waiter frees an unhealthy host without reserving it (0023 and the 0019 it replaced, down and up)', async () => {
+test('W7 W8 a release nobody waits for frees the host, healthy or not, and one with a waiter frees an unhealthy host without reserving it', async () => {
   const failedVerification = () =>
     sql`INSERT INTO test_machine_checks (test_machine, kind, passed, reason, started_at, finished_at)
         VALUES ('lab-1', 'verification', false, 'exit_status_1', now() - interval '2 seconds', now() - interval '1 second')`.execute(
       t.db,
     );
-  for (const migration of ['0023', '0019', '0023 again']) {
-    if (migration === '0019') await releaseWithoutWaiters.down(t.db);
-    if (migration === '0023 again') await releaseWithoutWaiters.up(t.db);
-    await sql`DELETE FROM test_machine_checks`.execute(t.db);
-    // nobody waits: the host is free after the release, even when it was found unhealthy meanwhile
-    const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
-    await failedVerification();
-    const alone = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
-    expect({ migration, reservations: alone.reservations }).toEqual({ migration, reservations: [] });
-    expect(await liveOn('lab-1')).toEqual([]);
-    // W8: someone waits, the host is unhealthy: released, reserved for no one, the waiter still waits
-    await sql`DELETE FROM test_machine_checks`.execute(t.db);
-    const again = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
-    await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: LAB, join: { resumeCommand: 'resume' } }));
-    await failedVerification();
-    const served = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: again.claim.claim_id, reason: 'done' });
-    expect({ migration, reservations: served.reservations }).toEqual({ migration, reservations: [] });
-    expect(await liveOn('lab-1')).toEqual([]);
-    expect((await s.listWaits({ testMachine: 'lab-1' })).map((w) => [w.session_id, w.state])).toEqual([
-      ['w2', 'waiting'],
-    ]);
-    await sql`UPDATE qa_test_machine_waits SET state = 'cancelled', settled_at = now()`.execute(t.db);
+  // nobody waits: the host is free after the release, even when it was found unhealthy meanwhile
+  const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  await failedVerification();
+  const alone = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+  expect(alone.reservations).toEqual([]);
+  expect(await liveOn('lab-1')).toEqual([]);
+  // W8: someone waits, the host is unhealthy: released, reserved for no one, the waiter still waits
+  await sql`DELETE FROM test_machine_checks`.execute(t.db);
+  const again = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: LAB, join: { resumeCommand: 'resume' } }));
+  await failedVerification();
+  const served = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: again.claim.claim_id, reason: 'done' });
+  expect(served.reservations).toEqual([]);
+  expect(await liveOn('lab-1')).toEqual([]);
+  expect((await s.listWaits({ testMachine: 'lab-1' })).map((w) => [w.session_id, w.state])).toEqual([
+    ['w2', 'waiting'],
+  ]);
+});
+
+test('C9 W7 issue 16: the one-statement release answers each claim as every reader shows it: its project, item and holder actor, and the reserved turn of the oldest waiter', async () => {
+  const read = async (claimId: number) => (await claimViews(t.db, { claimIds: [claimId] }))[0];
+  // an item-bound claim, released by another live session of its holder's actor (C9)
+  await s.registerSession({ sessionId: 'w1b', actorId: 'alice', project: 'api' });
+  const migration = await s.acquireCoordinationClaim({
+    sessionId: 'w1',
+    key: 'LIVE_DB_MIGRATION:orders',
+    project: 'web',
+    item: 'WEB-1',
+  });
+  const released = await releaseCounted('w1b', migration.claim.claim_id);
+  expect(released.statements).toBe(1);
+  expect(released.claim).toMatchObject({
+    project: 'web',
+    item: 'WEB-1',
+    actor_id: 'alice',
+    released_by_session_id: 'w1b',
+  });
+  expect(released.claim).toEqual(await read(migration.claim.claim_id));
+  // a test machine with a waiter of another project: the turn's view names the waiter's actor and project
+  const lab = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  await refusalOf(s.acquireCoordinationClaim({ sessionId: 'a1', key: LAB, join: { resumeCommand: 'resume' } }));
+  const served = await releaseCounted('w1', lab.claim.claim_id);
+  expect(served.statements).toBe(1);
+  expect(served.claim).toEqual(await read(lab.claim.claim_id));
+  const [turn] = served.reservations;
+  expect(turn).toMatchObject({ session_id: 'a1', test_machine: 'lab-1' });
+  expect(await read(turn!.claim_id)).toMatchObject({
+    project: 'api',
+    actor_id: 'carol',
+    reserved_until: turn!.reserved_until,
+  });
+  // a release another actor's session asks for is not the one statement's: the full path's operator rules refuse it
+  const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2' });
+  const refused = await refusalOf(
+    s.releaseWorkClaim({ actingSessionId: 'a1', claimId: held.claim.claim_id, reason: 'x' }),
+  );
+  expect(refused.code).toBe('steering_seat_required');
+  expect(await liveOn('lab-2')).toEqual([expect.objectContaining({ claim_id: held.claim.claim_id, session_id: 'w1' })]);
+});
+
+test('issue 16: no claim statement of the service parses the role test of the user-only triggers; each calls yoke_acts_as_user(), down and up', async () => {
+  const whens = async () =>
+    (
+      await sql<{ name: string; def: string }>`
+        SELECT tgname AS name, pg_get_triggerdef(oid) AS def FROM pg_trigger
+         WHERE tgrelid = 'work_claims'::regclass AND NOT tgisinternal ORDER BY tgname`.execute(t.db)
+    ).rows;
+  const now = await whens();
+  expect(now).toHaveLength(6);
+  for (const { def } of now) {
+    expect(def).toMatch(/ WHEN \(+yoke_acts_as_user\(\)/);
+    expect(def).not.toContain('pg_has_role');
   }
+  await leanClaims.down(t.db);
+  expect((await whens()).map((w) => w.def.includes('pg_has_role'))).toEqual(now.map(() => true));
+  await leanClaims.up(t.db);
+  expect(await whens()).toEqual(now);
 });

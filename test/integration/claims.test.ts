@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { claimPrimitiveActivities } from '../../activities/claimPrimitives';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, ageSession, refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
 
@@ -62,6 +63,42 @@ describe('coordination claims', () => {
       .where('session_id', '=', 'w1')
       .execute();
     expect(fresh.every((r) => r.fresh)).toBe(true);
+  });
+
+  test('C1 C4 a take refused before it could hold anything records no item (ended session, item of another project, a migration held for another item)', async () => {
+    const primitives = claimPrimitiveActivities({ db: t.db });
+    await s.endSession({ sessionId: 'w2' });
+    const items = () => t.db.selectFrom('backlog_items').select('number').execute();
+    const before = await items();
+    expect((await refusalOf(s.takeItem({ sessionId: 'w2', item: 'WEB-555' }))).code).toBe('session_ended');
+    expect((await refusalOf(primitives.takeEpicTask({ sessionId: 'w2', item: 'WEB-556', task: 'T001' }))).code).toBe(
+      'session_ended',
+    );
+    expect((await refusalOf(s.takeItem({ sessionId: 'nobody', item: 'WEB-557' }))).code).toBe('session_not_registered');
+    const outside = await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'LIVE_DB_MIGRATION:orders', project: 'web', item: 'API-558' }),
+    );
+    expect(outside.code).toBe('item_outside_project');
+    // the migration's unit (project, model) is held for WEB-1: another item is refused, not recorded
+    await s.acquireCoordinationClaim({
+      sessionId: 'w1',
+      key: 'LIVE_DB_MIGRATION:orders',
+      project: 'web',
+      item: 'WEB-1',
+    });
+    const typo = await refusalOf(
+      s.acquireCoordinationClaim({
+        sessionId: 'w1',
+        key: 'LIVE_DB_MIGRATION:orders',
+        project: 'web',
+        item: 'WEB-9999',
+      }),
+    );
+    expect(typo.code).toBe('claim_held');
+    expect((await items()).map((r) => r.number).sort()).toEqual([...before.map((r) => r.number), 1].sort());
+    // a live session's take records the item it names, as before
+    await s.takeItem({ sessionId: 'w1', item: 'WEB-559' });
+    expect((await items()).map((r) => r.number)).toContain(559);
   });
 
   test('C2 the three coordination kinds record their scopes', async () => {

@@ -823,8 +823,26 @@ describe('cost and views', () => {
     await foldClaude(main);
     expect(await u.machinesUsage()).toEqual([
       // one 1M-input Sonnet 4.5 request: above the 200k tier, $6/MTok in the shipped genai-prices revision
-      { machine_id: 'm1', '24H TOKENS': 1_000_000, '24H API COST': 6, '24H SESSIONS': 3, cost_status: 'partial' },
-      { machine_id: 'm2', '24H TOKENS': 0, '24H API COST': 0, '24H SESSIONS': 1, cost_status: 'unavailable' },
+      // m1: one of its three sessions was folded, so the sum covers only that one (partial)
+      {
+        machine_id: 'm1',
+        '24H TOKENS': 1_000_000,
+        '24H API COST': 6,
+        '24H SESSIONS': 3,
+        cost_status: 'partial',
+        usage_status: 'partial',
+        measured_sessions: 1,
+      },
+      // m2: nothing folded, so nothing measured (U10: never a fabricated zero)
+      {
+        machine_id: 'm2',
+        '24H TOKENS': null,
+        '24H API COST': null,
+        '24H SESSIONS': 1,
+        cost_status: 'unavailable',
+        usage_status: 'unavailable',
+        measured_sessions: 0,
+      },
     ]);
   });
 

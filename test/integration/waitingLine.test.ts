@@ -139,7 +139,8 @@ describe('test-machine waiting line', () => {
     expect(intruder.message).toContain('reserved');
     expect(intruder.message).toContain('session q2');
     const third = await refusalOf(acquire('q3'));
-    expect(third.details.wait).toMatchObject({ position: 1, joined_now: false });
+    // q2's reserved turn stands first in line, so q3 is second
+    expect(third.details.wait).toMatchObject({ position: 2, joined_now: false });
 
     const turn = await acquire('q2');
     expect(turn).toMatchObject({ consumed_reservation: true, claim: { session_id: 'q2', reserved_until: null } });
@@ -181,7 +182,30 @@ describe('test-machine waiting line', () => {
       state: 'cancelled',
       cancel_reason: 'reservation_released',
     });
-    expect(lines.find((w) => w.session_id === 'q2')).toMatchObject({ state: 'reserved', position: 0 });
+    expect(lines.find((w) => w.session_id === 'q2')).toMatchObject({ state: 'reserved', position: 1 });
+  });
+
+  test('W5 W7 issue 3: positions are 1-based with the reserved turn first; a refused acquire reports the listed position', async () => {
+    const held = await acquire('w1');
+    await refusalOf(acquire('q1'));
+    await refusalOf(acquire('q2'));
+    await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+    const open = async () =>
+      (await waitsOn()).filter((w) => w.position !== null).map((w) => [w.position, w.session_id, w.state]);
+    expect(await open()).toEqual([
+      [1, 'q1', 'reserved'],
+      [2, 'q2', 'waiting'],
+    ]);
+    const third = await refusalOf(acquire('q3'));
+    expect(third.details.wait).toMatchObject({ position: 3, joined_now: true });
+    expect(third.message).toContain('at position 3');
+    // joining again reports the same place
+    expect((await refusalOf(acquire('q2'))).details.wait).toMatchObject({ position: 2, joined_now: false });
+    expect(await open()).toEqual([
+      [1, 'q1', 'reserved'],
+      [2, 'q2', 'waiting'],
+      [3, 'q3', 'waiting'],
+    ]);
   });
 
   test('W2 health: the newer of the last verification and the last successful golden capture decides', async () => {
@@ -289,9 +313,9 @@ describe('test-machine waiting line', () => {
       cancel_reason: 'reservation_expired',
     });
     expect(lines.find((w) => w.session_id === 'q2')).toMatchObject({ state: 'reserved' });
-    // q1's late acquire finds its turn gone and joins again at the back
+    // q1's late acquire finds its turn gone and joins again at the back, behind q2's reserved turn
     const late = await refusalOf(acquire('q1'));
-    expect(late.details.wait).toMatchObject({ joined_now: true, position: 1 });
+    expect(late.details.wait).toMatchObject({ joined_now: true, position: 2 });
   });
 
   test('W7 fairness: 30 sessions in a known order, random release moments, grants in order, never two holders, ended sessions skipped', async () => {

@@ -12,6 +12,19 @@ describe('closed call digests', () => {
     expect(new CallDigests({ closed_digests: stored }).encode(new Set())).toBe(stored); // nothing closed: unchanged
   });
 
+  test('U10 calls looked up as they opened are stored under the digests a fresh fold gives them', () => {
+    const before = new CallDigests({}).encode(new Set(['a', 'b']));
+    const folding = new CallDigests({ closed_digests: before });
+    const ids = ['c', 'msg_01XFDUDYJgAACzvnptvVoYEL', 'd', 'a']; // 'a' was closed before: looked up, found
+    expect(ids.map((id) => folding.has(id))).toEqual([false, false, false, true]);
+    const closed = new Set(['msg_01XFDUDYJgAACzvnptvVoYEL', 'e', 'c']); // 'e' was never looked up
+    const stored = folding.encode(closed);
+    expect(stored).toBe(new CallDigests({ closed_digests: before }).encode(closed));
+    const after = new CallDigests({ closed_digests: stored });
+    for (const id of ['a', 'b', 'c', 'e', 'msg_01XFDUDYJgAACzvnptvVoYEL']) expect(after.has(id)).toBe(true);
+    expect(after.has('d')).toBe(false); // looked up, never closed: not stored
+  });
+
   test('U10 a checkpoint of the earlier form (base-36 hi:lo strings) keeps every closed call', () => {
     const before = new CallDigests({}).encode(new Set(['a', 'b', 'c']));
     const words = Buffer.from(before, 'base64');

@@ -20,6 +20,8 @@ interface Checkout {
   port: number;
   start: ChildProcess;
   exited: Promise<number | null>;
+  /** What start.sh printed so far. */
+  stdout: () => string;
 }
 
 const alive = (pid: number) => {
@@ -43,7 +45,7 @@ afterAll(() => {
 });
 const servicesLog = (c: Checkout) => readFileSync(join(c.home, 'services.log'), 'utf8');
 
-async function startCheckout(): Promise<Checkout> {
+async function startCheckout(extraEnv: NodeJS.ProcessEnv = {}): Promise<Checkout> {
   const dir = mkdtempSync(join(tmpdir(), 'yoke-checkout-'));
   for (const d of ['scripts', 'dist/config', 'dist/scripts', 'dist/workers', 'bin'])
     mkdirSync(join(dir, d), { recursive: true });
@@ -67,10 +69,17 @@ if (process.argv[2] === 'up') fs.writeFileSync(join(home, 'services.json'), JSON
     `require('http').createServer().listen(Number(process.argv[process.argv.indexOf('--port') + 1]), '127.0.0.1'); ${lingers}\n`,
   );
   const port = await freePort();
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, YOKE_DASHBOARD_PORT: String(port) };
-  const start = spawn('bash', ['scripts/start.sh'], { cwd: dir, env, stdio: 'ignore' });
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    YOKE_DASHBOARD_PORT: String(port),
+    ...extraEnv,
+  };
+  const start = spawn('bash', ['scripts/start.sh'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  start.stdout!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => start.on('exit', (code) => resolve(code)));
-  const c = { dir, home: join(dir, '.yoke'), port, start, exited };
+  const c = { dir, home: extraEnv.YOKE_HOME ?? join(dir, '.yoke'), port, start, exited, stdout: () => out };
   await untilTrue(
     async () => existsSync(join(c.home, 'dashboard.pid')) && (await portAnswers(port)),
     `the fake stack in ${dir} to come up`,
@@ -129,4 +138,28 @@ test('issue 2 a second npm start in a running checkout refuses, naming the runni
   await promisify(execFile)('bash', ['scripts/stop.sh'], { cwd: a.dir, env: { PATH: process.env.PATH } });
   await a.exited;
   expect([alive(worker), alive(dashboard)]).toEqual([false, false]);
+}, 60_000);
+
+test('issue 2 npm start under another YOKE_HOME (or YOKE_SSH_KEY_DIR) names that home and key directory in its hints, not .yoke', async () => {
+  const home = mkdtempSync(join(tmpdir(), 'yoke-home-'));
+  const a = await startCheckout({ YOKE_HOME: home });
+  for (const name of ['worker', 'dashboard']) pidOf(a, name); // recorded for afterAll, should an assertion fail
+  await untilTrue(async () => a.stdout().includes('Stop:'), 'the start message');
+  expect(a.stdout()).toContain(`Postgres:   see ${home}/services.json`);
+  expect(a.stdout()).toContain(`mkdir -p ${home}/ssh-keys && ssh-keygen -q -t ed25519 -N '' -f ${home}/ssh-keys/lab-1`);
+  expect(a.stdout()).toContain(`--host-key-file ${home}/ssh-keys/lab-1.pub`);
+  expect(a.stdout()).not.toContain('.yoke');
+  await promisify(execFile)('bash', ['scripts/stop.sh'], {
+    cwd: a.dir,
+    env: { PATH: process.env.PATH, YOKE_HOME: home },
+  });
+  await a.exited;
+
+  const keys = mkdtempSync(join(tmpdir(), 'yoke-keys-'));
+  const b = await startCheckout({ YOKE_SSH_KEY_DIR: keys });
+  for (const name of ['worker', 'dashboard']) pidOf(b, name);
+  await untilTrue(async () => b.stdout().includes('Stop:'), 'the start message');
+  expect(b.stdout()).toContain(`mkdir -p ${keys} && ssh-keygen -q -t ed25519 -N '' -f ${keys}/lab-1`);
+  await promisify(execFile)('bash', ['scripts/stop.sh'], { cwd: b.dir, env: { PATH: process.env.PATH } });
+  await b.exited;
 }, 60_000);

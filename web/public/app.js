@@ -59,7 +59,8 @@ const panels = {
         h(
           'article',
           { class: `card run ${r.status}`, 'data-run': r.run_id },
-          h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.status)),
+          // S1: a settling run is still executing; the badge names the phase, as watch does.
+          h('h3', {}, link(r.workflow_url, r.run_id), ' ', badge(r.settling ? 'settling' : r.status)),
           h('p', {}, `${r.project} · ${r.flow} → ${r.target} · ${String(r.candidate_sha).slice(0, 12)}`),
           h('p', {}, 'driver: ', r.driver ? `${r.driver.session_id}${r.driver.live ? '' : ' (lapsed)'}` : '-'),
           h(
@@ -171,12 +172,21 @@ async function loadUsage() {
           'dl',
           {},
           h('dt', {}, '24H TOKENS'),
-          h('dd', { 'data-figure': 'tokens' }, String(m['24H TOKENS'])),
+          // U10: a machine none of whose sessions was measured has no sum, never a zero.
+          h(
+            'dd',
+            { 'data-figure': 'tokens', 'data-usage-status': m.usage_status },
+            m['24H TOKENS'] === null
+              ? 'not measured'
+              : m.measured_sessions < m['24H SESSIONS']
+                ? `${m['24H TOKENS']} (${m.measured_sessions} of ${m['24H SESSIONS']} sessions measured)`
+                : String(m['24H TOKENS']),
+          ),
           h('dt', {}, '24H API COST'),
           h(
             'dd',
             { 'data-figure': 'cost' },
-            `$${m['24H API COST'].toFixed(4)}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
+            `${m['24H API COST'] === null ? '–' : `$${m['24H API COST'].toFixed(4)}`}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
           ),
           h('dt', {}, '24H SESSIONS'),
           h('dd', { 'data-figure': 'sessions' }, String(m['24H SESSIONS'])),
