@@ -120,7 +120,8 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
   // Temporal's visibility stores an empty list as [""]); an older message never undoes a newer one.
   let membersVersion = -1;
   setHandler(membersChanged, ({ items, version }) => {
-    if (version < membersVersion) return;
+    // patched: a history whose worker had no handler stored the signal with no upsert; it replays without one.
+    if (!patched('members-label') || version < membersVersion) return;
     membersVersion = version;
     upsertSearchAttributes([{ key: ITEM_KEY, value: items.length ? items : null }]);
   });

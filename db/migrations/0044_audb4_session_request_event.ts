@@ -3,8 +3,8 @@ import { Kysely, sql } from 'kysely';
 /**
  * U2: a re-registration that names another requested model, effort or window replaces the
  * session's request and records the change as a SessionRequestChanged event (it used to keep
- * the old request silently). A user writes that event for one of its own sessions, in that
- * session's project, and no other.
+ * the old request silently). A user writes that event for one of its own live sessions, in
+ * that session's project, about that session (payload.session_id) and no claim, and no other.
  *
  * events keeps one user INSERT policy (tableRules: one write policy per command), so this
  * extends the one in force with the new case rather than restating 0032_event_rule's body:
@@ -15,7 +15,10 @@ const SESSION_REQUEST_CHANGED = `(event_type = 'SessionRequestChanged'
       AND actor_id = session_user
       AND session_id IS NOT NULL
       AND yoke_session_actor(session_id) = session_user
-      AND project_id IS NOT DISTINCT FROM (SELECT s.project_id FROM sessions s WHERE s.session_id = events.session_id))`;
+      AND claim_id IS NULL
+      AND payload->>'session_id' = session_id
+      AND project_id IS NOT DISTINCT FROM (SELECT s.project_id FROM sessions s WHERE s.session_id = events.session_id
+                                             AND s.ended_at IS NULL AND s.terminated_at IS NULL))`;
 
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`

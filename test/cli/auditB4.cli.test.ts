@@ -114,6 +114,22 @@ test('U2 issue 5: re-registering a live session with another requested model rep
   expect(json(same).requested_changes).toEqual([]);
   expect(json(await asAdmin(['events', 'list', '--type', 'SessionRequestChanged', '--json']))).toHaveLength(2);
 
+  // a user's own event is about its own session and no claim: a payload naming another session is refused
+  const own = new Client({ connectionString: alice.url });
+  await own.connect();
+  try {
+    const insert = (payload: string) =>
+      own.query(
+        `INSERT INTO events (event_type, actor_id, project_id, session_id, payload)
+         VALUES ('SessionRequestChanged', session_user, (SELECT project_id FROM sessions WHERE session_id = 'a1'), 'a1', $1)`,
+        [payload],
+      );
+    expect(await refusalOf(insert('{"session_id":"d1","changes":[]}'))).toBe('permission_denied');
+    await insert('{"session_id":"a1","changes":[]}'); // the control: its own session's event is written
+  } finally {
+    await own.end();
+  }
+
   // an ended session is not re-registered at all
   await as(['sessions', 'end', '--session', 'a1']);
   const ended = await as(['sessions', 'register', '--session', 'a1', '--model', 'claude-haiku-4-5', '--json']);
