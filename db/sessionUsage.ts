@@ -3,7 +3,7 @@ import type { Checkpoint } from '../domain/usage/checkpoint';
 import type { Harness } from '../domain/harnesses';
 import type { SessionUsageTable } from './database';
 import type { Executor } from './pool';
-import { visibleSessionSql } from './visibility';
+import { connectedVisibleSql, visibleSessionSql } from './visibility';
 
 export type SessionUsageRow = Selectable<SessionUsageTable>;
 /** What a fold writes: the row but its session and fold time. */
@@ -101,13 +101,13 @@ export async function usageOfSessions(db: Executor, sessionIds: string[]) {
 /**
  * U13: the 24-hour cohort: sessions ended (ended_at, else terminated_at) in the trailing
  * 24 h, plus sessions offered inside it and still open; probes and rows without a machine
- * are left out. With a viewer's actor, only what that actor may read.
+ * are left out. With a viewer's actor, only what that actor may read; without, what the connected role may.
  */
 export async function last24hSessions(
   db: Executor,
   viewerActorId?: string,
 ): Promise<{ session_id: string; machine_id: string }[]> {
-  const visible = viewerActorId ? visibleSessionSql('sessions', viewerActorId) : sql<boolean>`true`;
+  const visible = viewerActorId ? visibleSessionSql('sessions', viewerActorId) : connectedVisibleSql('sessions');
   const { rows } = await sql<{ session_id: string; machine_id: string }>`
     SELECT session_id, machine_id FROM sessions
      WHERE NOT probe AND machine_id IS NOT NULL AND ${visible}

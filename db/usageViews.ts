@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { UsageTotals } from '../domain/usage/buckets';
 import type { ModelRates } from '../domain/usage/pricing';
 import type { Database, SessionListing } from './database';
-import { visibleSessionSql } from './visibility';
+import { connectedVisibleSql, visibleSessionSql } from './visibility';
 
 /**
  * The usage views' reads. Each is one statement: the rows, every pricing revision (the view
@@ -48,7 +48,7 @@ export interface UsageReportRow {
 
 /**
  * What every view reads with its rows: the viewer's actor (null when the viewer is not a
- * registered session; undefined viewer = an operator at the control plane, who sees all).
+ * registered session; undefined viewer = the connected role, bounded by its own grants unless an admin).
  */
 interface ViewRead<T> {
   viewer_actor: string | null;
@@ -59,7 +59,7 @@ interface ViewRead<T> {
 /** U13 inside the view's own statement: the viewer's actor is read by a subquery. */
 function visibility(viewerSessionId: string | undefined) {
   if (viewerSessionId === undefined)
-    return { visible: sql<boolean>`true`, viewerActor: sql<string | null>`NULL::text` };
+    return { visible: connectedVisibleSql('s'), viewerActor: sql<string | null>`NULL::text` };
   const actor = sql<string>`(SELECT va.actor_id FROM sessions va WHERE va.session_id = ${viewerSessionId})`;
   return { visible: visibleSessionSql('s', actor), viewerActor: actor };
 }
