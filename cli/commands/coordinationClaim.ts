@@ -116,11 +116,17 @@ export function registerCoordinationClaim(parent: Command): void {
               if (!(err instanceof YokeError) || !err.details.wait || key.kind !== 'qa_admission') throw err;
               const wait = err.details.wait as { position: number };
               if (!o.wait) {
+                // W8: an unhealthy host reserves no turn until a verification passes, so waiting
+                // alone never ends: the hint names the verify that serves the line.
+                const unhealthy =
+                  err.code === 'test_machine_unhealthy'
+                    ? `; the machine is unhealthy, so no turn is reserved until a verification passes: once it is fixed, yoke test-machine verify ${key.testMachine} --session ${sessionId}`
+                    : '';
                 throw new YokeError(
                   err.kind,
                   err.code,
                   err.message,
-                  `you are number ${wait.position} in line; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
+                  `you are number ${wait.position} in line${unhealthy}; take your turn when it is reserved with: ${join!.resumeCommand} (or add --wait)`,
                   err.details,
                 );
               }

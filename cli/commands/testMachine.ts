@@ -226,7 +226,8 @@ export function registerTestMachine(program: Command): void {
             'refusal',
             `${kind}_failed`,
             `${kind.replace('_', ' ')} of ${name} failed: ${report.check.reason}`,
-            `inspect the machine; ${report.check.kind === 'verification' ? 'it stays unhealthy (its line waits) until a verification passes' : 'its health is unchanged'}`,
+            // The way back is a passing verification, so the hint names the command that records one.
+            `inspect the machine, then verify it again: yoke test-machine verify ${name} --session ${sessionId}; ${report.check.kind === 'verification' ? 'it stays unhealthy (its line waits) until a verification passes' : 'its health is unchanged'}`,
             { test_machine: name, reason: report.check.reason },
           );
         }

@@ -240,6 +240,57 @@ test('W2 W3 test-machine verify records the verification over SSH; failures exit
   expect((await run(['test-machine', 'verify', 'lab', '--session', 'op'])).code).toBe(0);
 }, 60_000);
 
+test('W8 issue 3: a failed verify and an acquire refused on an unhealthy host name the verify that serves the line; running that hint reserves the turn', async () => {
+  expect((await run(addArgs('lab-w8', ['--host-key-file', host.hostKeyFile]))).code).toBe(0);
+  rmSync(join(host.dir, 'healthy'));
+  try {
+    const failed = await run(['test-machine', 'verify', 'lab-w8', '--session', 'op', '--json']);
+    expect(failed.code).toBe(1);
+    expect(jsonError(failed).recovery).toContain('yoke test-machine verify lab-w8 --session op');
+    const refused = await run([
+      'claims',
+      'coordination-claim',
+      'acquire',
+      '--key',
+      'QA_HOST:lab-w8',
+      '--session',
+      'q1',
+      '--json',
+    ]);
+    expect(refused.code).toBe(1);
+    expect(jsonError(refused).code).toBe('test_machine_unhealthy');
+    expect(jsonError(refused).recovery).toContain('yoke test-machine verify lab-w8 --session q1');
+  } finally {
+    writeFileSync(join(host.dir, 'healthy'), '');
+  }
+  // The hint as given: the passing verify serves the line, reserving q1's turn, which q1 then takes.
+  expect((await run(['test-machine', 'verify', 'lab-w8', '--session', 'q1'])).code).toBe(0);
+  const line = json<{ session_id: string; state: string }[]>(await run(['test-machine', 'waits', 'lab-w8', '--json']));
+  expect(line.map((x) => [x.session_id, x.state])).toEqual([['q1', 'reserved']]);
+  const took = await run([
+    'claims',
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'QA_HOST:lab-w8',
+    '--session',
+    'q1',
+    '--json',
+  ]);
+  expect(json(took)).toMatchObject({ consumed_reservation: true });
+  await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(json(took).claim_id),
+    '--reason',
+    'done',
+    '--session',
+    'q1',
+  ]);
+}, 60_000);
+
 test("I13 the worker logs in only with its own keys: a credential it has no key for, or one linking to another user's key outside its key directory, fails verify credential_unknown", async () => {
   symlinkSync(host.identityFile, join(testKeyDir, 'escape'));
   for (const [machine, credential] of [
