@@ -67,19 +67,27 @@ async function authorizeOperator(
   const operator = await requireLiveSession(trx, actingSessionId);
   const project = await projectById(trx, holderProjectId);
   const seat = await liveClaimIdOfSession(trx, operator.session_id, { kind: 'steering', projectId: holderProjectId });
+  // Both rules are read before refusing, so the recovery names every missing one: a caller
+  // told only to take the seat took it (or found it held) and was then refused for the grant.
+  const granted = await hasPermission(trx, holderProjectId, operator.actor_id, CLAIMS_RELEASE);
+  const grantIt = `an admin grants it: yoke projects grant ${project.name} --actor ${operator.actor_id} --permission ${CLAIMS_RELEASE}`;
+  const takeSeat = `yoke claims steering take --project ${project.name} --session ${operator.session_id}`;
   if (seat === undefined) {
     throw refusal(
       'steering_seat_required',
-      `session ${operator.session_id} holds no live steering seat on ${project.name}, the holder's project`,
+      `session ${operator.session_id} holds no live steering seat on ${project.name}, the holder's project` +
+        (granted ? '' : `, and actor ${operator.actor_id} lacks ${CLAIMS_RELEASE} on it`),
       {
-        recovery: `take the seat first: yoke claims steering take --project ${project.name} --session ${operator.session_id}`,
-        details: { session_id: operator.session_id, project: project.name },
+        recovery: granted
+          ? `take the seat first: ${takeSeat}`
+          : `an operator release needs both: ${grantIt}; then take the seat: ${takeSeat}. Or ask the holder's actor to release it`,
+        details: { session_id: operator.session_id, project: project.name, has_permission: granted },
       },
     );
   }
-  if (!(await hasPermission(trx, holderProjectId, operator.actor_id, CLAIMS_RELEASE))) {
+  if (!granted) {
     throw refusal('permission_denied', `actor ${operator.actor_id} lacks ${CLAIMS_RELEASE} on ${project.name}`, {
-      recovery: `an owner grants it: yoke projects grant ${project.name} --actor ${operator.actor_id} --permission ${CLAIMS_RELEASE}`,
+      recovery: `${grantIt}; or ask the holder's actor to release it`,
       details: { actor_id: operator.actor_id, project: project.name, permission: CLAIMS_RELEASE },
     });
   }

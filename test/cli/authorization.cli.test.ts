@@ -174,7 +174,7 @@ test('I13 probe: impersonating registration and ending another session are refus
   expect(r).toMatchObject({ actor_id: bob.name, registered_by: boss.name });
 });
 
-test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims only with your own session', async () => {
+test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims only with your own session; a refusal names every rule the caller misses', async () => {
   expect(
     outcome(await bob.run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-9', '--session', 'a1', '--json'])),
   ).toBe('permission_denied');
@@ -207,9 +207,16 @@ test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims
   // No seat: refused whatever the grant.
   expect(outcome(await release(bob, 'b1'))).toBe('steering_seat_required');
   expect(outcome(await release(carol, 'c1'))).toBe('steering_seat_required');
+  // C8 issue 13: told only to take the seat, bob took it and was then refused for the grant.
+  const grantHint = `yoke projects grant web --actor ${bob.name} --permission claims.release`;
+  const neither = jsonError(await release(bob, 'b1')).recovery;
+  expect(neither).toContain(grantHint);
+  expect(neither).toContain('yoke claims steering take --project web --session b1');
+  expect(jsonError(await release(carol, 'c1')).recovery).not.toContain('projects grant');
   // A seat without the grant.
   expect(outcome(await seat(bob, 'b1', 'take'))).toBe('allowed');
   expect(outcome(await release(bob, 'b1'))).toBe('permission_denied');
+  expect(jsonError(await release(bob, 'b1')).recovery).toContain(`an admin grants it: ${grantHint}`);
   expect(outcome(await seat(bob, 'b1', 'release'))).toBe('allowed');
   // Seat and grant, from a hook context: refused; from a terminal: allowed, audited as carol.
   expect(outcome(await seat(carol, 'c1', 'take'))).toBe('allowed');
