@@ -1,8 +1,9 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { insertFoldRequest } from '../../db/sessionUsage';
 import { sessionById } from '../../db/sessions';
 import type { FoldedHarness } from '../../domain/harnesses';
+import { refusal } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
 
 /**
@@ -16,4 +17,22 @@ export async function recordFoldRequest(
 ): Promise<string> {
   if (!(await sessionById(db, request.session_id))) throw sessionNotRegistered(request.session_id, request.harness);
   return insertFoldRequest(db, request);
+}
+
+/**
+ * Issue 13: a fold in the foreground writes under the caller's role, which Postgres holds to
+ * the caller's own sessions; read first, so another actor's session is refused by name, as the
+ * `--async` request is (migration 0028), not with the bare row-security message after reading
+ * the whole artifact. Admins and the worker fold any session.
+ */
+export async function requireFoldableSession(db: Kysely<Database>, sessionId: string): Promise<void> {
+  const { rows } = await sql<{ owner: string | null; me: string; service: boolean }>`
+    SELECT (SELECT actor_id FROM sessions WHERE session_id = ${sessionId}) AS owner,
+           session_user::text AS me, yoke_is_service() AS service`.execute(db);
+  const { owner, me, service } = rows[0]!;
+  if (owner === null || service || owner === me) return;
+  throw refusal('permission_denied', `session ${sessionId} belongs to actor ${owner}; ${me} cannot fold its usage`, {
+    recovery: 'fold your own sessions (yoke sessions list), or ask an admin',
+    details: { session_id: sessionId, actor_id: owner },
+  });
 }

@@ -110,6 +110,8 @@ export function registerUsage(program: Command): void {
       }
       const r = await withDb(async (ctx) => {
         await flushPendingServed(ctx, o.session);
+        const { requireFoldableSession } = await import('../../activities/usage/foldRequests');
+        await requireFoldableSession(ctx.db, o.session);
         return (await usage(ctx)).foldSessionUsage({ sessionId: o.session, harness: o.harness, artifacts: o.artifact });
       });
       emit(

@@ -120,7 +120,7 @@ test('U10 hooks usage --async hands the fold to session-usage/<session>, which r
   );
 }, 60_000);
 
-test("U10 I13 hooks usage --async for another actor's session is refused permission_denied before anything is signalled; the victim's usage is unchanged", async () => {
+test("U10 I13 hooks usage --async for another actor's session is refused permission_denied before anything is signalled; the victim's usage is unchanged; with or without --async the refusal names the session's owner", async () => {
   const [alice, bob] = [await actors.add('alice'), await actors.add('bob')];
   const as = (who: typeof alice, args: string[]) => who.run([...args, '--json'], env);
   expect((await as(bob, ['sessions', 'register', '--session', 'bob-cc1', '--harness', 'claude'])).code).toBe(0);
@@ -135,6 +135,10 @@ test("U10 I13 hooks usage --async for another actor's session is refused permiss
     const refused = await as(alice, [...args, ...extra]);
     expect(refused.code).toBe(1);
     expect(jsonError(refused).code).toBe('permission_denied');
+    // issue 13: named like the --async refusal, never the bare row-security message
+    expect(jsonError(refused).message).toBe(
+      `session bob-cc1 belongs to actor ${bob.name}; ${alice.name} cannot fold its usage`,
+    );
   }
   await expect(w.client.workflow.getHandle('session-usage/bob-cc1').describe()).rejects.toThrow(/not found/i);
   const requests = await t.db.selectFrom('session_usage_fold_requests').selectAll().execute();
