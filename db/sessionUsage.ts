@@ -130,6 +130,17 @@ export async function storedWatermarks(db: Executor, sessionIds: string[]): Prom
   return out;
 }
 
+/** Whose a session is, who is connected, and whether that role folds for everyone (admins, the worker). */
+export async function foldOwnership(
+  db: Executor,
+  sessionId: string,
+): Promise<{ owner: string | null; me: string; service: boolean }> {
+  const { rows } = await sql<{ owner: string | null; me: string; service: boolean }>`
+    SELECT (SELECT actor_id FROM sessions WHERE session_id = ${sessionId}) AS owner,
+           session_user::text AS me, yoke_is_service() AS service`.execute(db);
+  return rows[0]!;
+}
+
 /** A `hooks usage --async` request, written under the caller's role (the database refuses another actor's session). */
 export async function insertFoldRequest(
   db: Executor,

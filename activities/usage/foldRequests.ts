@@ -1,6 +1,6 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
-import { insertFoldRequest } from '../../db/sessionUsage';
+import { foldOwnership, insertFoldRequest } from '../../db/sessionUsage';
 import { sessionById } from '../../db/sessions';
 import type { FoldedHarness } from '../../domain/harnesses';
 import { refusal } from '../../domain/errors';
@@ -26,10 +26,7 @@ export async function recordFoldRequest(
  * the whole artifact. Admins and the worker fold any session.
  */
 export async function requireFoldableSession(db: Kysely<Database>, sessionId: string): Promise<void> {
-  const { rows } = await sql<{ owner: string | null; me: string; service: boolean }>`
-    SELECT (SELECT actor_id FROM sessions WHERE session_id = ${sessionId}) AS owner,
-           session_user::text AS me, yoke_is_service() AS service`.execute(db);
-  const { owner, me, service } = rows[0]!;
+  const { owner, me, service } = await foldOwnership(db, sessionId);
   if (owner === null || service || owner === me) return;
   throw refusal('permission_denied', `session ${sessionId} belongs to actor ${owner}; ${me} cannot fold its usage`, {
     recovery: 'fold your own sessions (yoke sessions list), or ask an admin',

@@ -241,22 +241,14 @@ test('W2 W3 test-machine verify records the verification over SSH; failures exit
 }, 60_000);
 
 test('W8 issue 3: a failed verify and an acquire refused on an unhealthy host name the verify that serves the line; running that hint reserves the turn', async () => {
+  const acquireW8 = ['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:lab-w8', '--session', 'q1', '--json'];
   expect((await run(addArgs('lab-w8', ['--host-key-file', host.hostKeyFile]))).code).toBe(0);
   rmSync(join(host.dir, 'healthy'));
   try {
     const failed = await run(['test-machine', 'verify', 'lab-w8', '--session', 'op', '--json']);
     expect(failed.code).toBe(1);
     expect(jsonError(failed).recovery).toContain('yoke test-machine verify lab-w8 --session op');
-    const refused = await run([
-      'claims',
-      'coordination-claim',
-      'acquire',
-      '--key',
-      'QA_HOST:lab-w8',
-      '--session',
-      'q1',
-      '--json',
-    ]);
+    const refused = await run(acquireW8);
     expect(refused.code).toBe(1);
     expect(jsonError(refused).code).toBe('test_machine_unhealthy');
     expect(jsonError(refused).recovery).toContain('yoke test-machine verify lab-w8 --session q1');
@@ -267,16 +259,7 @@ test('W8 issue 3: a failed verify and an acquire refused on an unhealthy host na
   expect((await run(['test-machine', 'verify', 'lab-w8', '--session', 'q1'])).code).toBe(0);
   const line = json<{ session_id: string; state: string }[]>(await run(['test-machine', 'waits', 'lab-w8', '--json']));
   expect(line.map((x) => [x.session_id, x.state])).toEqual([['q1', 'reserved']]);
-  const took = await run([
-    'claims',
-    'coordination-claim',
-    'acquire',
-    '--key',
-    'QA_HOST:lab-w8',
-    '--session',
-    'q1',
-    '--json',
-  ]);
+  const took = await run(acquireW8);
   expect(json(took)).toMatchObject({ consumed_reservation: true });
   await run([
     'claims',
