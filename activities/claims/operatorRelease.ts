@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { ClaimRow, Database } from '../../db/database';
-import { claimView, liveClaimIdOfSession, releasedBy, type ClaimView } from '../../db/claims';
+import { claimView, claimViews, liveClaimIdOfSession, releasedBy, type ClaimView } from '../../db/claims';
 import { recordEvent } from '../../db/events';
 import { hasPermission, projectById, requireProject } from '../../db/projects';
 import { requireLiveSession, sessionById } from '../../db/sessions';
@@ -73,14 +73,19 @@ async function authorizeOperator(
   const grantIt = `an admin grants it: yoke projects grant ${project.name} --actor ${operator.actor_id} --permission ${CLAIMS_RELEASE}`;
   const takeSeat = `yoke claims steering take --project ${project.name} --session ${operator.session_id}`;
   if (seat === undefined) {
+    // Another session's seat makes "take the seat" a claim_held dead end: name who has it.
+    const [held] = await claimViews(trx, { projectId: holderProjectId, kinds: ['steering'], activeOnly: true });
+    const seatStep = held
+      ? `the seat is held by session ${held.session_id} (actor ${held.actor_id}): ask it to release this hold, or to free the seat (claim ${held.claim_id}) so you can take it: ${takeSeat}`
+      : `take the seat first: ${takeSeat}`;
     throw refusal(
       'steering_seat_required',
       `session ${operator.session_id} holds no live steering seat on ${project.name}, the holder's project` +
         (granted ? '' : `, and actor ${operator.actor_id} lacks ${CLAIMS_RELEASE} on it`),
       {
         recovery: granted
-          ? `take the seat first: ${takeSeat}`
-          : `an operator release needs both: ${grantIt}; then take the seat: ${takeSeat}. Or ask the holder's actor to release it`,
+          ? seatStep
+          : `an operator release needs both: ${grantIt}; then ${seatStep}. Or ask the holder's actor to release it`,
         details: { session_id: operator.session_id, project: project.name, has_permission: granted },
       },
     );

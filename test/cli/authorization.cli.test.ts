@@ -217,6 +217,10 @@ test('I13 C8 C11 matrix: operator release by seat x grant x hook context; claims
   expect(outcome(await seat(bob, 'b1', 'take'))).toBe('allowed');
   expect(outcome(await release(bob, 'b1'))).toBe('permission_denied');
   expect(jsonError(await release(bob, 'b1')).recovery).toContain(`an admin grants it: ${grantHint}`);
+  // C8: with bob in the seat, carol is told who holds it, not to take a seat she cannot.
+  const seatHeld = jsonError(await release(carol, 'c1'));
+  expect(seatHeld.code).toBe('steering_seat_required');
+  expect(seatHeld.recovery).toContain(`the seat is held by session b1 (actor ${bob.name})`);
   expect(outcome(await seat(bob, 'b1', 'release'))).toBe('allowed');
   // Seat and grant, from a hook context: refused; from a terminal: allowed, audited as carol.
   expect(outcome(await seat(carol, 'c1', 'take'))).toBe('allowed');
