@@ -217,10 +217,15 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
       const released = await claimViews(trx, { claimIds: releasedIds });
       await cancelWaitsOfSession(trx, input.sessionId, 'session_ended', lifetimeMs, effects);
       const retained = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
+      // W9: a reserved turn the session never took is released by the cancelled wait (it is a
+      // sticky kind, so the release above skipped it); it is a release of this end all the same.
+      const kept = new Set(retained.map((c) => c.claim_id));
+      const turnIds = sticky.filter((c) => !kept.has(c.claim_id)).map((c) => c.claim_id);
+      const turns = turnIds.length > 0 ? await claimViews(trx, { claimIds: turnIds }) : [];
       return {
         session: await sessionView(input.sessionId, trx),
         ended: true,
-        released_claims: released,
+        released_claims: [...released, ...turns],
         retained_sticky_claims: retained,
         blocking_claims: [],
         warnings: [],

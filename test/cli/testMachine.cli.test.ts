@@ -198,6 +198,44 @@ test('W9 a --wait whose session ends exits wait_cancelled (session_ended); its r
   await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'w1']);
 }, 60_000);
 
+test('W9 issue 3: sessions end of a session whose turn is reserved lists that turn among its released claims, and the machine passes to the next live waiter', async () => {
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'e0', '--actor', 'erin', '--project', 'web'],
+    ['sessions', 'register', '--session', 'e1', '--actor', 'erin', '--project', 'web'],
+    ['sessions', 'register', '--session', 'e2', '--actor', 'frank', '--project', 'web'],
+  ]);
+  expect((await run(addArgs('lab-w9', ['--host-key-file', host.hostKeyFile]))).code).toBe(0);
+  const acquire = (sid: string) =>
+    run(['claims', 'coordination-claim', 'acquire', '--key', 'QA_HOST:lab-w9', '--session', sid, '--json']);
+  const held = json<{ claim_id: number }>(await acquire('e0'));
+  expect((await acquire('e1')).code).toBe(1);
+  expect((await acquire('e2')).code).toBe(1);
+  await run(['claims', 'work', 'release', '--claim-id', String(held.claim_id), '--reason', 'done', '--session', 'e0']);
+  const turn = json<{ session_id: string; claim_id: number }[]>(
+    await run(['test-machine', 'waits', 'lab-w9', '--json']),
+  )[0]!;
+  expect(turn.session_id).toBe('e1');
+  const ended = json<{ released_claims: { claim_id: number; key: string }[] }>(
+    await run(['sessions', 'end', '--session', 'e1', '--json']),
+  );
+  expect(ended.released_claims).toEqual([expect.objectContaining({ claim_id: turn.claim_id, key: 'QA_HOST:lab-w9' })]);
+  const text = await run(['test-machine', 'waits', 'lab-w9', '--json']);
+  expect(json<{ session_id: string; state: string }[]>(text).map((x) => [x.session_id, x.state])).toEqual([
+    ['e2', 'reserved'],
+  ]);
+  await run([
+    'claims',
+    'work',
+    'release',
+    '--claim-id',
+    String(json(await acquire('e2')).claim_id),
+    '--reason',
+    'done',
+    '--session',
+    'e2',
+  ]);
+}, 60_000);
+
 test('W9 issue 3: a --wait whose machine is removed exits wait_cancelled (test_machine_removed) without telling it to join a line that is gone', async () => {
   // an unhealthy, free machine (nobody holds it, so an admin may remove it) with a session waiting for it
   await setUp(run, [addArgs('lab-gone-soon', ['--host-key-file', host.hostKeyFile, '--verify-command', 'false'])]);
