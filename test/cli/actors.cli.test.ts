@@ -125,3 +125,28 @@ test('I13 events record the connected role and are append-only, even for an admi
     await su.end();
   }
 });
+
+test('I13 issue 13: a user refused an admin-only command is given a recovery that works, never "actors add NAME --admin" for its own name (actor_exists)', async () => {
+  const r = await alice.run([
+    'test-machine',
+    'add',
+    'lab-x',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '22',
+    '--user',
+    'qa',
+    '--credential',
+    'k',
+    '--json',
+  ]);
+  expect(r.code).toBe(1);
+  const { code, recovery } = jsonError(r);
+  expect(code).toBe('permission_denied');
+  expect(recovery).not.toContain('make you one');
+  expect(recovery).toContain('yoke actors list');
+  // the hint as given: the user can see who the admins are
+  const list = json<{ actor: string; kind: string }[]>(await alice.run(['actors', 'list', '--json']));
+  expect(list).toEqual(expect.arrayContaining([expect.objectContaining({ actor: admin.name, kind: 'admin' })]));
+});
