@@ -127,20 +127,8 @@ test('I13 events record the connected role and are append-only, even for an admi
 });
 
 test('I13 issue 13: a user refused an admin-only command is given a recovery that works, never "actors add NAME --admin" for its own name (actor_exists)', async () => {
-  const r = await alice.run([
-    'test-machine',
-    'add',
-    'lab-x',
-    '--host',
-    '127.0.0.1',
-    '--port',
-    '22',
-    '--user',
-    'qa',
-    '--credential',
-    'k',
-    '--json',
-  ]);
+  const machine = 'lab-x --host 127.0.0.1 --port 22 --user qa --credential k'.split(' ');
+  const r = await alice.run(['test-machine', 'add', ...machine, '--json']);
   expect(r.code).toBe(1);
   const { code, recovery } = jsonError(r);
   expect(code).toBe('permission_denied');
