@@ -9,6 +9,7 @@ import { loadConfig } from '../config/yokeConfig';
 import { ensureSweepSchedule } from '../temporal/schedules';
 import { temporalConnectOptions } from '../temporal/connection';
 import { createLogger, installTemporalLogger } from './logger';
+import { HEARTBEAT_THROTTLE } from './heartbeatThrottle';
 
 const logger = createLogger('yoke-worker');
 
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
     // that ignores its cancellation for 20 s more no longer holds the process.
     shutdownGraceTime: '10 seconds',
     shutdownForceTime: '30 seconds',
+    ...HEARTBEAT_THROTTLE,
     activities: createActivities({
       db,
       foldDb,

@@ -11,6 +11,7 @@ import {
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { createActivities } from '../../workers/activities';
+import { HEARTBEAT_THROTTLE } from '../../workers/heartbeatThrottle';
 
 // Workers log warnings and errors only, so test output stays readable.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -58,6 +59,7 @@ export async function startTestWorker(
     connection: nativeConnection,
     taskQueue,
     workflowBundle: await workflowBundle(),
+    ...HEARTBEAT_THROTTLE,
     activities: (opts.wrap ?? ((a) => a))(
       createActivities({
         db,
