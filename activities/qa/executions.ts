@@ -20,8 +20,8 @@ import {
 import { isMember } from '../../db/runMembers';
 import { runById, runFlow, stageEnvironment } from '../../db/runs';
 import { requireLiveSession, sessionById } from '../../db/sessions';
-import { insertCheck, testMachineByName } from '../../db/testMachines';
-import { waitViews, type WaitView } from '../../db/waits';
+import { insertCheck, lastCheck, testMachineByName } from '../../db/testMachines';
+import { isUnhealthy, waitViews, type WaitView } from '../../db/waits';
 import { qaStageNotFound } from '../../domain/qaStages';
 import { refusal, YokeError } from '../../domain/errors';
 import { operatorKeyOf } from '../../domain/operatorKeys';
@@ -94,6 +94,15 @@ export interface ExecutionView {
   verdict_run_id: string | null;
   /** W9: set while it runs with no place in any line because its last one was cancelled with its session (strandedWait). */
   stranded: StrandedWait | null;
+  /** W2 W3 W8: set while it waits in the line of an unhealthy machine, which only a successful verify serves. */
+  unhealthy_machine: UnhealthyLine | null;
+}
+
+export interface UnhealthyLine {
+  test_machine: string;
+  /** The newest verification's reason (ssh_unavailable, ...): why the machine is unhealthy. */
+  reason: string | null;
+  recovery: string;
 }
 
 export interface StrandedWait {
@@ -106,7 +115,7 @@ export interface StrandedWait {
  * session ended waits for a turn nobody will reserve: it says so, and the way out (its actor
  * aborts it from a live session and begins again), instead of looking merely slow.
  */
-function strandedWait(v: Omit<ExecutionView, 'stranded'>): StrandedWait | null {
+function strandedWait(v: Omit<ExecutionView, 'stranded' | 'unhealthy_machine'>): StrandedWait | null {
   if (v.status !== 'running' || v.waits.some((w) => w.state === 'waiting' || w.state === 'reserved')) return null;
   const last = [...v.waits].sort((a, b) => a.wait_id - b.wait_id).at(-1); // the newest place it took (W6 may back-date queued_at)
   if (!last || last.state !== 'cancelled' || last.cancel_reason !== 'session_ended') return null;
@@ -287,7 +296,7 @@ export function qaExecutionActivities(deps: {
   async function getExecution(input: { executionId: number }): Promise<ExecutionView> {
     const e = await executionById(db, input.executionId);
     const results = new Map((await resultsOf(db, e.execution_id)).map((r) => [r.case_name, r]));
-    const view: Omit<ExecutionView, 'stranded'> = {
+    const view: Omit<ExecutionView, 'stranded' | 'unhealthy_machine'> = {
       execution_id: e.execution_id,
       run_id: e.run_id,
       stage: e.stage_name,
@@ -322,7 +331,25 @@ export function qaExecutionActivities(deps: {
       release_reason: e.release_reason,
       verdict_run_id: e.verdict_run_id,
     };
-    return { ...view, stranded: strandedWait(view) };
+    return { ...view, stranded: strandedWait(view), unhealthy_machine: await unhealthyLine(view) };
+  }
+
+  /**
+   * W8: an unhealthy machine's line is served only by the release that ends a successful
+   * `yoke test-machine verify` on it, so an execution waiting there says why and how, instead of
+   * reading as merely slow (it waited a day for a release nobody would make).
+   */
+  async function unhealthyLine(
+    v: Omit<ExecutionView, 'stranded' | 'unhealthy_machine'>,
+  ): Promise<UnhealthyLine | null> {
+    const waiting = v.status === 'running' ? v.waits.find((w) => w.state === 'waiting') : undefined;
+    if (!waiting || !(await isUnhealthy(db, waiting.test_machine))) return null;
+    const check = await lastCheck(db, waiting.test_machine, 'verification', { passedOnly: false });
+    return {
+      test_machine: waiting.test_machine,
+      reason: check && !check.passed ? check.reason : null,
+      recovery: `yoke test-machine verify ${waiting.test_machine} once it answers again (a successful verify serves its line)`,
+    };
   }
 
   function stepAt(e: ExecutionRow, ordinal: number): PlanStep {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import type { ExecutionView, StrandedWait } from '../../activities/qa/executions';
+import type { ExecutionView, StrandedWait, UnhealthyLine } from '../../activities/qa/executions';
 import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
 import {
   actingSession,
@@ -53,6 +53,10 @@ function strandedText(v: ExecutionView, stranded: StrandedWait): string {
   return `its place in ${stranded.test_machine}'s line was cancelled when session ${v.session_id} ended: nothing will wake it`;
 }
 
+function unhealthyText(u: UnhealthyLine): string {
+  return `${u.test_machine} is unhealthy${u.reason ? ` (${u.reason})` : ''}: nothing serves its line but a successful verify: ${u.recovery}`;
+}
+
 function executionText(v: ExecutionView): string {
   const id = v.deployment_start_identity;
   const stranded = v.stranded;
@@ -64,6 +68,7 @@ function executionText(v: ExecutionView): string {
     ...v.waits
       .filter((w) => w.state === 'waiting' || w.state === 'reserved')
       .map((w) => `in line for ${w.test_machine}: ${w.state}${w.position ? ` at position ${w.position}` : ''}`),
+    ...(v.unhealthy_machine ? [unhealthyText(v.unhealthy_machine)] : []),
     stepsTable(v),
   ].join('\n');
 }
@@ -91,7 +96,7 @@ const WORKFLOW_CHECK_EVERY_MS = 5_000;
  */
 function executionWorkflowHealth(ctx: CommandContext, executionId: number) {
   let notRunning = 0;
-  return async () => {
+  return async (v: ExecutionView) => {
     const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
     const workflowId = qaExecutionWorkflowId(executionId);
     let workflowStatus: string | null;
@@ -112,7 +117,7 @@ function executionWorkflowHealth(ctx: CommandContext, executionId: number) {
       'execution_workflow_not_running',
       `execution ${executionId} is running but its workflow ${workflowId} ${state}: nothing moves it on`,
       {
-        recovery: `end it: yoke qa abort ${executionId} --reason "workflow lost", then yoke qa begin again`,
+        recovery: `end it: yoke qa abort ${executionId} --reason "workflow lost", then begin again: yoke qa begin --run ${v.run_id} --stage ${v.stage} --plan ${v.plan_id}${v.item ? ` --item ${v.item}` : ''}`,
         details: { execution_id: executionId, workflow_id: workflowId, workflow_status: workflowStatus },
       },
     );
@@ -259,6 +264,7 @@ export function registerQa(program: Command): void {
         let checked = 0;
         const seen = new Map<string, string>();
         let lastWaiting = '';
+        let lastUnhealthy = '';
         let lastAwaiting = '';
         try {
           for (;;) {
@@ -282,6 +288,15 @@ export function registerQa(program: Command): void {
               .join('; ');
             if (waiting !== lastWaiting && !o.json && waiting) process.stdout.write(`${waiting}\n`);
             lastWaiting = waiting;
+            // W8: a line nothing serves until someone verifies the machine says so, once, and how.
+            const unhealthy = v.unhealthy_machine ? unhealthyText(v.unhealthy_machine) : '';
+            if (unhealthy && unhealthy !== lastUnhealthy)
+              process.stdout.write(
+                o.json
+                  ? `${JSON.stringify({ execution_id: id, waiting_for: v.unhealthy_machine!.test_machine, unhealthy: true, reason: v.unhealthy_machine!.reason, recovery: v.unhealthy_machine!.recovery })}\n`
+                  : `${unhealthy}\n`,
+              );
+            lastUnhealthy = unhealthy;
             // A case that only a person can answer says so, and how, once: else the watch looks stuck.
             // The plan runs in order: its first unrecorded step is the one it is at.
             const current = [...v.steps].sort((a, b) => a.ordinal - b.ordinal).find((s) => !s.verdict);
@@ -320,14 +335,17 @@ export function registerQa(program: Command): void {
             // Issue 10: every CLI wait is bounded, and one on an execution nothing moves on says so.
             if (Date.now() - checked >= WORKFLOW_CHECK_EVERY_MS) {
               checked = Date.now();
-              await health();
+              await health(v);
             }
             if (Date.now() - started > o.timeout * 1000) {
               throw unreachable(
                 'wait_timeout',
                 `execution ${id} did not end within ${Math.round(o.timeout)} s of watching`,
                 {
-                  recovery: `it goes on without you: yoke qa watch ${id} again, or --timeout SECONDS`,
+                  // W8: it does not go on by itself in an unhealthy machine's line.
+                  recovery: v.unhealthy_machine
+                    ? `${v.unhealthy_machine.recovery}, then yoke qa watch ${id} again`
+                    : `it goes on without you: yoke qa watch ${id} again, or --timeout SECONDS`,
                   details: { execution_id: id, status: v.status },
                 },
               );
