@@ -7,6 +7,7 @@ import {
   membersClosedTwice,
   occupyingRowsNotLive,
   reservedWaitsWithoutClaim,
+  runningExecutions,
   terminalRunsOccupying,
   waitsOfEndedSessions,
 } from '../db/invariants';
@@ -29,6 +30,7 @@ export interface DoctorReport {
 const INVARIANTS = [
   'one_live_holder_per_unit',
   'executing_run_has_live_workflow',
+  'running_execution_has_live_workflow',
   'superseded_run_workflow_ended',
   'no_terminal_run_occupies',
   'occupying_run_marked_live',
@@ -38,7 +40,12 @@ const INVARIANTS = [
 ] as const;
 
 /** `yoke doctor`: the invariants that must hold whatever crashed, each violation with its way out. */
-export function doctorActivities(deps: { db: Kysely<Database>; workflows: RunWorkflows }) {
+export function doctorActivities(deps: {
+  db: Kysely<Database>;
+  workflows: RunWorkflows;
+  /** A QA plan execution's workflow status in Temporal, null when there is none. */
+  executionWorkflowStatus: (executionId: number) => Promise<string | null>;
+}) {
   const { db } = deps;
 
   /** Why the run's workflow is not live, or null when it runs the run's current walk. */
@@ -79,6 +86,18 @@ export function doctorActivities(deps: { db: Kysely<Database>; workflows: RunWor
           recovery: `yoke deployment-runs repair ${run.run_id} (the sweep's reconciler does the same)`,
         });
       }
+    }
+    // Issue 11: a running execution whose workflow ended (terminated, lost) never moves on, and
+    // keeps any machine it holds; nothing repairs it, so the way out is to end it and begin again.
+    for (const e of await runningExecutions(db)) {
+      const status = await deps.executionWorkflowStatus(e.execution_id);
+      if (status === 'RUNNING') continue;
+      violations.push({
+        invariant: 'running_execution_has_live_workflow',
+        subject: `execution ${e.execution_id}`,
+        message: `QA plan execution ${e.execution_id} (run ${e.run_id}, stage ${e.stage_name}) is running but its workflow qa-plan-execution/${e.execution_id} ${status === null ? 'does not exist' : `is ${status.toLowerCase()}`}${e.held_claim_id !== null ? `; it holds claim ${e.held_claim_id}` : ''}`,
+        recovery: `yoke qa abort ${e.execution_id} --reason "workflow lost" (releases what it holds), then yoke qa begin --run ${e.run_id} --stage ${e.stage_name} --plan ${e.plan_id}`,
+      });
     }
     // T2: a takeover whose signal was lost (Temporal unreachable) leaves the predecessor walking.
     for (const r of await supersededRunsSince(db, new Date(Date.now() - SUPERSEDED_WORKFLOW_WINDOW_MS))) {

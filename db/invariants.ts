@@ -67,6 +67,16 @@ export async function executingRuns(db: Executor) {
     .execute();
 }
 
+/** QA plan executions still running by Postgres (each must have a running workflow). */
+export async function runningExecutions(db: Executor) {
+  return db
+    .selectFrom('qa_plan_executions')
+    .select(['execution_id', 'run_id', 'stage_name', 'plan_id', 'held_claim_id'])
+    .where('status', '=', 'running')
+    .orderBy('execution_id')
+    .execute();
+}
+
 /** A reserved turn whose claim row is gone or released (W7). */
 export async function reservedWaitsWithoutClaim(db: Executor) {
   return db

@@ -7,6 +7,7 @@ import {
   TARGET_ORIGIN_KEY,
   membersChanged,
   runWorkflowId,
+  qaExecutionWorkflowId,
 } from '../workflows/definitions';
 import { temporalTakeoverNotifier } from './takeoverSignals';
 import type { deploymentRun } from '../workflows/deploymentRun';
@@ -20,6 +21,16 @@ export async function describeRunWorkflow(client: Client, runId: string): Promis
     return { workflow_id: workflowId, status: d.status.name, walk: memo.walk ?? null };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return { workflow_id: workflowId, status: null, walk: null };
+    throw err;
+  }
+}
+
+/** A QA plan execution's workflow status as Temporal reports it: null when there is none. */
+export async function describeExecutionWorkflow(client: Client, executionId: number): Promise<string | null> {
+  try {
+    return (await client.workflow.getHandle(qaExecutionWorkflowId(executionId)).describe()).status.name;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return null;
     throw err;
   }
 }

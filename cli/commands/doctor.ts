@@ -16,9 +16,14 @@ export function registerDoctor(program: Command): void {
       const o = parseOptions(BaseOptions, raw);
       const report = await withDb(async (ctx) => {
         const { doctorActivities } = await import('../../activities/doctor');
-        const { temporalRunWorkflows } = await import('../../temporal/runWorkflows');
-        const workflows = temporalRunWorkflows(await ctx.temporal.get(), ctx.config.taskQueue);
-        return doctorActivities({ db: ctx.db, workflows }).checkInvariants();
+        const { describeExecutionWorkflow, temporalRunWorkflows } = await import('../../temporal/runWorkflows');
+        const client = await ctx.temporal.get();
+        const workflows = temporalRunWorkflows(client, ctx.config.taskQueue);
+        return doctorActivities({
+          db: ctx.db,
+          workflows,
+          executionWorkflowStatus: (id) => describeExecutionWorkflow(client, id),
+        }).checkInvariants();
       });
       if (!report.ok) {
         if (o.json) process.stdout.write(`${JSON.stringify(report)}\n`);

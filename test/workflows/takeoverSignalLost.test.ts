@@ -2,7 +2,7 @@ import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { doctorActivities } from '../../activities/doctor';
 import type { TakeoverNotifier } from '../../activities/runs/takeover';
 import { runWorkflowActivities } from '../../activities/runs/runWorkflows';
-import { temporalRunWorkflows } from '../../temporal/runWorkflows';
+import { describeExecutionWorkflow, temporalRunWorkflows } from '../../temporal/runWorkflows';
 import { RUN_STATUS_KEY, qaSettled } from '../../workflows/definitions';
 import { executionWaitingForVerdict, qaWorkflowFixture, type QaWorkflowFixture } from '../helpers/qaWorkflow';
 
@@ -77,7 +77,11 @@ test('issue 14 T2 the reconciler (sweep) and repair re-send a lost superseded si
   const { runId, runHandle, successorRunId } = await takenOverUnsignalled('sweep');
   expect(await endedWithin(runHandle.result(), 3_000)).toBeNull(); // nothing told it: it still waits
   const workflows = temporalRunWorkflows(w.client, w.taskQueue);
-  const doctor = doctorActivities({ db: t.db, workflows });
+  const doctor = doctorActivities({
+    db: t.db,
+    workflows,
+    executionWorkflowStatus: (id) => describeExecutionWorkflow(w.client, id),
+  });
   const before = await doctor.checkInvariants();
   expect(before.checked).toContain('superseded_run_workflow_ended');
   expect(before.violations).toContainEqual(
