@@ -101,9 +101,10 @@ async function followRun(
       const key = `${s.status}|${s.detail ?? ''}`;
       if (seen.get(s.ordinal) === key) continue;
       if (!(seen.get(s.ordinal) === undefined && s.status === 'pending')) {
-        // An approval stage waits for a person: say who acts, and how.
+        // An approval stage waits for a person: say who acts, and how (not again once approved:
+        // an approval recorded while no worker ran reads waiting until the run takes it).
         const approve =
-          s.kind === 'approval' && s.status === 'waiting'
+          s.kind === 'approval' && s.status === 'waiting' && !s.approved_by_actor_id
             ? `  approve with: yoke deployment-runs approve ${view.run_id} --stage ${s.name}`
             : '';
         changes.push(

@@ -61,6 +61,8 @@ export interface RunView extends RunIdentity {
     started_at: string | null;
     finished_at: string | null;
     detail: string | null;
+    /** An approval stage's approver once approved (R1), else null. */
+    approved_by_actor_id: string | null;
   }[];
   qa: {
     check_name: string;
@@ -255,6 +257,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
             started_at: iso(s.started_at),
             finished_at: iso(s.finished_at),
             detail: s.detail,
+            approved_by_actor_id: s.approved_by_actor_id,
           }))
         : flow.stages.map((s, ordinal) => ({
             ordinal,
@@ -265,6 +268,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
             started_at: null,
             finished_at: null,
             detail: null,
+            approved_by_actor_id: null,
           })),
       qa: qa.map((q) => ({
         check_name: q.check_name,
