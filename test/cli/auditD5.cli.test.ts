@@ -7,7 +7,7 @@ import { testMachineActivities } from '../../activities/testMachines';
 import { qaExecutionWorkflowId } from '../../workflows/definitions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { json, jsonError, yoke, type CliResult } from '../helpers/cli';
-import { startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
+import { releaseDefinition, releaseRunArgs, startHttpTarget, writeDefinition, type HttpTarget } from '../helpers/runs';
 import { startSshHost, type SshHost } from '../helpers/sshd';
 import { startTestWorker, type TestWorker } from '../helpers/temporal';
 import { until } from '../helpers/until';
@@ -39,42 +39,21 @@ beforeAll(async () => {
     YOKE_TASK_QUEUE: w.taskQueue,
     YOKE_SESSION_ID: 'd1',
   };
-  const http = (target: HttpTarget) => ({
-    http: { method: 'POST', url: `${target.url}/deploy?sha={{candidate}}`, expect_status: 200 },
+  // The shared release definition, its QA stage answered by a plan whose case runs until stopped
+  // (it names its shell's pid, so the test sees it end on the machine).
+  const definition = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prod.url });
+  definition.flows[0]!.stages[1] = { ...definition.flows[0]!.stages[1]!, checks: [{ name: 'suite', plan: 'long' }] };
+  definition.plans.push({
+    id: 'long',
+    cases: [
+      {
+        name: 'soak',
+        automatic: { test_machine: 'lab', command: `echo $$ > ${lab.dir}/pid-{{execution_id}}; sleep 300` },
+      } as never,
+    ],
   });
-  const definition = {
-    project: 'shop',
-    item_prefix: 'SHOP',
-    environments: [
-      { name: 'stage', url: stage.url, tier: 'stage' },
-      { name: 'production', url: prod.url, tier: 'production' },
-    ],
-    flows: [
-      {
-        name: 'release',
-        stages: [
-          { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: http(stage) },
-          { name: 'stage-qa', kind: 'qa', target: 'stage', scope: 'run', checks: [{ name: 'suite', plan: 'long' }] },
-          { name: 'signoff', kind: 'approval', target: 'production' },
-          { name: 'deploy-production', kind: 'deploy', target: 'production', action: http(prod) },
-        ],
-      },
-    ],
-    plans: [
-      {
-        id: 'long',
-        // Runs until it is stopped; it names its shell's pid so the test sees it end on the machine.
-        cases: [
-          {
-            name: 'soak',
-            automatic: { test_machine: 'lab', command: `echo $$ > ${lab.dir}/pid-{{execution_id}}; sleep 300` },
-          },
-        ],
-      },
-    ],
-  };
   await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(definition) });
-  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver', project: 'shop' });
+  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver', project: 'web' });
   await testMachineActivities({ db: t.db }).addTestMachine({
     name: lab.name,
     host: lab.host,
@@ -83,25 +62,7 @@ beforeAll(async () => {
     credential: lab.credential,
     hostKeyFile: lab.hostKeyFile,
   });
-  const created = json(
-    ok(
-      await run([
-        'deployment-runs',
-        'create',
-        '--project',
-        'shop',
-        '--flow',
-        'release',
-        '--target',
-        'stage',
-        '--candidate',
-        'd5d5000000000001',
-        '--idempotency-key',
-        'audd5',
-        '--json',
-      ]),
-    ),
-  );
+  const created = json(ok(await run([...releaseRunArgs('d5d5000000000001', 'audd5'), '--json'])));
   runId = created.run_id;
   ok(await run(['deployment-runs', 'execute', runId, '--json']));
 }, 300_000);
