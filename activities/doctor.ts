@@ -21,6 +21,9 @@ export interface Violation {
   recovery: string;
 }
 
+/** How long a running execution may have no workflow yet: `qa begin` commits the row, then starts it. */
+const BEGIN_GRACE_S = 10;
+
 export interface DoctorReport {
   ok: boolean;
   checked: string[];
@@ -92,11 +95,15 @@ export function doctorActivities(deps: {
     for (const e of await runningExecutions(db)) {
       const status = await deps.executionWorkflowStatus(e.execution_id);
       if (status === 'RUNNING') continue;
+      // Not a violation: a workflow `qa begin` has not started yet (it commits first), or an
+      // execution that ended while this read ran (its workflow completes after the row says so).
+      if (status === null && e.age_s < BEGIN_GRACE_S) continue;
+      if ((await runningExecutions(db, e.execution_id)).length === 0) continue;
       violations.push({
         invariant: 'running_execution_has_live_workflow',
         subject: `execution ${e.execution_id}`,
         message: `QA plan execution ${e.execution_id} (run ${e.run_id}, stage ${e.stage_name}) is running but its workflow qa-plan-execution/${e.execution_id} ${status === null ? 'does not exist' : `is ${status.toLowerCase()}`}${e.held_claim_id !== null ? `; it holds claim ${e.held_claim_id}` : ''}`,
-        recovery: `yoke qa abort ${e.execution_id} --reason "workflow lost" (releases what it holds), then yoke qa begin --run ${e.run_id} --stage ${e.stage_name} --plan ${e.plan_id}`,
+        recovery: `yoke qa abort ${e.execution_id} --reason "workflow lost" (releases what it holds), then yoke qa begin --run ${e.run_id} --stage ${e.stage_name} --plan ${e.plan_id}${e.item ? ` --item ${e.item}` : ''}`,
       });
     }
     // T2: a takeover whose signal was lost (Temporal unreachable) leaves the predecessor walking.

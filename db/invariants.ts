@@ -68,13 +68,19 @@ export async function executingRuns(db: Executor) {
 }
 
 /** QA plan executions still running by Postgres (each must have a running workflow). */
-export async function runningExecutions(db: Executor) {
-  return db
-    .selectFrom('qa_plan_executions')
-    .select(['execution_id', 'run_id', 'stage_name', 'plan_id', 'held_claim_id'])
-    .where('status', '=', 'running')
-    .orderBy('execution_id')
-    .execute();
+export async function runningExecutions(db: Executor, onlyId?: number) {
+  let q = db
+    .selectFrom('qa_plan_executions as e')
+    .leftJoin('backlog_items as i', 'i.item_id', 'e.item_id')
+    .leftJoin('projects as ip', 'ip.project_id', 'i.project_id')
+    .select(['e.execution_id', 'e.run_id', 'e.stage_name', 'e.plan_id', 'e.held_claim_id'])
+    .select(sql<string | null>`ip.item_prefix || '-' || i.number`.as('item'))
+    // seconds since it began: `qa begin` commits the execution before it starts the workflow
+    .select(sql<number>`extract(epoch FROM clock_timestamp() - e.began_at)::float8`.as('age_s'))
+    .where('e.status', '=', 'running')
+    .orderBy('e.execution_id');
+  if (onlyId !== undefined) q = q.where('e.execution_id', '=', onlyId);
+  return q.execute();
 }
 
 /** A reserved turn whose claim row is gone or released (W7). */

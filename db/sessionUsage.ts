@@ -88,12 +88,17 @@ export async function writeUsage(db: Executor, rows: SessionUsageWrite[]): Promi
     .execute();
 }
 
-/** U12: what the roster's usage fields derive from, per session (usage columns null: never folded). */
+/**
+ * U12: what the roster's usage fields derive from, per session (usage columns null: never folded).
+ * U13: `visible` is false for a session whose usage the connected role may not read (an actor
+ * without a grant on its project); admins and the worker read all.
+ */
 export async function usageOfSessions(db: Executor, sessionIds: string[]) {
   return db
     .selectFrom('sessions as s')
     .leftJoin('session_usage as u', 'u.session_id', 's.session_id')
     .select(['s.session_id', 's.offered_at', 'u.status', 'u.totals', 'u.reasons', 'u.cost_caveat'])
+    .select(connectedVisibleSql('s').as('visible'))
     .where('s.session_id', 'in', sessionIds)
     .execute();
 }

@@ -11,3 +11,11 @@ export const TERMINAL_RUN_STATUSES = ['succeeded', 'failed', 'cancelled'] as con
 export function isTerminalRunStatus(status: string): boolean {
   return (TERMINAL_RUN_STATUSES as readonly string[]).includes(status);
 }
+
+/**
+ * R1: a run that can never move again (succeeded, cancelled, or taken over) has nothing to drive:
+ * no driver attaches to it and none is shown live. A failed run (not taken over) still retries.
+ */
+export function drivesNothing(run: { status: string; superseded_by_run_id: string | null }): boolean {
+  return run.superseded_by_run_id !== null || run.status === 'succeeded' || run.status === 'cancelled';
+}

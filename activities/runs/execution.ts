@@ -1,5 +1,5 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
-import { isTerminalRunStatus } from '../../domain/runStatuses';
+import { drivesNothing, isTerminalRunStatus } from '../../domain/runStatuses';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, RunRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
@@ -300,9 +300,8 @@ export function runExecutionActivities(deps: {
   async function heartbeatRun(input: { sessionId: string; runId: string }) {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asLiveSession(trx, input);
-      // A run that can never move again has nothing to drive: attaching would name a driver of nothing.
-      // A failed run (not taken over) still retries, so its driver may attach.
-      if (run.superseded_by_run_id || run.status === 'succeeded' || run.status === 'cancelled')
+      // Attaching to a run that can never move again would name a driver of nothing.
+      if (drivesNothing(run))
         throw run.superseded_by_run_id
           ? supersededRefusal({ ...run, superseded_by_run_id: run.superseded_by_run_id })
           : terminalRefusal(run, 'be driven');

@@ -9,7 +9,7 @@ import { qaRowsOf } from '../../db/runQa';
 import { driverAttachmentLive, environmentById, listRunRows, runById, runFlow } from '../../db/runs';
 import { stagesOf } from '../../db/runStages';
 import { effectsOf } from '../../db/settlementEffects';
-import type { RunStatus } from '../../domain/runStatuses';
+import { drivesNothing, type RunStatus } from '../../domain/runStatuses';
 import { qaAttemptsOf, takeoverChain } from '../../db/takeover';
 import { usageError } from '../../domain/errors';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
@@ -194,7 +194,8 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       removalsOf(db, run.run_id),
       occupancyUnitsOf(db, run.run_id),
       membersOf(db, run.run_id),
-      driverAttachmentLive(db, run, freshMs),
+      // a run that can never move again has no live driver, whatever its last heartbeat
+      drivesNothing(run) ? false : driverAttachmentLive(db, run, freshMs),
       releaseLineage(db, run.run_id),
     ]);
     // T2: a created successor holds the occupancy it took over.

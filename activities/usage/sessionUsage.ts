@@ -305,16 +305,21 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     const out = new Map<string, UsageFields>();
     if (sessionIds.length === 0) return out;
     const [rows, catalog] = await Promise.all([usageOfSessions(db, sessionIds), currentCatalog(db)]);
+    const unavailable = (why: string): UsageFields => ({
+      usage_tokens: null,
+      usage_status: 'unavailable',
+      usage_cost_usd: null,
+      usage_cost_status: 'unavailable',
+      usage_note: usageNote('unavailable', [why]),
+      cost_caveat: null,
+    });
     for (const r of rows) {
+      if (!r.visible) {
+        out.set(r.session_id, unavailable("your actor has no grant on this session's project (U13)"));
+        continue;
+      }
       if (!r.status) {
-        out.set(r.session_id, {
-          usage_tokens: null,
-          usage_status: 'unavailable',
-          usage_cost_usd: null,
-          usage_cost_status: 'unavailable',
-          usage_note: usageNote('unavailable', ['nothing has been folded for this session']),
-          cost_caveat: null,
-        });
+        out.set(r.session_id, unavailable('nothing has been folded for this session'));
         continue;
       }
       const totals = r.totals!;

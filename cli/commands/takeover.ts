@@ -42,7 +42,7 @@ function receiptText(r: TakeoverReceipt): string {
   return [
     `run ${r.successor_run_id} took over run ${r.predecessor_run_id} (now ${r.predecessor_status}, superseded)`,
     `containment: ${r.containment.successor_commit} contains ${r.containment.predecessor_commit} (${r.containment.basis}: ${r.containment.source})`,
-    `moved: ${r.moved_members.length} member(s)${r.moved_members.length ? ` (${r.moved_members.join(', ')})` : ''}, ${r.moved_qa.length} QA row(s), ${r.moved_executions.length} execution(s)${r.live_executions.length ? ` (${r.live_executions.join(', ')} live)` : ''}`,
+    `moved: ${r.moved_members.length} member(s)${r.moved_members.length ? ` (${r.moved_members.join(', ')})` : ''}, ${r.moved_qa.length} QA row(s), ${r.moved_executions.length} execution(s)${r.live_executions.length ? ` (still running: ${r.live_executions.map((id) => `execution ${id}`).join(', ')})` : ''}`,
     `occupancy: ${r.occupancy_units.join(', ') || '(none held)'}`,
     `next: yoke deployment-runs execute ${r.successor_run_id}`,
   ].join('\n');

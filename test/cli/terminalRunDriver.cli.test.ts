@@ -32,7 +32,7 @@ const driverOf = async (runId: string) =>
       .executeTakeFirstOrThrow()
   ).driver_session_id;
 
-test('issue 4 R1: heartbeat on a cancelled run refuses run_cancelled (it never moves again) and attaches no driver, even past a live one', async () => {
+test('issue 4 R1: heartbeat on a cancelled run refuses run_cancelled (it never moves again) and attaches no driver, even past a live one; get shows its last driver not live', async () => {
   const runId = await createdRun('abcdef1234', ['WEB-1']);
   await runs().heartbeatRun({ sessionId: 'd1', runId }); // d1 drives it, live
   await runs().terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'not this one' });
@@ -46,6 +46,10 @@ test('issue 4 R1: heartbeat on a cancelled run refuses run_cancelled (it never m
     });
   }
   expect(await driverOf(runId)).toBe('d1');
+  // R1: the cancelled run's last driver is not shown live, whatever its last heartbeat
+  const got = await run(['deployment-runs', 'get', runId, '--json'], 'd1');
+  expect(JSON.parse(got.stdout).driver).toMatchObject({ session_id: 'd1', live: false });
+  expect((await run(['deployment-runs', 'get', runId], 'd1')).stdout).toContain('driver: d1 (lapsed)');
 });
 
 test('issue 4 R1: a failed run still takes its driver heartbeat, since it may retry', async () => {

@@ -49,8 +49,17 @@ test('U13 issue 15: an actor without a grant on web reads none of its usage, wit
       error: 'session_not_found',
     });
   }
+  // The plain roster lists every session (U13 bounds the cohort, not the roster) but shows bob no usage of va1.
+  const roster = json<{ session_id: string; usage_tokens: number | null; usage_status: string }[]>(
+    await bob.run(['sessions', 'list', '--json']),
+  );
+  expect(roster.find((s) => s.session_id === 'va1')).toMatchObject({ usage_tokens: null, usage_status: 'unavailable' });
   // The grant holder and an admin still read it.
   for (const run of [alice.run, asAdmin]) {
+    const listed = json<{ session_id: string; usage_tokens: number | null }[]>(
+      await run(['sessions', 'list', '--json']),
+    );
+    expect(listed.find((s) => s.session_id === 'va1')?.usage_tokens).toBe(2100);
     const machines = json<{ machine_id: string; '24H TOKENS': number | null }[]>(
       await run(['machines', 'usage', '--json']),
     );
