@@ -1,3 +1,4 @@
+import { qaBeginCommand } from '../domain/qaPlan';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database';
 import {
@@ -103,7 +104,7 @@ export function doctorActivities(deps: {
         invariant: 'running_execution_has_live_workflow',
         subject: `execution ${e.execution_id}`,
         message: `QA plan execution ${e.execution_id} (run ${e.run_id}, stage ${e.stage_name}) is running but its workflow qa-plan-execution/${e.execution_id} ${status === null ? 'does not exist' : `is ${status.toLowerCase()}`}${e.held_claim_id !== null ? `; it holds claim ${e.held_claim_id}` : ''}`,
-        recovery: `yoke qa abort ${e.execution_id} --reason "workflow lost" (releases what it holds), then yoke qa begin --run ${e.run_id} --stage ${e.stage_name} --plan ${e.plan_id}${e.item ? ` --item ${e.item}` : ''}`,
+        recovery: `yoke qa abort ${e.execution_id} --reason "workflow lost" (releases what it holds), then ${qaBeginCommand({ ...e, stage: e.stage_name })}`,
       });
     }
     // T2: a takeover whose signal was lost (Temporal unreachable) leaves the predecessor walking.

@@ -85,3 +85,8 @@ export function sameCommit(a: string, b: string): boolean {
   const y = b.trim().toLowerCase();
   return x.length >= 7 && y.length >= 7 && (x.startsWith(y) || y.startsWith(x));
 }
+
+/** The `qa begin` that starts an execution like the given one again (recoveries name it whole). */
+export function qaBeginCommand(e: { run_id: string; stage: string; plan_id: string; item: string | null }): string {
+  return `yoke qa begin --run ${e.run_id} --stage ${e.stage} --plan ${e.plan_id}${e.item ? ` --item ${e.item}` : ''}`;
+}

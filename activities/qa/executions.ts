@@ -27,7 +27,14 @@ import { refusal, YokeError } from '../../domain/errors';
 import { operatorKeyOf } from '../../domain/operatorKeys';
 import { parseItemRef } from '../../domain/itemRef';
 import { placeToTake } from '../../domain/placeTaking';
-import { fillCommand, isHumanStep, needsMachineAfter, planSteps, type PlanStep } from '../../domain/qaPlan';
+import {
+  fillCommand,
+  isHumanStep,
+  needsMachineAfter,
+  planSteps,
+  qaBeginCommand,
+  type PlanStep,
+} from '../../domain/qaPlan';
 import { claimActivities } from '../claims';
 import { readCredential, runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
 import { DEFAULT_DRIVER_FRESH_MS, DEFAULT_SSH_TIMEOUTS } from '../../domain/timeouts';
@@ -121,7 +128,7 @@ function strandedWait(v: Omit<ExecutionView, 'stranded' | 'unhealthy_machine'>):
   if (!last || last.state !== 'cancelled' || last.cancel_reason !== 'session_ended') return null;
   return {
     test_machine: last.test_machine,
-    recovery: `yoke qa abort ${v.execution_id} --reason R --session <a live session>, then yoke qa begin --run ${v.run_id} --stage ${v.stage} --plan ${v.plan_id} again`,
+    recovery: `yoke qa abort ${v.execution_id} --reason R --session <a live session>, then ${qaBeginCommand(v)} again`,
   };
 }
 

@@ -1,3 +1,4 @@
+import { qaBeginCommand } from '../../domain/qaPlan';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ExecutionView, StrandedWait, UnhealthyLine } from '../../activities/qa/executions';
@@ -117,7 +118,7 @@ function executionWorkflowHealth(ctx: CommandContext, executionId: number) {
       'execution_workflow_not_running',
       `execution ${executionId} is running but its workflow ${workflowId} ${state}: nothing moves it on`,
       {
-        recovery: `end it: yoke qa abort ${executionId} --reason "workflow lost", then begin again: yoke qa begin --run ${v.run_id} --stage ${v.stage} --plan ${v.plan_id}${v.item ? ` --item ${v.item}` : ''}`,
+        recovery: `end it: yoke qa abort ${executionId} --reason "workflow lost", then begin again: ${qaBeginCommand(v)}`,
         details: { execution_id: executionId, workflow_id: workflowId, workflow_status: workflowStatus },
       },
     );
