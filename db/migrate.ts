@@ -46,6 +46,7 @@ import * as claimRules from './migrations/0038_claim_rules';
 import * as claimperfLeanClaims from './migrations/0043_claimperf_lean_claims';
 import * as audb4SessionRequestEvent from './migrations/0044_audb4_session_request_event';
 import * as aude5AdminHint from './migrations/0046_aude5_admin_hint';
+import * as usageReadVisibility from './migrations/0047_usage_read_visibility';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -96,6 +97,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0043_claimperf_lean_claims': claimperfLeanClaims,
   '0044_audb4_session_request_event': audb4SessionRequestEvent,
   '0046_aude5_admin_hint': aude5AdminHint,
+  '0047_usage_read_visibility': usageReadVisibility,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,6 +1,8 @@
 import { sessionUsageActivities } from '../../activities/usage/sessionUsage';
+import { usageOfSessions, writeUsage } from '../../db/sessionUsage';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, services, type Services } from '../helpers/fixtures';
+import { rolePools, sqlActors } from '../helpers/roles';
 
 let t: TestDatabase;
 let s: Services;
@@ -39,4 +41,68 @@ test('U13 machines usage sums only visible sessions per machine; an unknown view
   expect(sessions(await u.machinesUsage({ sessionId: 'viewer' }))).toEqual({ m1: 1, m2: 1, m3: 1 });
   expect(sessions(await u.machinesUsage({ sessionId: 'web-bob' }))).toEqual({ m1: 1, m3: 1 });
   expect((await refusalOf(u.machinesUsage({ sessionId: 'nobody' }))).code).toBe('session_not_registered');
+});
+
+describe('U13 raw SQL', () => {
+  const actors = sqlActors(() => t.url);
+  const pools = rolePools();
+  afterEach(async () => {
+    await pools.destroy();
+    await actors.end();
+  });
+
+  const usageRow = (session_id: string) => ({
+    session_id,
+    harness: 'claude' as const,
+    reader_version: 1,
+    status: 'measured' as const,
+    totals: JSON.stringify({ 'claude-sonnet-4-5': { input: 10 } }),
+    reasons: '[]',
+    cost_caveat: null,
+    checkpoint: '{}',
+  });
+
+  test('U13 I13 a role reads session_usage only for sessions it may see, as the CLI shows it; admins and the worker read all', async () => {
+    const [reader, plain, boss, worker] = [
+      await actors.add('reader'),
+      await actors.add('plain'),
+      await actors.add('boss', 'admin'),
+      await actors.add('wrk', 'worker'),
+    ];
+    // reader may read web (project.read) and owns a session in api; plain has no grant and no session.
+    await s.grantPermission({ project: 'web', actor: reader.name, permission: 'project.read' });
+    await s.registerSession({ sessionId: 'api-reader', actorId: reader.name, project: 'api', machine: 'm2' });
+    const all = ['api-alice', 'api-carol', 'api-reader', 'loose-dave', 'web-bob'];
+    await writeUsage(t.db, all.map(usageRow));
+
+    const read = async (who: typeof reader) =>
+      (await who.q<{ session_id: string }>('SELECT session_id FROM session_usage ORDER BY session_id')).map(
+        (r) => r.session_id,
+      );
+    expect(await read(reader)).toEqual(['api-reader', 'loose-dave', 'web-bob']);
+    expect(await read(plain)).toEqual(['loose-dave']);
+    expect(await read(boss)).toEqual(all);
+    expect(await read(worker)).toEqual(all);
+    // A join through sessions does not widen it.
+    expect(
+      await reader.q(
+        "SELECT u.totals FROM sessions s JOIN session_usage u USING (session_id) WHERE s.session_id = 'api-carol'",
+      ),
+    ).toEqual([]);
+
+    // The same rule the CLI applies: what raw SQL reads is what the roster marks visible.
+    const visibleInCli = async (who: typeof reader) =>
+      (await usageOfSessions(pools.dbOf(who), all))
+        .filter((r) => r.visible && r.status !== null)
+        .map((r) => r.session_id)
+        .sort();
+    expect(await visibleInCli(reader)).toEqual(await read(reader));
+    expect(await visibleInCli(plain)).toEqual(await read(plain));
+
+    // A fold of your own session still writes (its upsert reads back only its own row).
+    await writeUsage(pools.dbOf(reader), [{ ...usageRow('api-reader'), reader_version: 2 }]);
+    expect((await reader.q("SELECT reader_version FROM session_usage WHERE session_id = 'api-reader'"))[0]).toEqual({
+      reader_version: 2,
+    });
+  });
 });
