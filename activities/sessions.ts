@@ -5,6 +5,7 @@ import {
   claimViews,
   heartbeatClaimsOfSession,
   releaseNonStickyClaimsOfEndedSessions,
+  reservationCancelled,
   type ClaimView,
 } from '../db/claims';
 import { connectedActor } from '../db/actors';
@@ -32,6 +33,9 @@ import {
   notifyLine,
   type LineOptions,
 } from './waitingLine';
+
+/** Why a session's end cancels its waits (W9), and so its unconsumed turns' release reason. */
+const SESSION_ENDED = 'session_ended';
 
 export interface SessionView {
   session_id: string;
@@ -190,14 +194,19 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
         throw sessionNotRegistered(input.sessionId);
       }
       const live = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
-      const sticky = live.filter((c) => STICKY_KINDS.includes(c.target_kind));
       const nonSticky = live.filter((c) => !STICKY_KINDS.includes(c.target_kind));
+      // C5: the sticky holds this end reports kept are the ones still held when it commits: the
+      // last read locks them, so a release made meanwhile (by the holder's actor from another
+      // session, or an operator) either committed before it and is not listed, or waits for it.
+      // It comes last, after the waiting line's locks (the order every release takes them in).
+      const heldAtCommit = () =>
+        claimViews(trx, { sessionId: input.sessionId, kinds: STICKY_KINDS, activeOnly: true, lockUntilCommit: true });
       if (session.ended_at || session.terminated_at) {
         return {
           session: await sessionView(input.sessionId, trx),
           ended: false,
           released_claims: [],
-          retained_sticky_claims: sticky,
+          retained_sticky_claims: await heldAtCommit(),
           blocking_claims: [],
           warnings: [],
         };
@@ -207,7 +216,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
           session: await sessionView(input.sessionId, trx),
           ended: false,
           released_claims: [],
-          retained_sticky_claims: sticky,
+          retained_sticky_claims: await heldAtCommit(),
           blocking_claims: nonSticky,
           warnings: [],
         };
@@ -215,13 +224,16 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
       await markSessionEnded(trx, input.sessionId, input.reason ?? 'session_end');
       const releasedIds = await releaseNonStickyClaimsOfEndedSessions(trx, 'session_end', [input.sessionId]);
       const released = await claimViews(trx, { claimIds: releasedIds });
-      await cancelWaitsOfSession(trx, input.sessionId, 'session_ended', lifetimeMs, effects);
-      const retained = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
+      await cancelWaitsOfSession(trx, input.sessionId, SESSION_ENDED, lifetimeMs, effects);
+      const retained = await heldAtCommit();
       // W9: a reserved turn the session never took is released by the cancelled wait (it is a
       // sticky kind, so the release above skipped it); it is a release of this end all the same.
+      // Only turns count: a hold released meanwhile by someone else is not this end's release.
       const kept = new Set(retained.map((c) => c.claim_id));
-      const turnIds = sticky.filter((c) => !kept.has(c.claim_id)).map((c) => c.claim_id);
-      const turns = turnIds.length > 0 ? await claimViews(trx, { claimIds: turnIds }) : [];
+      const turnIds = live.filter((c) => c.reserved_until !== null && !kept.has(c.claim_id)).map((c) => c.claim_id);
+      const turns = (turnIds.length > 0 ? await claimViews(trx, { claimIds: turnIds }) : []).filter(
+        (c) => c.release_reason === reservationCancelled(SESSION_ENDED),
+      );
       return {
         session: await sessionView(input.sessionId, trx),
         ended: true,

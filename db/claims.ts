@@ -36,6 +36,12 @@ export interface ClaimFilter {
   sessionId?: string;
   kinds?: readonly TargetKind[];
   activeOnly?: boolean;
+  /**
+   * Share-lock the claim rows read until the transaction ends: a concurrent release waits for
+   * it, so what was read live is still live at its commit (one that committed meanwhile is
+   * re-checked and left out).
+   */
+  lockUntilCommit?: boolean;
 }
 
 type ViewRow = Omit<ClaimView, 'claimed_at' | 'heartbeat_at' | 'released_at' | 'reserved_until' | 'sticky'> & {
@@ -112,8 +118,9 @@ export async function claimViews(db: Executor, filter: ClaimFilter): Promise<Cla
   if (filter.sessionId !== undefined) where.push(sql`c.session_id = ${filter.sessionId}`);
   if (filter.kinds) where.push(sql`c.target_kind = ANY(${[...filter.kinds]})`);
   if (filter.activeOnly) where.push(sql`c.released_at IS NULL`);
+  const lock = filter.lockUntilCommit ? sql` FOR SHARE OF c` : sql``;
   const { rows } =
-    await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id`.execute(
+    await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id${lock}`.execute(
       db,
     );
   return rows.map(toView);
@@ -405,6 +412,11 @@ export async function releaseClaim(db: Executor, claimId: number, mark: ReleaseM
  * W9: releases the live reservation claims of cancelled turns, recording why. With
  * `unconsumedOnly`, a claim whose turn was consumed (reserved_until cleared) is left alone.
  */
+/** The release reason of a reserved turn cancelled unconsumed, for `cause` (W9). */
+export function reservationCancelled(cause: string): string {
+  return `reservation cancelled: ${cause}`;
+}
+
 export async function releaseReservationClaims(
   db: Executor,
   claimIds: number[],
@@ -416,7 +428,7 @@ export async function releaseReservationClaims(
     .updateTable('work_claims')
     .set({
       released_at: sql`clock_timestamp()`,
-      release_reason: `reservation cancelled: ${cause}`,
+      release_reason: reservationCancelled(cause),
       reserved_until: null,
     })
     .where('claim_id', 'in', claimIds)
@@ -429,7 +441,7 @@ export async function releaseReservationClaims(
 export async function releaseReservationsOfMachine(db: Executor, testMachine: string, cause: string): Promise<void> {
   await db
     .updateTable('work_claims')
-    .set({ released_at: sql`clock_timestamp()`, release_reason: `reservation cancelled: ${cause}` })
+    .set({ released_at: sql`clock_timestamp()`, release_reason: reservationCancelled(cause) })
     .where('target_kind', '=', 'qa_admission')
     .where(sql<string>`scope->>'test_machine'`, '=', testMachine)
     .where('released_at', 'is', null)

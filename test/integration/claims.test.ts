@@ -1,7 +1,9 @@
 import { sql } from 'kysely';
+import { Client } from 'pg';
 import { claimPrimitiveActivities } from '../../activities/claimPrimitives';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { addTestMachines, ageSession, refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
+import { untilTrue } from '../helpers/until';
 
 let t: TestDatabase;
 let s: Services;
@@ -592,5 +594,80 @@ describe('coordination claims', () => {
       [heldByW1, 'retired lock'],
       [heldByW2, 'stale_session_sweep'],
     ]);
+  });
+});
+
+describe('C5 sessions end reports the sticky holds as they stand when the end commits', () => {
+  let pause: Client; // holds the locks that stop the end at a chosen point
+  beforeEach(async () => {
+    pause = new Client({ connectionString: t.url });
+    await pause.connect();
+    await s.registerSession({ sessionId: 'w1-other', actorId: 'alice', project: 'web' });
+  });
+  afterEach(async () => {
+    await pause.end();
+  });
+
+  /** How many connections to this database wait for a lock of one of these kinds. */
+  const waitingOn = async (events: string[]) =>
+    Number(
+      (
+        await pause.query(
+          `SELECT count(*) AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = ANY($1)`,
+          [events],
+        )
+      ).rows[0].n,
+    );
+  const alice = (claimId: number) =>
+    s.releaseWorkClaim({ actingSessionId: 'w1-other', claimId, reason: 'suite finished' });
+
+  test('C5 C9 a hold its actor releases while the end commits is listed as kept only if it was still held at the commit', async () => {
+    const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
+    // Stop the end at its commit: a deferred trigger on the session's end waits for a lock held here.
+    await sql`CREATE FUNCTION test_pause_end() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_advisory_xact_lock(4747001); RETURN NULL; END $$`.execute(t.db);
+    await sql`CREATE CONSTRAINT TRIGGER test_pause_end AFTER UPDATE ON sessions DEFERRABLE INITIALLY DEFERRED
+                FOR EACH ROW WHEN (OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL) EXECUTE FUNCTION test_pause_end()`.execute(
+      t.db,
+    );
+    await pause.query('SELECT pg_advisory_lock(4747001)');
+    const ending = s.endSession({ sessionId: 'w1' });
+    await untilTrue(async () => (await waitingOn(['advisory'])) === 1, 'the end to reach its commit');
+    let releaseDone = false;
+    const releasing = alice(qa.claim.claim_id).finally(() => (releaseDone = true));
+    await untilTrue(
+      async () => releaseDone || (await waitingOn(['transactionid', 'tuple'])) > 0,
+      'the release to finish or to wait for the end',
+    );
+    const releasedBeforeTheEndCommitted = releaseDone;
+    await pause.query('SELECT pg_advisory_unlock(4747001)');
+    const ended = await ending;
+    await releasing;
+    expect(ended.ended).toBe(true);
+    expect({
+      releasedBeforeTheEndCommitted,
+      listedAsKept: ended.retained_sticky_claims.some((c) => c.claim_id === qa.claim.claim_id),
+    }).toEqual({ releasedBeforeTheEndCommitted, listedAsKept: !releasedBeforeTheEndCommitted });
+    expect(await liveRow(qa.claim.claim_id)).toMatchObject({ released_by_session_id: 'w1-other' });
+  });
+
+  test("C5 W9 a hold its actor released while the end waited for a waiting line is neither kept nor the end's release", async () => {
+    const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
+    await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-2' });
+    await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2', join: { resumeCommand: 'yoke again' } }),
+    );
+    // The end cancels w1's wait on lab-2 under that line's lock, after its first read of w1's claims.
+    await pause.query(`SELECT pg_advisory_lock(hashtextextended('qa_line:lab-2', 0))`);
+    const ending = s.endSession({ sessionId: 'w1' });
+    await untilTrue(async () => (await waitingOn(['advisory'])) === 1, "the end to wait for lab-2's line");
+    await alice(qa.claim.claim_id);
+    await pause.query(`SELECT pg_advisory_unlock(hashtextextended('qa_line:lab-2', 0))`);
+    const ended = await ending;
+    expect(ended.ended).toBe(true);
+    expect(ended.retained_sticky_claims).toEqual([]);
+    expect(ended.released_claims.map((c) => c.claim_id)).not.toContain(qa.claim.claim_id);
+    expect(await liveRow(qa.claim.claim_id)).toMatchObject({ released_by_session_id: 'w1-other' });
   });
 });
