@@ -28,7 +28,7 @@ beforeAll(async () => {
     ['sessions', 'register', '--session', 'w2', '--actor', 'bob', '--project', 'web'],
     ['claims', 'steering', 'take', '--project', 'web', '--session', 'op'],
   ]);
-  await addTestMachines(services(t.db), ['cli-lab', 'busy', 'listed', 'done', 'sticky']);
+  await addTestMachines(services(t.db), ['cli-lab', 'busy', 'listed', 'done', 'sticky', 'idle', 'gone']);
 });
 afterAll(async () => {
   await t.drop();
@@ -107,6 +107,46 @@ test('C7 list --key QA_HOST:<machine> --active-only --json ignores --project', a
   ]);
   expect(r.code).toBe(0);
   expect(json<{ claim_id: number }[]>(r).map((c) => c.claim_id)).toEqual([held.claim_id]);
+});
+
+test('C3 C7 list --key QA_HOST:<machine> refuses a machine nobody added, and answers (none) for an idle one', async () => {
+  const unknown = await run(['coordination-claim', 'list', '--key', 'QA_HOST:nosuch', '--json']);
+  expect(unknown.code).toBe(1);
+  expect(jsonError(unknown)).toMatchObject({ code: 'test_machine_unknown', details: { test_machine: 'nosuch' } });
+  expect(jsonError(unknown).message).toContain('nosuch');
+  expect(jsonError(unknown).recovery).toContain('yoke test-machine list');
+  const text = await run(['coordination-claim', 'list', '--key', 'QA_HOST:NoSuch', '--active-only']);
+  expect(text.code).toBe(1);
+  expect(text.stderr).toMatch(/^test_machine_unknown: no test machine is named nosuch/);
+
+  // A registered machine nobody holds is simply free.
+  const idle = await run(['coordination-claim', 'list', '--key', 'QA_HOST:idle', '--active-only']);
+  expect({ code: idle.code, stdout: idle.stdout.trim() }).toEqual({ code: 0, stdout: '(none)' });
+
+  // A removed machine keeps its history, and listing it is not refused.
+  const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:gone', '--session', 'w2', '--json']));
+  expect(
+    (
+      await run([
+        'claims',
+        'work',
+        'release',
+        '--claim-id',
+        String(held.claim_id),
+        '--reason',
+        'done',
+        '--session',
+        'w2',
+      ])
+    ).code,
+  ).toBe(0);
+  expect((await run(['test-machine', 'remove', 'gone'])).code).toBe(0);
+  const history = await run(['coordination-claim', 'list', '--key', 'QA_HOST:gone', '--json']);
+  expect(history.code).toBe(0);
+  expect(json<{ claim_id: number }[]>(history).map((c) => c.claim_id)).toEqual([held.claim_id]);
+  expect(json(await run(['coordination-claim', 'list', '--key', 'QA_HOST:gone', '--active-only', '--json']))).toEqual(
+    [],
+  );
 });
 
 test('C8 C11 the operator release from a steering seat warns, records the reason, and refuses in a hook context', async () => {
