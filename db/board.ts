@@ -17,6 +17,8 @@ export interface BoardReadRows {
     item: string | null;
     claimed_at: string;
     released_at: string | null;
+    /** W7: set while the row is a reserved waiting-line turn not yet taken. */
+    reserved_until: string | null;
   }[];
   doc_pairings: { seat_claim_id: number; lock_claim_id: number }[];
   /** Runs and items in the shape the schedule (U1) takes them. */
@@ -59,7 +61,7 @@ export async function readBoard(db: Executor, filter: BoardReadFilter): Promise<
       SELECT * FROM act UNION ALL SELECT * FROM rec
     ), cl AS (
       SELECT c.claim_id, c.session_id, c.target_kind, c.scope, c.key, c.project_id, c.claimed_at, c.released_at,
-             p.name AS project, ip.item_prefix || '-' || i.number AS item
+             c.reserved_until, p.name AS project, ip.item_prefix || '-' || i.number AS item
         FROM srows r
         JOIN work_claims c ON c.session_id = r.session_id AND (r.state = 'recent' OR c.released_at IS NULL)
         LEFT JOIN projects p ON p.project_id = c.project_id
@@ -99,7 +101,8 @@ export async function readBoard(db: Executor, filter: BoardReadFilter): Promise<
       'claims', coalesce((SELECT json_agg(json_build_object(
           'claim_id', c.claim_id, 'session_id', c.session_id, 'kind', c.target_kind, 'scope', c.scope, 'key', c.key,
           'project', c.project, 'item', c.item, 'claimed_at', ${ISO('c.claimed_at')},
-          'released_at', ${ISO('c.released_at')}) ORDER BY c.claim_id) FROM cl c), '[]'::json),
+          'released_at', ${ISO('c.released_at')}, 'reserved_until', ${ISO('c.reserved_until')}) ORDER BY c.claim_id)
+          FROM cl c), '[]'::json),
       'doc_pairings', coalesce((SELECT json_agg(pairs ORDER BY seat_claim_id, lock_claim_id) FROM pairs), '[]'::json),
       'runs', coalesce((SELECT json_agg(json_build_object(
           'run_id', run_id, 'project', project, 'status', status, 'driver_session_id', driver_session_id,

@@ -86,7 +86,37 @@ function pathAnchor(c: BoardClaim): { item?: string; process?: string } {
   return {};
 }
 
+/**
+ * W7: a waiting-line turn reserved for the session and not yet taken. It is not a hold, so it
+ * does not render as one: `⏳ <key> reserved until <time>` instead of `🔒 <key>`.
+ */
+export interface ReservedKeycap {
+  claim_id: number;
+  key: string;
+  reserved_until: string;
+  /** The entry of the Claims column that renders it. */
+  keycap: string;
+}
+
+/** An ISO time to the second, as a keycap shows it (anything else as given). */
+function toSecond(iso: string): string {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$/.exec(iso);
+  return m ? `${m[1]}Z` : iso;
+}
+
+function coordinationKeycap(c: BoardClaim): string {
+  const item = c.item ? ` (${c.item})` : '';
+  return c.reserved_until
+    ? `⏳ ${coordinationKey(c)}${item} reserved until ${toSecond(c.reserved_until)}`
+    : `🔒 ${coordinationKey(c)}${item}`;
+}
+
 export function renderClaimsColumn(input: ClaimsColumnInput): string[] {
+  return claimsColumn(input).keycaps;
+}
+
+/** The Claims column's keycaps, and which of them are reserved turns rather than holds. */
+export function claimsColumn(input: ClaimsColumnInput): { keycaps: string[]; reserved: ReservedKeycap[] } {
   // B8: released path claims and coordination claims do not appear on active-session rows.
   const claims = input.claims.filter(
     (c) => !(input.state === 'active' && c.released_at && (c.kind === PATH || COORDINATION.has(c.kind))),
@@ -164,8 +194,19 @@ export function renderClaimsColumn(input: ClaimsColumnInput): string[] {
     } else if (g.anchor.process !== undefined) keycaps.push(`📁${g.total} (⚙ ${g.anchor.process})`);
     else keycaps.push(`📁${g.total}`);
   }
-  // Coordination claims last, one per key (B3, B7), an item-owned one naming its item.
-  for (const latest of [...mostRecentBy(coordination, coordinationKey).values()].map((g) => g[0]!).sort(oldestFirst))
-    keycaps.push(`🔒 ${coordinationKey(latest)}${latest.item ? ` (${latest.item})` : ''}`);
-  return keycaps;
+  // Coordination claims last, one per key (B3, B7), an item-owned one naming its item; a
+  // reserved turn (W7) as a reservation.
+  const reserved: ReservedKeycap[] = [];
+  for (const latest of [...mostRecentBy(coordination, coordinationKey).values()].map((g) => g[0]!).sort(oldestFirst)) {
+    const keycap = coordinationKeycap(latest);
+    keycaps.push(keycap);
+    if (latest.reserved_until)
+      reserved.push({
+        claim_id: latest.claim_id,
+        key: coordinationKey(latest),
+        reserved_until: latest.reserved_until,
+        keycap,
+      });
+  }
+  return { keycaps, reserved };
 }

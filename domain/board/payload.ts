@@ -18,6 +18,11 @@ export const BoardClaimSchema = z.object({
   item: z.string().nullable().optional(),
   claimed_at: z.string(),
   released_at: z.string().nullable().optional(),
+  /**
+   * W7: set while the claim is a waiting-line turn reserved for this session and not yet taken
+   * (a reservation, not a hold). B6: absent from payloads recorded before it was read.
+   */
+  reserved_until: z.string().nullable().optional(),
 });
 export type BoardClaim = z.infer<typeof BoardClaimSchema>;
 

@@ -1,4 +1,4 @@
-import { renderClaimsColumn, type RowState } from './claimsColumn';
+import { claimsColumn, type ReservedKeycap, type RowState } from './claimsColumn';
 import type { BoardPayload, BoardSession } from './payload';
 
 /** One rendered row of either table: the session and its Claims column as keycaps. */
@@ -11,6 +11,8 @@ export interface BoardRow {
   offered_at: string;
   ended_at: string | null;
   claims: string[];
+  /** W7: the entries of `claims` that are reserved waiting-line turns, not holds. */
+  reserved_claims: ReservedKeycap[];
 }
 
 export interface RenderedBoard {
@@ -21,6 +23,7 @@ export interface RenderedBoard {
 }
 
 function row(s: BoardSession, state: RowState, payload: BoardPayload): BoardRow {
+  const column = claimsColumn({ state, claims: s.claims, pairings: payload.doc_pairings });
   return {
     session_id: s.session_id,
     actor_id: s.actor_id,
@@ -29,7 +32,8 @@ function row(s: BoardSession, state: RowState, payload: BoardPayload): BoardRow 
     harness: s.harness ?? null,
     offered_at: s.offered_at,
     ended_at: s.ended_at ?? null,
-    claims: renderClaimsColumn({ state, claims: s.claims, pairings: payload.doc_pairings }),
+    claims: column.keycaps,
+    reserved_claims: column.reserved,
   };
 }
 

@@ -300,3 +300,23 @@ test('a claim taken now appears on the board without a reload', async () => {
   expect(navigations).toBe(1);
   await page.screenshot({ path: join(ARTIFACTS, 'dashboard-live-claim.png'), fullPage: true });
 });
+
+test('W7 B1 a turn reserved for a waiter is drawn as a reservation, not a hold, and becomes a hold once taken', async () => {
+  const held = await t.db
+    .selectFrom('work_claims')
+    .select('claim_id')
+    .where('key', '=', 'QA_HOST:lab-1')
+    .where('released_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim_id, reason: 'suite done' });
+  const reserved = page.locator('#active-sessions [data-session="w2"] kbd.reserved');
+  await reserved.waitFor({ timeout: 60_000 });
+  expect(await reserved.textContent()).toMatch(/^⏳ QA_HOST:lab-1 reserved until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  expect(await texts('#active-sessions [data-session="w1"] kbd')).toEqual(['WEB-1 📁2']);
+  await page.locator('#board').screenshot({ path: join(ARTIFACTS, 'dashboard-reserved-turn.png') });
+  await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1' });
+  await page.waitForSelector('#active-sessions [data-session="w2"] kbd:text-is("🔒 QA_HOST:lab-1")', {
+    timeout: 60_000,
+  });
+  expect(await page.locator('#active-sessions [data-session="w2"] kbd.reserved').count()).toBe(0);
+});

@@ -201,6 +201,35 @@ describe('the board from the one read', () => {
     expect(board.markdown).not.toContain('gone');
   });
 
+  test('W7 B1 a turn reserved for the oldest waiter shows as reserved on its row, text and JSON, until the waiter takes it', async () => {
+    const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
+    await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1', join: { resumeCommand: 'yoke again' } }),
+    );
+    await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'suite done' });
+    const turn = (await s.listClaims({ sessionId: 'w2', activeOnly: true })).find((c) => c.key === 'QA_HOST:lab-1')!;
+    expect(turn.reserved_until).not.toBeNull();
+    const keycap = `⏳ QA_HOST:lab-1 reserved until ${turn.reserved_until!.slice(0, 19)}Z`;
+    const board = await boardOf();
+    const w2 = board.active_sessions.find((r) => r.session_id === 'w2')!;
+    expect(w2.claims).toEqual([keycap]);
+    expect(w2.reserved_claims).toEqual([
+      { claim_id: turn.claim_id, key: 'QA_HOST:lab-1', reserved_until: expect.any(String), keycap },
+    ]);
+    expect(Date.parse(w2.reserved_claims[0]!.reserved_until)).toBe(Date.parse(turn.reserved_until!));
+    expect(board.markdown).toContain(`<kbd>${keycap}</kbd>`);
+    expect(board.markdown).not.toContain('🔒 QA_HOST:lab-1');
+    expect(await rowOf('w1')).toEqual([]);
+
+    // The waiter takes its turn: now it holds the machine.
+    await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1' });
+    const taken = (await boardOf()).active_sessions.find((r) => r.session_id === 'w2')!;
+    expect({ claims: taken.claims, reserved: taken.reserved_claims }).toEqual({
+      claims: ['🔒 QA_HOST:lab-1'],
+      reserved: [],
+    });
+  });
+
   test('B1 the board is one statement, and --project keeps sessions of the project or holding its claims', async () => {
     await p.takeProcess({ sessionId: 'w1', processKey: 'FEED' });
     await s.takeItem({ sessionId: 'a1', item: 'WEB-7' }); // an api session holding a web claim

@@ -249,6 +249,39 @@ describe('the rules', () => {
     ]);
   });
 
+  test('W7 B1 a waiting-line turn reserved for the session and not yet taken renders as a reservation, not a hold', () => {
+    const turn = claim(
+      'qa_admission',
+      { test_machine: 'lab' },
+      { key: 'QA_HOST:lab', reserved_until: '2026-11-30T08:15:00.123456Z' },
+    );
+    const held = claim('qa_admission', { test_machine: 'lab-2' }, { key: 'QA_HOST:lab-2' });
+    expect(render([turn, held])).toEqual(['⏳ QA_HOST:lab reserved until 2026-11-30T08:15:00Z', '🔒 QA_HOST:lab-2']);
+    // Once taken (the turn becomes the hold: reserved_until cleared), it is a hold like any other.
+    expect(render([{ ...turn, reserved_until: null }])).toEqual(['🔒 QA_HOST:lab']);
+    // --json and the dashboard: the row names which of its keycaps are reservations.
+    const board = renderBoard({
+      generated_at: '2026-11-30T08:10:00Z',
+      active_sessions: [{ session_id: 's', actor_id: 'a', offered_at: 't', claims: [turn, held] }],
+      recent_sessions: [],
+      doc_pairings: [],
+    });
+    expect(board.active_sessions[0]!.reserved_claims).toEqual([
+      {
+        claim_id: turn.claim_id,
+        key: 'QA_HOST:lab',
+        reserved_until: '2026-11-30T08:15:00.123456Z',
+        keycap: '⏳ QA_HOST:lab reserved until 2026-11-30T08:15:00Z',
+      },
+    ]);
+    expect(boardMarkdown(board)).toContain(
+      '<kbd>⏳ QA_HOST:lab reserved until 2026-11-30T08:15:00Z</kbd> <kbd>🔒 QA_HOST:lab-2</kbd>',
+    );
+    // B6: a payload recorded before reservations were read renders every coordination claim as before.
+    const { reserved_until: _dropped, ...older } = turn;
+    expect(render([older as BoardClaim])).toEqual(['🔒 QA_HOST:lab']);
+  });
+
   test('markdown cells escape pipes and angle brackets from scopes', () => {
     const md = boardMarkdown(
       renderBoard({

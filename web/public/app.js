@@ -26,6 +26,8 @@ function stamp(panel) {
 }
 
 function sessionRow(r, live) {
+  // W7: a turn reserved for this session and not yet taken is drawn as a reservation, not a hold.
+  const reserved = new Set((r.reserved_claims ?? []).map((c) => c.keycap));
   return h(
     'tr',
     { 'data-session': r.session_id },
@@ -38,7 +40,9 @@ function sessionRow(r, live) {
     h(
       'td',
       { class: 'claims' },
-      r.claims.map((k) => h('kbd', {}, k)),
+      r.claims.map((k) =>
+        h('kbd', reserved.has(k) ? { class: 'reserved', title: 'reserved turn, not yet taken' } : {}, k),
+      ),
     ),
     live ? h('td', { class: 'staffing' }, (r.staffing ?? []).join(' ') || '-') : null,
   );
