@@ -4,6 +4,9 @@ import { addTestMachines, services } from '../helpers/fixtures';
 
 let t: TestDatabase;
 const run = (args: string[], env: Record<string, string> = {}) => yoke(t.url, args, env);
+/** C9: w2, the holder, releases its claim by id. */
+const releaseByHolder = (claimId: number, reason: string, ...flags: string[]) =>
+  run(['claims', 'work', 'release', '--claim-id', String(claimId), '--reason', reason, '--session', 'w2', ...flags]);
 
 beforeAll(async () => {
   t = await createTestDatabase();
@@ -125,21 +128,7 @@ test('C3 C7 list --key QA_HOST:<machine> refuses a machine nobody added, and ans
 
   // A removed machine keeps its history, and listing it is not refused.
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:gone', '--session', 'w2', '--json']));
-  expect(
-    (
-      await run([
-        'claims',
-        'work',
-        'release',
-        '--claim-id',
-        String(held.claim_id),
-        '--reason',
-        'done',
-        '--session',
-        'w2',
-      ])
-    ).code,
-  ).toBe(0);
+  expect((await releaseByHolder(held.claim_id, 'done')).code).toBe(0);
   expect((await run(['test-machine', 'remove', 'gone'])).code).toBe(0);
   const history = await run(['coordination-claim', 'list', '--key', 'QA_HOST:gone', '--json']);
   expect(history.code).toBe(0);
@@ -205,18 +194,7 @@ test('C8 C11 the operator release from a steering seat warns, records the reason
 
 test("C9 claims work release --claim-id N --reason TEXT releases the holder's QA host", async () => {
   const held = json(await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:done', '--session', 'w2', '--json']));
-  const r = await run([
-    'claims',
-    'work',
-    'release',
-    '--claim-id',
-    String(held.claim_id),
-    '--reason',
-    'run complete',
-    '--session',
-    'w2',
-    '--json',
-  ]);
+  const r = await releaseByHolder(held.claim_id, 'run complete', '--json');
   expect(r.code).toBe(0);
   expect(json(r)).toMatchObject({ claim_id: held.claim_id, release_reason: 'run complete' });
 });
