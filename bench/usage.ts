@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import {
   appendFileSync,
   closeSync,
@@ -165,6 +165,54 @@ function ccusageBinary(): string {
   return bin;
 }
 
+interface FoldLine {
+  seconds: number;
+  cpu_seconds: number;
+  checkpoint_seconds: number;
+  tokens: number;
+  bytes_read: number;
+}
+
+/**
+ * `usageFold.js warm` (the worker's case: a long-lived process that has folded before): `full()`
+ * waits for its full pass's line; `incremental()` lets it go on (the bench has appended) and
+ * waits for its incremental pass's line, which it times in the same, warm, process.
+ */
+function warmFold(args: string[]): { full(): Promise<FoldLine>; incremental(): Promise<FoldLine> } {
+  const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines: string[] = [];
+  let buffered = '';
+  let exit: number | null | undefined;
+  let wake = () => {};
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    buffered += d;
+    for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+      lines.push(buffered.slice(0, nl));
+      buffered = buffered.slice(nl + 1);
+    }
+    wake();
+  });
+  child.on('close', (code) => {
+    exit = code;
+    wake();
+  });
+  const line = (n: number) =>
+    new Promise<FoldLine>((resolve, reject) => {
+      wake = () => {
+        if (lines.length >= n) resolve(JSON.parse(lines[n - 1]!) as FoldLine);
+        else if (exit !== undefined) reject(new Error(`usageFold warm exited (${exit}) before its pass ${n}`));
+      };
+      wake();
+    });
+  return {
+    full: () => line(1),
+    incremental: () => {
+      child.stdin.end('appended\n');
+      return line(2);
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const config = mkdtempSync(join(tmpdir(), 'yoke-bench-usage-'));
   try {
@@ -197,11 +245,13 @@ async function main(): Promise<void> {
       config,
       '--json',
     ];
-    const { backfill, backfillAgain, yokeIncremental, floor, ccAgain } = await withBenchDatabase(
-      'usage_backfill',
-      async ({ url }) => {
+    const { backfill, backfillAgain, yokeIncremental, floor, ccAgain, warmFull, warmIncremental } =
+      await withBenchDatabase('usage_backfill', async ({ url }) => {
         const backfillEnv = { ...process.env, DATABASE_URL: url };
         const backfill = timed(node, backfillArgs, backfillEnv);
+        // the worker's case: a process that folded the corpus folds the append, warm
+        const warm = warmFold([fold, config, join(config, 'checkpoints-warm'), 'warm']);
+        const warmFull = await warm.full();
         // append 1% of the corpus as new calls at the end of the main transcripts
         const appendBytes = Math.floor((yokeFullResult.corpus_bytes * 0.01) / SESSIONS);
         for (let i = 0; i < SESSIONS; i++) {
@@ -210,15 +260,15 @@ async function main(): Promise<void> {
           while (text.length < appendBytes) text += `${assistant(`late_${i}_${call++}`, 500, `session-${i}`)}\n`;
           appendFileSync(join(projects, `project-${i % 10}`, `session-${i}.jsonl`), text);
         }
+        const warmIncremental = await warm.incremental();
         const floorCheckpoints = join(config, 'checkpoints-floor'); // the floor pass's own copy
         cpSync(checkpoints, floorCheckpoints, { recursive: true });
         const yokeIncremental = timed(node, [fold, config, checkpoints, 'incremental']);
         const floor = timed(node, [fold, config, floorCheckpoints, 'floor']);
         const backfillAgain = timed(node, backfillArgs, backfillEnv);
         const ccAgain = timed(ccusage, ['session', '--offline', '--json'], env);
-        return { backfill, backfillAgain, yokeIncremental, floor, ccAgain };
-      },
-    );
+        return { backfill, backfillAgain, yokeIncremental, floor, ccAgain, warmFull, warmIncremental };
+      });
     const lastLine = (stdout: string) =>
       JSON.parse(stdout.trim().split('\n').pop()!) as { registered: number; usage_tokens: number; threads: number };
     const backfillDone = lastLine(backfill.stdout);
@@ -278,6 +328,18 @@ async function main(): Promise<void> {
               fold_checkpoint_seconds: round3(yokeIncrementalResult.checkpoint_seconds),
               cpu_seconds: yokeIncremental.cpu_seconds,
             },
+            // the same 1 % fold in a process that folded the corpus before (usageFold.ts 'warm'), as the
+            // worker folds `hooks usage --async` requests: its code is optimized, no process start is counted
+            incremental_warm: {
+              fold_seconds: round3(warmIncremental.seconds),
+              fold_cpu_seconds: round3(warmIncremental.cpu_seconds),
+              fold_checkpoint_seconds: round3(warmIncremental.checkpoint_seconds),
+              bytes_read: warmIncremental.bytes_read,
+              tokens: warmIncremental.tokens,
+              // that process's first pass: the full fold it did before the append
+              full_fold_seconds: round3(warmFull.seconds),
+              full_fold_cpu_seconds: round3(warmFull.cpu_seconds),
+            },
             // the least an incremental fold of this design (whole rows parsed, whole checkpoints) does in a fresh process (usageFold.ts 'floor'): per session read
             // the checkpoint, stat the files, read the new bytes, JSON.parse each new row, write the checkpoint
             incremental_floor: {
@@ -324,6 +386,7 @@ async function main(): Promise<void> {
             // the incremental fold and the backfill run again count what a full rescan counts
             totals_identical_after_1pct:
               yokeIncrementalResult.tokens === ccAgainTokens && backfillAgainDone.usage_tokens === ccAgainTokens,
+            totals_identical_warm: warmFull.tokens === ccFullTokens && warmIncremental.tokens === ccAgainTokens,
             // the fold's own time (both in-process, so node's start is not counted twice)
             incremental_share_of_full: {
               ratio: round3(yokeIncrementalResult.seconds / yokeFullResult.seconds),
@@ -332,6 +395,11 @@ async function main(): Promise<void> {
               cpu_ratio: round3(yokeIncrementalResult.cpu_seconds / yokeFullResult.cpu_seconds),
               // the incremental_floor's share: what no fold of this design goes below in this bench's cold process
               floor_ratio: round3(floorResult.seconds / yokeFullResult.seconds),
+              // the warm incremental fold (incremental_warm) against the same full fold, in wall and CPU
+              // seconds, and against the full pass of its own process
+              warm_ratio: round3(warmIncremental.seconds / yokeFullResult.seconds),
+              warm_cpu_ratio: round3(warmIncremental.cpu_seconds / yokeFullResult.cpu_seconds),
+              warm_ratio_own_full: round3(warmIncremental.seconds / warmFull.seconds),
               at_most: 0.02,
             },
           },

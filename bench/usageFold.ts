@@ -27,19 +27,16 @@ import { runBench } from './benchMain';
  * way for comparison. Per session it reads the checkpoint, stats the transcripts, reads the
  * main transcript past its mark, parses each new row (JSON.parse, nothing counted) and writes
  * the checkpoint back with the mark moved; the checkpoint directory it is given is its own copy.
- * Usage: node usageFold.js <claude-config-dir> <checkpoint-dir> full|incremental|floor
+ * `warm` is the worker's case (`hooks usage --async` hands folds to a long-lived process): a full
+ * pass, then, once a line arrives on stdin (the bench has appended), an incremental pass in the
+ * same process, its code already optimized by the first; one JSON line each.
+ * Usage: node usageFold.js <claude-config-dir> <checkpoint-dir> full|incremental|floor|warm
  */
 async function main(): Promise<void> {
   const [root, checkpointDir, mode] = process.argv.slice(2);
-  if (!root || !checkpointDir || !mode)
-    throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental|floor');
+  if (!root || !checkpointDir || !mode || !['full', 'incremental', 'floor', 'warm'].includes(mode))
+    throw new Error('usage: usageFold <claude-config-dir> <checkpoint-dir> full|incremental|floor|warm');
   mkdirSync(checkpointDir, { recursive: true });
-  let files = 0;
-  const started = process.hrtime.bigint();
-  const cpuBefore = process.cpuUsage();
-  let tokens = 0;
-  let bytesRead = 0;
-  let checkpointNs = 0n; // reading, serializing and writing checkpoints: the store's share of the fold time
   const projects = join(root, 'projects');
   const sessions = readdirSync(projects).flatMap((project) =>
     readdirSync(join(projects, project))
@@ -49,15 +46,49 @@ async function main(): Promise<void> {
         checkpointFile: join(checkpointDir, `${project}-${file}.json`),
       })),
   );
-  if (mode === 'floor') return floor(sessions, started, cpuBefore);
+  if (mode === 'floor') return floor(sessions, process.hrtime.bigint(), process.cpuUsage());
+  if (mode !== 'warm') return foldPass(sessions, mode === 'incremental', projects);
+  // the worker's case: a process that has folded before folds again after the append, warm
+  await foldPass(sessions, false, projects);
+  await nextLine(); // the bench appends, then writes a line
+  await foldPass(sessions, true, projects);
+}
+
+/** Resolves when stdin brings a line (or ends). */
+function nextLine(): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.stdin.off('data', onData);
+      process.stdin.off('end', done);
+      process.stdin.pause();
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      if (chunk.includes(10)) done();
+    };
+    process.stdin.on('data', onData);
+    process.stdin.on('end', done);
+  });
+}
+
+/** One fold of every session (from its checkpoint when `incremental`), timed and reported as one JSON line. */
+async function foldPass(
+  sessions: { main: string; checkpointFile: string }[],
+  incremental: boolean,
+  projects: string,
+): Promise<void> {
+  let files = 0;
+  const started = process.hrtime.bigint();
+  const cpuBefore = process.cpuUsage();
+  let tokens = 0;
+  let bytesRead = 0;
+  let checkpointNs = 0n; // reading, serializing and writing checkpoints: the store's share of the fold time
   const checkpoints = new Map<string, Checkpoint | undefined>();
   let unread = 0;
   for (const { main, checkpointFile } of sessions) {
     const loading = process.hrtime.bigint();
     const before: Checkpoint | undefined =
-      mode === 'incremental' && existsSync(checkpointFile)
-        ? JSON.parse(readFileSync(checkpointFile, 'utf8'))
-        : undefined;
+      incremental && existsSync(checkpointFile) ? JSON.parse(readFileSync(checkpointFile, 'utf8')) : undefined;
     checkpointNs += process.hrtime.bigint() - loading;
     checkpoints.set(main, before);
     unread += unreadBytes(main, before);
