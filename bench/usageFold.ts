@@ -60,7 +60,7 @@ function nextLine(): Promise<void> {
     const done = () => {
       process.stdin.off('data', onData);
       process.stdin.off('end', done);
-      process.stdin.pause();
+      process.stdin.destroy(); // nothing more is read: the process may exit when its pass ends
       resolve();
     };
     const onData = (chunk: Buffer) => {
