@@ -1,9 +1,10 @@
-import { isTerminalRunStatus } from '../domain/runStatuses';
+import { executeRunCommand, isTerminalRunStatus } from '../domain/runStatuses';
 import type { DeploymentRunActivities } from '../activities/deploymentRuns';
 import type { RunView } from '../activities/runs/read';
 import type { CommandContext } from './context';
 import { keepWatcherAlive } from './sessionKeepAlive';
 import { unreachable } from '../domain/errors';
+import { failedQaRecovery } from '../domain/qaStages';
 
 function stamp(): string {
   return new Date().toISOString().slice(11, 19);
@@ -64,6 +65,16 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
 }
 
 /**
+ * What the watcher does next, where the run cannot move on by itself: a created run waits to be
+ * executed; a blocking obligation recorded failed fails its QA stage, retry after retry, until a
+ * new verdict replaces it (failedQaRecovery). Null otherwise.
+ */
+function nextStep(view: RunView): string | null {
+  if (view.status === 'created') return executeRunCommand(view.run_id);
+  return failedQaRecovery(view, view.qa);
+}
+
+/**
  * `deployment-runs watch`: reads the run from Postgres (the record) and prints each change
  * as it happens: one line per stage transition in a terminal, one JSON object per change
  * with --json. Returns the final status. Run as a session, it keeps that session alive.
@@ -117,15 +128,18 @@ async function followRun(
     // S1: a settling run is still executing; watch shows the phase, and ends only at a terminal status.
     const status = view.settling ? 'settling' : view.status;
     if (status !== lastStatus || changes.length || lines !== lastLines) {
+      const next = nextStep(view);
       if (opts.json) {
         process.stdout.write(
-          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, settling: view.settling, settlement_blocked: view.settlement.blocked, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })) })}\n`,
+          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, settling: view.settling, settlement_blocked: view.settlement.blocked, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })), waiting_for: view.status === 'created' ? 'execute' : null, recovery: next })}\n`,
         );
       } else {
         const blocked = view.settling && view.settlement.blocked ? `: ${String(view.settlement.blocked.message)}` : '';
+        // A created run moves only once someone executes it: said with the status, not left silent.
+        const waiting = view.status === 'created' ? ': waiting to be executed' : '';
         const statusLine =
           status !== lastStatus
-            ? `${stamp()}  run ${view.run_id} ${status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}${blocked}\n`
+            ? `${stamp()}  run ${view.run_id} ${status}${view.terminal_reason ? ` (${view.terminal_reason})` : ''}${blocked}${waiting}\n${next ? `${stamp()}  next: ${next}\n` : ''}`
             : '';
         // The run's start comes before its stages; its end after them.
         if (!isTerminalRunStatus(view.status)) process.stdout.write(statusLine);
@@ -163,7 +177,10 @@ async function followRun(
         'wait_timeout',
         `run ${runId} did not end within ${Math.round(opts.timeoutMs / 1000)} s of watching`,
         {
-          recovery: `it goes on without you: yoke deployment-runs watch ${runId} again, or --timeout SECONDS`,
+          recovery:
+            view.status === 'created'
+              ? `it waits to be executed: ${executeRunCommand(runId)}, then yoke deployment-runs watch ${runId} again`
+              : `it goes on without you: yoke deployment-runs watch ${runId} again, or --timeout SECONDS`,
           details: { run_id: runId, status: view.status, current_stage: view.current_stage },
         },
       );

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { refusal } from '../domain/errors';
 import type { Obligation } from '../domain/admission';
 import type { RunStatus } from '../domain/runStatuses';
@@ -37,11 +37,18 @@ export async function driverAttachmentLive(
   return rows[0]!.live;
 }
 
-/** R1's one test of a driver attachment, as SQL (false for a run nobody drives). */
-function driverLive(run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at'>, freshMs: number) {
-  return sql<boolean>`coalesce(${run.driver_heartbeat_at}::timestamptz > now() - make_interval(secs => ${freshMs / 1000})
-    AND EXISTS (SELECT 1 FROM sessions d WHERE d.session_id = ${run.driver_session_id}
+/**
+ * R1's one test of a driver attachment, as SQL (false for a run nobody drives), over the given
+ * heartbeat and session: a run's values, or a listed run's columns.
+ */
+function driverLiveOf(heartbeatAt: RawBuilder<unknown>, sessionId: RawBuilder<unknown>, freshMs: number) {
+  return sql<boolean>`coalesce(${heartbeatAt} > now() - make_interval(secs => ${freshMs / 1000})
+    AND EXISTS (SELECT 1 FROM sessions d WHERE d.session_id = ${sessionId}
                   AND d.ended_at IS NULL AND d.terminated_at IS NULL), false)`;
+}
+
+function driverLive(run: Pick<RunRow, 'driver_session_id' | 'driver_heartbeat_at'>, freshMs: number) {
+  return driverLiveOf(sql`${run.driver_heartbeat_at}::timestamptz`, sql`${run.driver_session_id}`, freshMs);
 }
 
 /**
@@ -182,6 +189,9 @@ export interface RunListRow {
   current_stage: string | null;
   created_at: Date;
   driver_session_id: string | null;
+  /** R1: whether that attachment is live (driverLiveOf), whatever the run's status: see drivesNothing. */
+  driver_attachment_live: boolean;
+  superseded_by_run_id: string | null;
   /** S1: executing with settling_at recorded (as `get` reads it). */
   settling: boolean;
 }
@@ -190,6 +200,7 @@ export interface RunListRow {
 export async function listRunRows(
   db: Executor,
   filter: { projectId?: number; status?: RunStatus },
+  freshMs: number,
 ): Promise<RunListRow[]> {
   let q = db
     .selectFrom('deployment_runs as r')
@@ -206,6 +217,10 @@ export async function listRunRows(
       'r.current_stage',
       'r.created_at',
       'r.driver_session_id',
+      driverLiveOf(sql.ref('r.driver_heartbeat_at'), sql.ref('r.driver_session_id'), freshMs).as(
+        'driver_attachment_live',
+      ),
+      'r.superseded_by_run_id',
       sql<boolean>`r.status = 'executing' AND r.settling_at IS NOT NULL`.as('settling'),
     ])
     .orderBy('r.created_at', 'desc');

@@ -90,3 +90,19 @@ export function sameCommit(a: string, b: string): boolean {
 export function qaBeginCommand(e: { run_id: string; stage: string; plan_id: string; item: string | null }): string {
   return `yoke qa begin --run ${e.run_id} --stage ${e.stage} --plan ${e.plan_id}${e.item ? ` --item ${e.item}` : ''}`;
 }
+
+/**
+ * Issue 10 / W3: why a case gave its machine back and runs again (its command reported no
+ * result, or SSH could not reach the machine). The execution's wait in the machine's line
+ * carries it as its rationale, `<code>: <detail>`.
+ */
+export const CASE_INTERRUPTIONS = ['step_interrupted', 'ssh_unavailable'] as const;
+
+export function interruptionRationale(code: (typeof CASE_INTERRUPTIONS)[number], detail: string): string {
+  return `${code}: ${detail}`;
+}
+
+/** Whether a wait's rationale says a case was interrupted (interruptionRationale). */
+export function isInterruption(rationale: string): boolean {
+  return CASE_INTERRUPTIONS.some((code) => rationale.startsWith(`${code}: `));
+}

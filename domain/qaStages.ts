@@ -14,3 +14,36 @@ export function qaStageNotFound(runId: string, stages: readonly NamedStage[], st
     details: { run_id: runId, stage },
   });
 }
+
+/** A run obligation as the blocking-QA report and `get` show it (the report lists only blocking, open ones). */
+interface RunObligation {
+  check_name: string;
+  stage_name: string | null;
+  status: string;
+  blocking?: boolean;
+  retracted?: string | null;
+}
+
+/**
+ * Q4 O4: a blocking run obligation recorded failed fails the QA stage that answers it, and fails
+ * it again on every retry while it stands (a retry restores only what was retracted; a verdict
+ * stays). What to do next, as a recovery names it: once the cause is fixed, record the check
+ * again (passed, or waived by the run's driver or a steering seat), then retry a failed run.
+ * Null when no blocking obligation of a run that can still move reads failed.
+ */
+export function failedQaRecovery(
+  run: { run_id: string; status: string },
+  obligations: readonly RunObligation[],
+): string | null {
+  if (!['created', 'executing', 'failed'].includes(run.status)) return null;
+  const failed = obligations.filter((o) => o.status === 'failed' && o.blocking !== false && !o.retracted);
+  if (failed.length === 0) return null;
+  const names = failed.map((o) => o.check_name);
+  const record = names
+    .map((c) => `yoke deployment-runs qa-verdict ${run.run_id} --check ${c} --status passed`)
+    .join('; ');
+  const where = [...new Set(failed.map((o) => o.stage_name ?? 'settlement'))].join(', ');
+  return run.status === 'failed'
+    ? `once ${names.join(', ')} is fixed, record it again: ${record} (or --status waived), then retry: yoke deployment-runs retry ${run.run_id}; while it reads failed, a retry fails at ${where} again`
+    : `once ${names.join(', ')} is fixed, record it again: ${record} (or --status waived); while it reads failed, the run fails at ${where}`;
+}

@@ -19,3 +19,8 @@ export function isTerminalRunStatus(status: string): boolean {
 export function drivesNothing(run: { status: string; superseded_by_run_id: string | null }): boolean {
   return run.superseded_by_run_id !== null || run.status === 'succeeded' || run.status === 'cancelled';
 }
+
+/** The command that starts a created run's walk (a takeover's successor's too). */
+export function executeRunCommand(runId: string): string {
+  return `yoke deployment-runs execute ${runId}`;
+}

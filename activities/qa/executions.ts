@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
+import type { Executor } from '../../db/pool';
 import { existingItem } from '../../db/projects';
 import {
   advanceCursor,
@@ -29,6 +30,7 @@ import { parseItemRef } from '../../domain/itemRef';
 import { placeToTake } from '../../domain/placeTaking';
 import {
   fillCommand,
+  interruptionRationale,
   isHumanStep,
   needsMachineAfter,
   planSteps,
@@ -173,9 +175,11 @@ export interface RecordedCase {
   recorded: boolean;
 }
 
-function settledRefusal(e: ExecutionRow) {
+/** A settled execution's cases are closed; the recovery begins one like it again, for the same member (qaBeginCommand). */
+async function settledRefusal(db: Executor, e: ExecutionRow) {
+  const again = qaBeginCommand({ ...e, stage: e.stage_name, item: await itemLabel(db, e.item_id) });
   return refusal('qa_execution_settled', `QA plan execution ${e.execution_id} is ${e.status}; its cases are closed`, {
-    recovery: `begin a new one: yoke qa begin --run ${e.run_id} --stage ${e.stage_name} --plan ${e.plan_id}`,
+    recovery: `begin a new one: ${again}`,
     details: { execution_id: e.execution_id, status: e.status },
   });
 }
@@ -605,7 +609,8 @@ export function qaExecutionActivities(deps: {
         session_id: e.session_id,
         qa_plan_execution_id: e.execution_id,
       });
-      return giveBackAndRejoin(trx, effects, locked, session.actor_id, machine, `ssh_unavailable: ${input.detail}`);
+      const why = interruptionRationale('ssh_unavailable', input.detail);
+      return giveBackAndRejoin(trx, effects, locked, session.actor_id, machine, why);
     });
     return value;
   }
@@ -626,7 +631,10 @@ export function qaExecutionActivities(deps: {
     const e = await executionById(db, input.executionId);
     const step = stepAt(e, input.ordinal);
     const machine = step.test_machine!;
-    const why = `step_interrupted: case ${step.name} did not report a result (${input.detail}); it runs again`;
+    const why = interruptionRationale(
+      'step_interrupted',
+      `case ${step.name} did not report a result (${input.detail}); it runs again`,
+    );
     const { value } = await inLineTransaction(db, notifier, async (trx, effects) => {
       const locked = await executionById(trx, e.execution_id, { lock: true });
       if (locked.status !== 'running') return { position: 0 };
@@ -664,7 +672,7 @@ export function qaExecutionActivities(deps: {
         },
       );
     }
-    if (e.status !== 'running') throw settledRefusal(e);
+    if (e.status !== 'running') throw await settledRefusal(db, e);
     const step = planSteps(e.plan).find((s) => s.name === input.case);
     if (!step) {
       throw refusal('qa_case_not_found', `plan ${e.plan_id} has no case ${input.case}`, {
@@ -685,7 +693,7 @@ export function qaExecutionActivities(deps: {
     const served = await probe(e);
     const { row, recorded } = await db.transaction().execute(async (trx) => {
       const locked = await executionById(trx, e.execution_id, { lock: true });
-      if (locked.status !== 'running') throw settledRefusal(locked);
+      if (locked.status !== 'running') throw await settledRefusal(trx, locked);
       const written = await insertResult(trx, {
         execution_id: e.execution_id,
         case_name: step.name,
@@ -794,7 +802,7 @@ export function qaExecutionActivities(deps: {
   async function abortExecution(input: { sessionId: string; executionId: number; reason: string }) {
     const session = await requireLiveSession(db, input.sessionId);
     const e = await executionById(db, input.executionId);
-    if (e.status !== 'running') throw settledRefusal(e);
+    if (e.status !== 'running') throw await settledRefusal(db, e);
     // The actor who began it aborts it from any live session of its own (its runner session may
     // have ended while it waited: W9 cancelled its wait), as it records its verdicts and as
     // Postgres's policy allows; anyone else needs R1's driver or steering seat.
@@ -819,7 +827,7 @@ export function qaExecutionActivities(deps: {
         effects,
         qa,
       );
-      if (!ended) throw settledRefusal(await executionById(trx, e.execution_id));
+      if (!ended) throw await settledRefusal(trx, await executionById(trx, e.execution_id));
       return {
         execution_id: e.execution_id,
         status: 'aborted',

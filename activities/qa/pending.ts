@@ -5,7 +5,7 @@ import type { Executor } from '../../db/pool';
 import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
 import { runById, runFlow } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
-import { qaStageNotFound } from '../../domain/qaStages';
+import { failedQaRecovery, qaStageNotFound } from '../../domain/qaStages';
 import { refusal } from '../../domain/errors';
 
 export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;
@@ -24,6 +24,8 @@ export interface QaPendingReport {
   completing_stage: string;
   /** True only when the combined report is empty. */
   nothing_outstanding: boolean;
+  /** What to do next about a blocking obligation recorded failed (failedQaRecovery), else null. */
+  recovery: string | null;
 }
 
 function report(
@@ -49,6 +51,7 @@ function report(
     held: run.status === 'executing' && completingNotStarted && pending,
     completing_stage: completing,
     nothing_outstanding: rows.length === 0,
+    recovery: failedQaRecovery(run, obligations),
   };
 }
 

@@ -306,8 +306,13 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
 
   async function listRuns(input: { project?: string; status?: string }) {
     const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;
-    const rows = await listRunRows(db, { projectId, status: input.status as RunStatus | undefined });
-    return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+    const rows = await listRunRows(db, { projectId, status: input.status as RunStatus | undefined }, freshMs);
+    // R1: as get reads it: a run that can never move again has no live driver, whatever its last heartbeat.
+    return rows.map(({ driver_attachment_live, superseded_by_run_id, ...r }) => ({
+      ...r,
+      created_at: r.created_at.toISOString(),
+      driver_live: driver_attachment_live && !drivesNothing({ status: r.status, superseded_by_run_id }),
+    }));
   }
 
   return { getRun, listRuns, memberClosure: (runId: string) => memberClosure(db, runId) };

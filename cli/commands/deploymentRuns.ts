@@ -6,6 +6,7 @@ import type { CreateReceipt } from '../../activities/runs/creation';
 import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
+import { failedQaRecovery } from '../../domain/qaStages';
 import {
   actingSession,
   BaseOptions,
@@ -20,7 +21,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import type * as Definitions from '../../workflows/definitions';
 import { registerArtifacts } from './artifacts';
 import { registerRunQa } from './runQa';
-import { registerTakeover } from './takeover';
+import { executeNext, registerTakeover } from './takeover';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 const Selection = { requirementId: z.array(nonEmpty).default([]), planId: z.array(nonEmpty).default([]) };
@@ -66,6 +67,8 @@ function receiptLine(r: CreateReceipt): string {
       `took over run ${r.takeover.predecessor_run_id} (${r.takeover.moved_members.length} member(s), ${r.takeover.moved_qa.length} QA row(s), ${r.takeover.moved_executions.length} execution(s) moved)`,
     );
   for (const s of r.takeover_skipped ?? []) lines.push(`not taken over: run ${s.run_id}: ${s.reason}`);
+  // D4 T3: the run that took over holds the occupancy and still owes its own walk, as takeover says.
+  if (r.takeover) lines.push(executeNext(r.run_id));
   return lines.join('\n');
 }
 
@@ -216,21 +219,40 @@ async function relabelMembers(ctx: CommandContext, json: boolean, runId: string)
 type WalkResult = ExecuteResult & { warnings: { code: string; message: string }[] };
 
 /** execute and retry: the acting session moves the run (`executeRun` / `retryRun`), then its walk starts. */
-function walkAction(transition: 'execute' | 'retry', render: (r: WalkResult) => string) {
+function walkAction<R extends WalkResult>(
+  transition: 'execute' | 'retry',
+  render: (r: R) => string,
+  after: (ctx: CommandContext, walked: WalkResult) => Promise<R>,
+) {
   return commandAction(
     BaseOptions,
     async (ctx, o, [runId]) => {
       const request = { sessionId: actingSession(o), runId: runId! };
       const activities = await runs(ctx);
-      return startWalking(
+      const walked = await startWalking(
         ctx,
         !!o.json,
         () => activities.assertWalkable({ runId: request.runId, transition }),
         () => (transition === 'execute' ? activities.executeRun(request) : activities.retryRun(request)),
       );
+      return after(ctx, walked);
     },
     render,
   );
+}
+
+/**
+ * Q4 O4: a retry restores what failing retracted, but a blocking obligation recorded failed
+ * stands, and fails its QA stage again: the retry says what to do next (`recovery`, null when
+ * nothing failed). The retry itself has happened either way: a read that fails says nothing.
+ */
+async function retryRecovery(
+  ctx: CommandContext,
+  walked: WalkResult,
+): Promise<WalkResult & { recovery: string | null }> {
+  const { readQaPending, DEFAULT_QA_READ_DEADLINE_MS } = await import('../../activities/qa/pending');
+  const report = await readQaPending(ctx.db, { runId: walked.run_id }, DEFAULT_QA_READ_DEADLINE_MS).catch(() => null);
+  return { ...walked, recovery: report?.recovery ?? null };
 }
 
 /**
@@ -270,12 +292,17 @@ function stageTable(view: Partial<RunView>): string {
   );
 }
 
+/** R1: a driver attachment as get and list show it; a run that can never move again shows it not live. */
+function driverText(sessionId: string, live: boolean): string {
+  return `${sessionId} (${live ? 'live' : 'lapsed'})`;
+}
+
 function runText(v: Partial<RunView>): string {
   const lines = [
     `run ${v.run_id}: ${v.project}/${v.flow} -> ${v.target} @ ${v.candidate_sha}`,
     // S1: a settling run is still executing; `get` names the phase, as watch and YokeRunStatus do.
     `status ${v.status}${v.settling ? ` (settling since ${v.settling_at})` : ''}${v.current_stage ? `, stage ${v.current_stage}` : ''}${v.terminal_reason ? ` (${v.terminal_reason})` : ''}`,
-    `driver: ${v.driver ? `${v.driver.session_id} (${v.driver.live ? 'live' : 'lapsed'})` : 'none'}`,
+    `driver: ${v.driver ? driverText(v.driver.session_id, v.driver.live) : 'none'}`,
     `occupancy: ${v.occupancy?.occupying ? `${v.occupancy.units.join(', ')} - ${v.occupancy.open_lines.join('; ')}` : 'none'}`,
     `members: ${(v.member_items ?? []).map((m) => `${m.item} [${m.requirement_selection.join(', ')}]${m.selection_derived ? ' (derived)' : ''}`).join('; ') || '(none)'}`,
     `carried_work (${v.carried_work?.recorded ? 'recorded at freeze' : 'derived live'}): ${(v.carried_work?.items ?? []).map((i) => i.item).join(', ') || '(none)'}`,
@@ -287,6 +314,9 @@ function runText(v: Partial<RunView>): string {
   const blocked = v.settling ? v.settlement?.blocked : null;
   if (blocked) lines.push(`settlement blocked: ${String(blocked.message)}`, `  recovery: ${String(blocked.recovery)}`);
   if ((v.takeover_chain?.length ?? 0) > 1) lines.push(`takeover chain: ${v.takeover_chain!.join(' -> ')}`);
+  // Q4 O4: a blocking obligation recorded failed holds the run, retry after retry, until it is recorded again.
+  const next = v.qa ? failedQaRecovery({ run_id: v.run_id!, status: v.status! }, v.qa) : null;
+  if (next) lines.push(`next: ${next}`);
   if (v.stages) lines.push(stageTable(v));
   return lines.join('\n');
 }
@@ -424,7 +454,7 @@ export function registerDeploymentRuns(program: Command): void {
               r.candidate_sha.slice(0, 12),
               r.settling ? `${r.status} (settling)` : r.status,
               r.current_stage,
-              r.driver_session_id,
+              r.driver_session_id ? driverText(r.driver_session_id, r.driver_live) : null,
             ]),
           ),
       ),
@@ -436,10 +466,11 @@ export function registerDeploymentRuns(program: Command): void {
     )
     .argument('<run>', 'run id')
     .action(
-      walkAction(
+      walkAction<WalkResult>(
         'execute',
         (r) =>
           `${r.resumed ? 'resumed' : 'executing'} ${r.run_id}, driven by ${r.driver_session_id}; occupies ${r.occupancy_units.join(', ')}\nfollow it: yoke deployment-runs watch ${r.run_id}`,
+        async (_ctx, walked) => walked,
       ),
     );
 
@@ -487,7 +518,13 @@ export function registerDeploymentRuns(program: Command): void {
   dr.command('retry')
     .description('retry a failed run: restores its automatic retractions and executes again (O4)')
     .argument('<run>', 'run id')
-    .action(walkAction('retry', (r) => `retrying ${r.run_id}, driven by ${r.driver_session_id}`));
+    .action(
+      walkAction(
+        'retry',
+        (r) => `retrying ${r.run_id}, driven by ${r.driver_session_id}${r.recovery ? `\nnext: ${r.recovery}` : ''}`,
+        retryRecovery,
+      ),
+    );
 
   dr.command('qa-verdict')
     .description('record a run-level QA verdict')

@@ -1,4 +1,4 @@
-import { qaBeginCommand } from '../../domain/qaPlan';
+import { isInterruption, qaBeginCommand } from '../../domain/qaPlan';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ExecutionView, StrandedWait, UnhealthyLine } from '../../activities/qa/executions';
@@ -32,6 +32,13 @@ function executionIdOf(raw: string): number {
   return parseOptions(z.object({ execution: ExecutionId }), { execution: raw }).execution;
 }
 
+/** T3: a case's verdict; one a takeover carried over credits the run that recorded it (get and watch alike). */
+function verdictText(v: ExecutionView, s: ExecutionView['steps'][number]): string {
+  return s.verdict && s.verdict_run_id && s.verdict_run_id !== v.run_id
+    ? `${s.verdict} (under ${s.verdict_run_id})`
+    : (s.verdict ?? 'pending');
+}
+
 function stepsTable(v: ExecutionView): string {
   return table(
     ['#', 'CASE', 'KIND', 'MACHINE', 'VERDICT', 'OBSERVED', 'NOTE'],
@@ -40,14 +47,23 @@ function stepsTable(v: ExecutionView): string {
       s.name,
       s.kind,
       s.test_machine,
-      // T3: a carried attempt credits the run that recorded it.
-      s.verdict && s.verdict_run_id && s.verdict_run_id !== v.run_id
-        ? `${s.verdict} (under ${s.verdict_run_id})`
-        : (s.verdict ?? 'pending'),
+      verdictText(v, s),
       s.observed_commit ? `${s.observed_commit.slice(0, 12)} (${s.revision_check})` : s.revision_check,
       s.note,
     ]),
   );
+}
+
+/**
+ * Issue 10 / W3: each time a case gave its machine back and ran again (its command reported no
+ * result, or SSH failed), as its wait in the machine's line records it, oldest first: --json
+ * shows these waits whatever their state, so the text does too.
+ */
+function interruptionLines(v: ExecutionView): string[] {
+  return v.waits
+    .filter((w) => isInterruption(w.rationale))
+    .sort((a, b) => a.wait_id - b.wait_id)
+    .map((w) => `interrupted at ${w.queued_at}: ${w.rationale} (its place in ${w.test_machine}'s line: ${w.state})`);
 }
 
 function strandedText(v: ExecutionView, stranded: StrandedWait): string {
@@ -70,6 +86,7 @@ function executionText(v: ExecutionView): string {
       .filter((w) => w.state === 'waiting' || w.state === 'reserved')
       .map((w) => `in line for ${w.test_machine}: ${w.state}${w.position ? ` at position ${w.position}` : ''}`),
     ...(v.unhealthy_machine ? [unhealthyText(v.unhealthy_machine)] : []),
+    ...interruptionLines(v),
     stepsTable(v),
   ].join('\n');
 }
@@ -276,11 +293,11 @@ export function registerQa(program: Command): void {
               seen.set(s.name, key);
               if (o.json)
                 process.stdout.write(
-                  `${JSON.stringify({ execution_id: id, case: s.name, kind: s.kind, verdict: s.verdict, observed_commit: s.observed_commit, revision_check: s.revision_check })}\n`,
+                  `${JSON.stringify({ execution_id: id, case: s.name, kind: s.kind, verdict: s.verdict, observed_commit: s.observed_commit, revision_check: s.revision_check, verdict_run_id: s.verdict_run_id })}\n`,
                 );
               else
                 process.stdout.write(
-                  `${String(s.ordinal + 1).padStart(2)}/${v.steps.length} ${s.name.padEnd(20)} ${s.kind.padEnd(10)} ${s.verdict}  served ${s.observed_commit ?? '?'} (${s.revision_check})\n`,
+                  `${String(s.ordinal + 1).padStart(2)}/${v.steps.length} ${s.name.padEnd(20)} ${s.kind.padEnd(10)} ${verdictText(v, s)}  served ${s.observed_commit ?? '?'} (${s.revision_check})\n`,
                 );
             }
             const waiting = v.waits

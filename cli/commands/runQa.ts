@@ -10,6 +10,11 @@ async function lines(r: QaPendingReport): Promise<string[]> {
   return unresolvedLines(r);
 }
 
+/** A blocking obligation recorded failed: what to do next, as `next:` (the JSON carries it as recovery). */
+function nextLines(r: QaPendingReport): string[] {
+  return r.recovery ? [`next: ${r.recovery}`] : [];
+}
+
 /** `deployment-runs qa add`, `qa-pending` and `advance`: run-level QA and the Q4 hold. */
 export function registerRunQa(dr: Command): void {
   const qaGroup = dr.command('qa').description("a run's QA obligations");
@@ -61,6 +66,7 @@ export function registerRunQa(dr: Command): void {
           : [
               `run ${r.run_id}${r.held ? ` is held before ${r.completing_stage}` : ''}:`,
               ...text.map((l) => `  ${l}`),
+              ...nextLines(r),
             ].join('\n'),
       );
     });
@@ -87,17 +93,20 @@ export function registerRunQa(dr: Command): void {
       });
       const text = await lines(r);
       emit(!!o.json, r, () =>
-        r.advanced
-          ? `run ${r.run_id}: no blocking QA outstanding; advancing`
-          : text.length && r.status === 'executing'
-            ? [
-                // Q4's hold is before the completing stage; a run still at an earlier QA stage waits there
-                r.held
-                  ? `run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`
-                  : `run ${r.run_id} waits on blocking QA (not yet at ${r.completing_stage}):`,
-                ...text.map((l) => `  ${l}`),
-              ].join('\n')
-            : `run ${r.run_id} is ${r.status}`,
+        [
+          ...(r.advanced
+            ? [`run ${r.run_id}: no blocking QA outstanding; advancing`]
+            : text.length && r.status === 'executing'
+              ? [
+                  // Q4's hold is before the completing stage; a run still at an earlier QA stage waits there
+                  r.held
+                    ? `run ${r.run_id} is held by blocking QA before ${r.completing_stage}:`
+                    : `run ${r.run_id} waits on blocking QA (not yet at ${r.completing_stage}):`,
+                  ...text.map((l) => `  ${l}`),
+                ]
+              : [`run ${r.run_id} is ${r.status}`]),
+          ...nextLines(r),
+        ].join('\n'),
       );
       if (!r.advanced && text.length && r.status === 'executing') process.exitCode = 5;
     });

@@ -4,6 +4,7 @@ import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
 import type { TakeoverReceipt } from '../../activities/runs/takeover';
 import { ContainmentAttestation } from '../../domain/containment';
 import { usageError } from '../../domain/errors';
+import { executeRunCommand } from '../../domain/runStatuses';
 import { actingSession, BaseOptions, commandAction, nonEmpty, type CommandContext } from '../context';
 import { warn } from '../output';
 
@@ -38,13 +39,18 @@ function attestation(raw: string | undefined): ContainmentAttestation | undefine
   return r.data;
 }
 
+/** What a successor that took over a run does next (takeover and start-for-item alike): its own walk. */
+export function executeNext(successorRunId: string): string {
+  return `next: ${executeRunCommand(successorRunId)}`;
+}
+
 function receiptText(r: TakeoverReceipt): string {
   return [
     `run ${r.successor_run_id} took over run ${r.predecessor_run_id} (now ${r.predecessor_status}, superseded)`,
     `containment: ${r.containment.successor_commit} contains ${r.containment.predecessor_commit} (${r.containment.basis}: ${r.containment.source})`,
     `moved: ${r.moved_members.length} member(s)${r.moved_members.length ? ` (${r.moved_members.join(', ')})` : ''}, ${r.moved_qa.length} QA row(s), ${r.moved_executions.length} execution(s)${r.live_executions.length ? ` (still running: ${r.live_executions.map((id) => `execution ${id}`).join(', ')})` : ''}`,
     `occupancy: ${r.occupancy_units.join(', ') || '(none held)'}`,
-    `next: yoke deployment-runs execute ${r.successor_run_id}`,
+    executeNext(r.successor_run_id),
   ].join('\n');
 }
 
