@@ -26,7 +26,9 @@ import {
   type OriginHolder,
 } from '../../db/runExecution';
 import type { UntargetedObligation } from '../../domain/admission';
-import { refusal, usageError } from '../../domain/errors';
+import { refusal, usageError, YokeError } from '../../domain/errors';
+import { failedQaRecovery } from '../../domain/qaStages';
+import { qaRowsOf } from '../../db/runQa';
 import { parseItemRef } from '../../domain/itemRef';
 import { admitMembers, type CarriedWork, type ExplicitSelection } from './membership';
 import { planFreeze } from './freeze';
@@ -487,8 +489,19 @@ export function runExecutionActivities(deps: {
    * transition checks again under the run's lock.
    */
   async function assertWalkable(input: { runId: string; transition: 'execute' | 'retry' }): Promise<void> {
-    const refused = walkRefusal(await runById(db, input.runId), input.transition);
-    if (refused) throw refused;
+    const run = await runById(db, input.runId);
+    const refused = walkRefusal(run, input.transition);
+    if (!refused) return;
+    // Q4 O4: a run failed by blocking QA recorded failed fails there again on a bare retry: the
+    // refusal names what moves it (record it again, then retry) instead.
+    const failedQa =
+      run.status === 'failed'
+        ? failedQaRecovery(
+            run,
+            (await qaRowsOf(db, run.run_id)).map((q) => ({ ...q, retracted: q.retracted_at ? 'retracted' : null })),
+          )
+        : null;
+    throw failedQa ? new YokeError(refused.kind, refused.code, refused.message, failedQa, refused.details) : refused;
   }
 
   return { executeRun, heartbeatRun, terminalizeRun, retryRun, addItem, removeItem, assertWalkable };

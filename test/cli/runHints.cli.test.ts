@@ -209,6 +209,10 @@ test('Q4 O4: a run held by blocking QA recorded failed says what to do next (rec
   expect(ok(await run(['deployment-runs', 'advance', runF], 'd2')).stdout).toBe(
     `run ${runF} is failed\nnext: ${next}\n`,
   );
+  // execute of the failed run is refused run_failed as before, naming what moves it rather than a bare retry
+  const execute = await run(['deployment-runs', 'execute', runF, '--json'], 'd2');
+  expect(execute.code).toBe(1);
+  expect(jsonError(execute)).toMatchObject({ code: 'run_failed', recovery: next });
 
   // R1: a failed run still retries, so its driver shows live in list as in get, until its session ends
   const row = async () =>
