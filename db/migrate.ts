@@ -47,6 +47,7 @@ import * as claimperfLeanClaims from './migrations/0043_claimperf_lean_claims';
 import * as audb4SessionRequestEvent from './migrations/0044_audb4_session_request_event';
 import * as aude5AdminHint from './migrations/0046_aude5_admin_hint';
 import * as usageReadVisibility from './migrations/0047_usage_read_visibility';
+import * as claimperfLeanPair from './migrations/0050_claimperf_lean_pair';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -98,6 +99,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0044_audb4_session_request_event': audb4SessionRequestEvent,
   '0046_aude5_admin_hint': aude5AdminHint,
   '0047_usage_read_visibility': usageReadVisibility,
+  '0050_claimperf_lean_pair': claimperfLeanPair,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

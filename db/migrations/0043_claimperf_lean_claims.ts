@@ -58,21 +58,8 @@ const triggers = (actsAsUser: string) =>
       .join(''),
   );
 
-export async function up(db: Kysely<any>): Promise<void> {
-  await sql`
-    CREATE FUNCTION yoke_acts_as_user() RETURNS boolean STABLE LANGUAGE plpgsql AS $fn$
-    BEGIN
-      RETURN ${sql.raw(user)};
-    END $fn$;
-  `.execute(db);
-  await triggers('yoke_acts_as_user()').execute(db);
-  await sql`
-    CREATE TYPE yoke_claim_view AS (
-      claim_id integer, key text, target_kind text, scope jsonb, project_id integer, project text,
-      item_id integer, item text, session_id text, actor_id text, claimed_at timestamptz,
-      heartbeat_at timestamptz, released_at timestamptz, release_reason text, released_by_session_id text,
-      released_by_actor_id text, reserved_until timestamptz, wait_id integer, qa_plan_execution_id integer);
-
+/** The common release (0050_claimperf_json_pair replaces its first statements). */
+export const releaseClaimFunction = `
     CREATE FUNCTION yoke_release_claim(claim integer, acting text, reason text, lifetime_ms double precision)
       RETURNS SETOF yoke_claim_view VOLATILE LANGUAGE plpgsql ROWS 2 AS $fn$
     DECLARE v public.yoke_claim_view; machine text; w record;
@@ -135,6 +122,24 @@ export async function up(db: Kysely<any>): Promise<void> {
        WHERE q.wait_id = w.id;
       RETURN NEXT v;
     END $fn$;
+`;
+
+export async function up(db: Kysely<any>): Promise<void> {
+  await sql`
+    CREATE FUNCTION yoke_acts_as_user() RETURNS boolean STABLE LANGUAGE plpgsql AS $fn$
+    BEGIN
+      RETURN ${sql.raw(user)};
+    END $fn$;
+  `.execute(db);
+  await triggers('yoke_acts_as_user()').execute(db);
+  await sql`
+    CREATE TYPE yoke_claim_view AS (
+      claim_id integer, key text, target_kind text, scope jsonb, project_id integer, project text,
+      item_id integer, item text, session_id text, actor_id text, claimed_at timestamptz,
+      heartbeat_at timestamptz, released_at timestamptz, release_reason text, released_by_session_id text,
+      released_by_actor_id text, reserved_until timestamptz, wait_id integer, qa_plan_execution_id integer);
+
+    ${sql.raw(releaseClaimFunction)}
   `.execute(db);
 }
 

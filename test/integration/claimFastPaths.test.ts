@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { claimViews } from '../../db/claims';
 import * as leanClaims from '../../db/migrations/0043_claimperf_lean_claims';
+import * as leanPair from '../../db/migrations/0050_claimperf_lean_pair';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
 import { counting } from '../helpers/statements';
@@ -242,4 +243,54 @@ test('issue 16: no claim statement of the service parses the role test of the us
   expect((await whens()).map((w) => w.def.includes('pg_has_role'))).toEqual(now.map(() => true));
   await leanClaims.up(t.db);
   expect(await whens()).toEqual(now);
+});
+
+test('C3 C9 W7 issue 16: the one-statement acquire and release each answer one json column, read back as the view every reader shows (refusal and reserved turn included)', async () => {
+  const columns: string[][] = [];
+  const claims = claimActivities({
+    db: t.db.withPlugin({
+      transformQuery: (args) => args.node,
+      transformResult: async (args) => {
+        columns.push(Object.keys(args.result.rows[0] ?? {}));
+        return args.result;
+      },
+    }),
+  });
+  const read = async (claimId: number) => (await claimViews(t.db, { claimIds: [claimId] }))[0];
+  const held = await claims.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  expect(held.claim).toEqual(await read(held.claim.claim_id));
+  const refused = await refusalOf(claims.acquireCoordinationClaim({ sessionId: 'a1', key: LAB }));
+  expect(refused.details.holder).toMatchObject({ claim_id: held.claim.claim_id, actor_id: 'alice' });
+  await refusalOf(claims.acquireCoordinationClaim({ sessionId: 'a1', key: LAB, join: { resumeCommand: 'resume' } }));
+  columns.length = 0;
+  const released = await claims.releaseWorkClaim({
+    actingSessionId: 'w1',
+    claimId: held.claim.claim_id,
+    reason: 'done',
+  });
+  expect(columns).toEqual([['r']]);
+  expect(released.claim).toEqual(await read(held.claim.claim_id));
+  const [turn] = released.reservations;
+  expect(await read(turn!.claim_id)).toMatchObject({ session_id: 'a1', reserved_until: turn!.reserved_until });
+  columns.length = 0;
+  await claims.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2' });
+  expect(columns).toEqual([['r']]);
+});
+
+test('W7 issue 16: the release finds its machine and takes the line lock in one statement, before the statement that releases; down and up', async () => {
+  const source = async () =>
+    (await sql<{ def: string }>`SELECT pg_get_functiondef('yoke_release_claim'::regproc) AS def`.execute(t.db)).rows[0]!
+      .def;
+  const folded = /LATERAL pg_catalog\.pg_advisory_xact_lock[\s\S]*UPDATE public\.work_claims/;
+  expect(await source()).toMatch(folded);
+  expect(await source()).not.toContain('PERFORM pg_advisory_xact_lock');
+  await leanPair.down(t.db);
+  expect(await source()).toContain('PERFORM pg_advisory_xact_lock');
+  await leanPair.up(t.db);
+  expect(await source()).toMatch(folded);
+  // the folded release still serves the line: a waiter gets the turn in the release's statement
+  const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: LAB });
+  await refusalOf(s.acquireCoordinationClaim({ sessionId: 'a1', key: LAB, join: { resumeCommand: 'resume' } }));
+  const released = await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'done' });
+  expect(released.reservations).toEqual([expect.objectContaining({ session_id: 'a1', test_machine: 'lab-1' })]);
 });
