@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
+import type { Database, ExecutionResultRow, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import type { Executor } from '../../db/pool';
 import { existingItem } from '../../db/projects';
@@ -173,6 +173,24 @@ export interface RecordedCase {
   observed_commit: string | null;
   revision_check: string;
   recorded: boolean;
+}
+
+/** A human verdict or waiver as the CLI answers it; `recorded` is false when it was already there. */
+function humanAnswer(e: ExecutionRow, row: ExecutionResultRow, recorded: boolean) {
+  return {
+    execution_id: e.execution_id,
+    case: row.case_name,
+    verdict: row.verdict,
+    observed_commit: row.observed_commit,
+    revision_check: row.revision_check,
+    recorded,
+    recorded_at: row.recorded_at.toISOString(),
+  };
+}
+
+/** An execution already aborted for this very reason: a repeated `qa abort`. */
+function sameAbort(e: ExecutionRow, reason: string): boolean {
+  return e.status === 'aborted' && e.release_reason === reason;
 }
 
 /** A settled execution's cases are closed; the recovery begins one like it again, for the same member (qaBeginCommand). */
@@ -672,7 +690,15 @@ export function qaExecutionActivities(deps: {
         },
       );
     }
-    if (e.status !== 'running') throw await settledRefusal(db, e);
+    if (e.status !== 'running') {
+      // A repeat whose first answer was lost: that verdict may have been the last one, so the
+      // execution ended after recording it. The caller's own recorded verdict is replayed, not refused.
+      const mine = (await resultsOf(db, e.execution_id)).find(
+        (r) => r.case_name === input.case && r.verdict === verdict && r.recorded_by_session_id === input.sessionId,
+      );
+      if (!mine) throw await settledRefusal(db, e);
+      return { ...humanAnswer(e, mine, false), execution_status: e.status };
+    }
     const step = planSteps(e.plan).find((s) => s.name === input.case);
     if (!step) {
       throw refusal('qa_case_not_found', `plan ${e.plan_id} has no case ${input.case}`, {
@@ -715,14 +741,7 @@ export function qaExecutionActivities(deps: {
     });
     // Issue 13: the row is the verdict; the execution's workflow is only woken to read it.
     await deps.qaNotifier?.casesRecorded?.(e.execution_id).catch(() => undefined);
-    return {
-      execution_id: e.execution_id,
-      case: row.case_name,
-      verdict: row.verdict,
-      observed_commit: row.observed_commit,
-      revision_check: row.revision_check,
-      recorded,
-    };
+    return { ...humanAnswer(e, row, recorded), execution_status: 'running' };
   }
 
   /**
@@ -802,7 +821,7 @@ export function qaExecutionActivities(deps: {
   async function abortExecution(input: { sessionId: string; executionId: number; reason: string }) {
     const session = await requireLiveSession(db, input.sessionId);
     const e = await executionById(db, input.executionId);
-    if (e.status !== 'running') throw await settledRefusal(db, e);
+    if (e.status !== 'running' && !sameAbort(e, input.reason)) throw await settledRefusal(db, e);
     // The actor who began it aborts it from any live session of its own (its runner session may
     // have ended while it waited: W9 cancelled its wait), as it records its verdicts and as
     // Postgres's policy allows; anyone else needs R1's driver or steering seat.
@@ -816,6 +835,7 @@ export function qaExecutionActivities(deps: {
         freshMs,
         `abort QA plan execution ${e.execution_id}`,
       );
+    if (e.status !== 'running') return abortReplayed(e);
     const { value, warnings } = await ending(async (trx, effects, qa) => {
       const ended = await endExecution(
         trx,
@@ -827,15 +847,39 @@ export function qaExecutionActivities(deps: {
         effects,
         qa,
       );
-      if (!ended) throw await settledRefusal(trx, await executionById(trx, e.execution_id));
+      if (!ended) {
+        const now = await executionById(trx, e.execution_id);
+        if (sameAbort(now, input.reason)) return null; // the same abort, by a racing repeat
+        throw await settledRefusal(trx, now);
+      }
       return {
         execution_id: e.execution_id,
         status: 'aborted',
         release_reason: input.reason,
         released_claim_id: ended.held_claim_id,
+        replayed: false,
       };
     });
-    return { ...value, warnings };
+    return value ? { ...value, warnings } : abortReplayed(await executionById(db, e.execution_id));
+  }
+
+  /**
+   * The same abort again (its first answer lost): nothing more is written, and the end is told to
+   * the execution's workflow and run once more, since the first command may have died before it did.
+   */
+  async function abortReplayed(e: ExecutionRow) {
+    const warnings = await notifyQa(deps.qaNotifier, {
+      ended: [{ execution_id: e.execution_id, run_id: e.run_id, status: e.status }],
+      retry: [],
+    });
+    return {
+      execution_id: e.execution_id,
+      status: 'aborted',
+      release_reason: e.release_reason!,
+      released_claim_id: null,
+      replayed: true,
+      warnings,
+    };
   }
 
   return {

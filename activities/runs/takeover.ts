@@ -311,6 +311,9 @@ export function takeoverActivities(deps: {
       assertDriver(pred, sessionId, freshMs);
       assertDriver(succ, sessionId, freshMs);
     }
+    // Two takeovers of one run raced and the other committed first: the loser is told who won
+    // (run_superseded, naming the successor), not only that its inputs changed.
+    if (pred.superseded_by_run_id) await eligibility(trx, pred, succ);
     const now: TakeoverInputs = {
       predecessor: inputsOf(pred),
       successor: inputsOf(succ),

@@ -91,6 +91,12 @@ function executionText(v: ExecutionView): string {
   ].join('\n');
 }
 
+/** A repeat (its first answer lost) says the case was already recorded, and what the execution became since. */
+function alreadyRecorded(r: { recorded: boolean; recorded_at: string; execution_status: string }): string {
+  if (r.recorded) return '';
+  return `; already recorded at ${r.recorded_at}, nothing written${r.execution_status === 'running' ? '' : `; the execution has ended ${r.execution_status}`}`;
+}
+
 /** Q2: a different build or an unanswerable target is said on stderr; QA proceeds either way. */
 function revisionWarning(r: {
   deployment_start_identity: { target: string; delivered_commit: string };
@@ -208,7 +214,7 @@ export function registerQa(program: Command): void {
           return (await qa(ctx)).recordHumanVerdict(request);
         },
         (r) =>
-          `execution ${r.execution_id} case ${r.case}: ${r.verdict} (served ${r.observed_commit ?? '?'}, ${r.revision_check})`,
+          `execution ${r.execution_id} case ${r.case}: ${r.verdict} (served ${r.observed_commit ?? '?'}, ${r.revision_check})${alreadyRecorded(r)}`,
       ),
     );
 
@@ -227,7 +233,7 @@ export function registerQa(program: Command): void {
             reason: o.reason,
             sessionId: actingSession(o),
           }),
-        (r) => `execution ${r.execution_id} case ${r.case}: waived`,
+        (r) => `execution ${r.execution_id} case ${r.case}: waived${alreadyRecorded(r)}`,
       ),
     );
 
@@ -246,7 +252,8 @@ export function registerQa(program: Command): void {
           for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
           return r;
         },
-        (r) => `execution ${r.execution_id} aborted: ${r.release_reason}`,
+        (r) =>
+          `execution ${r.execution_id} ${r.replayed ? 'was already aborted (nothing written)' : 'aborted'}: ${r.release_reason}`,
       ),
     );
 

@@ -425,3 +425,26 @@ test('T3 the takeover waits for a held lock only as long as its bound, then refu
   expect(refused.code).toBe('takeover_lock_timeout');
   expect(await snapshot(t.db)).toEqual(before);
 });
+
+test('T1 two takeovers of one run race: one wins; the loser is refused run_superseded naming the winner, writing nothing', async () => {
+  const pred = await waitingRun(repo.A, ['WEB-1']);
+  const first = await createdRun(repo.B);
+  const second = await createdRun(repo.C);
+  // both prepared (containment read) before either commits: the race the move transaction decides
+  const [a, b] = [
+    await r.prepareTakeover({ predecessorRunId: pred, successorRunId: first }),
+    await r.prepareTakeover({ predecessorRunId: pred, successorRunId: second }),
+  ];
+  const again = await r.prepareTakeover({ predecessorRunId: pred, successorRunId: first });
+  expect((await r.commitTakeover(a, 'd1')).successor_run_id).toBe(first);
+  const before = await snapshot(t.db);
+  const lost = await refusalOf(r.commitTakeover(b, 'd1'));
+  expect(lost.code).toBe('run_superseded');
+  expect(lost.details).toMatchObject({ superseded_by_run_id: first });
+  expect(lost.message).toContain(first);
+  // the same takeover committed twice (two clients, or a repeat): it is done, and says so
+  const repeated = await refusalOf(r.commitTakeover(again, 'd1'));
+  expect(repeated.code).toBe('run_superseded');
+  expect(repeated.message).toContain('this takeover is done');
+  expect(await snapshot(t.db)).toEqual(before);
+});
