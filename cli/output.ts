@@ -11,15 +11,39 @@ export function warn(json: boolean, line: string): void {
 }
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET', 'EAI_AGAIN']);
-// Postgres SQLSTATEs meaning "this database is not there for you right now".
-const UNAVAILABLE_SQLSTATES = new Set(['3D000', '57P01', '57P03', '08001', '08006', '28000', '28P01']);
+// Postgres SQLSTATEs meaning "this database is not there for you right now": the connection
+// exception class (08), a server shutting down, crashed or starting (57P0x), too many
+// connections (53300: a refusal that passes when others disconnect), no such database, no login.
+const UNAVAILABLE_SQLSTATES = new Set([
+  '3D000',
+  '53300',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+  '08007',
+  '08P01',
+  '28000',
+  '28P01',
+]);
 
 function networkCode(err: unknown): string | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
   const e = err as { code?: unknown; errors?: unknown[]; message?: unknown };
   if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return e.code;
   if (Array.isArray(e.errors)) return e.errors.map(networkCode).find((c) => c !== undefined);
-  if (typeof e.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/i.test(e.message))
+  // pg's own words for a connection that never came, or was lost mid-command (a statement after
+  // the server went away inside a transaction meets a client that "is not queryable").
+  if (
+    typeof e.message === 'string' &&
+    /timeout exceeded when trying to connect|Connection terminated|connection error and is not queryable/i.test(
+      e.message,
+    )
+  )
     return 'ETIMEDOUT';
   return undefined;
 }
@@ -36,7 +60,9 @@ export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
       'postgres_unreachable',
       `cannot reach Postgres at ${where}: ${(err as Error).message || networkCode(err)}`,
       {
-        recovery: 'start the local stack with `npm start`, or point DATABASE_URL at a reachable Postgres 14+',
+        // A write cut off mid-way either committed whole or left nothing; the user must not guess.
+        recovery:
+          'start the local stack with `npm start`, or point DATABASE_URL at a reachable Postgres 14+; a transaction cut off mid-way either committed whole or wrote nothing: once Postgres answers, look (get/list) or run the command again',
         details: { database: where },
       },
     );
