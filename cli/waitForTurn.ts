@@ -3,6 +3,7 @@ import { listWaits, type WaitView } from '../activities/testMachines';
 import { refusal } from '../domain/errors';
 import { awaitTurn, turnConsumed, waitWorkflowId } from '../workflows/definitions';
 import type { CommandContext } from './context';
+import { readThroughOutage } from './outage';
 
 /** The resume command acting as a new session NEW (an ended session's own command is refused). */
 function withSession(command: string, ended: string): string {
@@ -87,13 +88,18 @@ export async function waitForTurn(
   } catch {
     progress.show('Temporal unreachable: watching Postgres for the turn', 'no-temporal');
   }
+  // A Postgres outage pauses the wait (the place in line is kept in Postgres) instead of ending it.
+  const outage = (message: string) => progress.show(`waiting for QA_HOST:${opts.testMachine}: ${message}`, 'outage');
   try {
     for (;;) {
-      const line = await listWaits(ctx, { testMachine: opts.testMachine });
+      const line = await readThroughOutage(() => listWaits(ctx, { testMachine: opts.testMachine }), outage);
       const mine: WaitView | undefined = line.find((w) => w.session_id === opts.sessionId);
       if (!mine) {
         const [last] = (
-          await listWaits(ctx, { testMachine: opts.testMachine, sessionId: opts.sessionId, all: true })
+          await readThroughOutage(
+            () => listWaits(ctx, { testMachine: opts.testMachine, sessionId: opts.sessionId, all: true }),
+            outage,
+          )
         ).slice(-1);
         if (last?.state === 'granted') break;
         throw refusal(
@@ -134,7 +140,8 @@ export async function waitForTurn(
     stopWaking.abort();
     progress.done();
   }
-  const result = await consume();
+  // Taking the turn again after a lost answer consumes it or re-enters the hold: safe to repeat.
+  const result = await readThroughOutage(consume, outage);
   try {
     const client = await ctx.temporal.get();
     await client.workflow.getHandle(waitWorkflowId(opts.testMachine, opts.sessionId)).signal(turnConsumed);

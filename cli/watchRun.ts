@@ -3,6 +3,8 @@ import type { DeploymentRunActivities } from '../activities/deploymentRuns';
 import type { RunView } from '../activities/runs/read';
 import type { CommandContext } from './context';
 import { keepWatcherAlive } from './sessionKeepAlive';
+import { readThroughOutage } from './outage';
+import { warn } from './output';
 import { unreachable } from '../domain/errors';
 import { failedQaRecovery } from '../domain/qaStages';
 
@@ -106,7 +108,11 @@ async function followRun(
   let lastStatus = '';
   let lastLines = '';
   for (;;) {
-    const view = (await runs.getRun({ runId })) as RunView;
+    // A Postgres outage pauses the watch (the run goes on in Postgres) instead of ending it.
+    const view = (await readThroughOutage(
+      () => runs.getRun({ runId }),
+      (message) => warn(opts.json, `${stamp()}  ${message}`),
+    )) as RunView;
     const changes: string[] = [];
     for (const s of view.stages) {
       const key = `${s.status}|${s.detail ?? ''}`;

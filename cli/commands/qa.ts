@@ -13,6 +13,7 @@ import {
   withDb,
 } from '../context';
 import { unreachable } from '../../domain/errors';
+import { readThroughOutage } from '../outage';
 import { table, warn } from '../output';
 
 const ExecutionId = z.coerce.number().int().positive().max(2_147_483_647);
@@ -293,7 +294,11 @@ export function registerQa(program: Command): void {
         let lastAwaiting = '';
         try {
           for (;;) {
-            const v = await acts.getExecution({ executionId: id });
+            // A Postgres outage pauses the watch (the execution goes on) instead of ending it.
+            const v = await readThroughOutage(
+              () => acts.getExecution({ executionId: id }),
+              (message) => warn(!!o.json, message),
+            );
             for (const s of v.steps) {
               const key = s.verdict ?? '';
               if (!key || seen.get(s.name) === key) continue;
