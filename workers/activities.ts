@@ -126,6 +126,7 @@ export function createActivities(deps: ActivityDeps) {
       recordStepInterrupted: qa.recordStepInterrupted,
       // Issue 13: verdicts and waivers are the CLI's to write under its caller's role; the worker only reads them.
       recordedCases: qa.recordedCases,
+      executionStatus: qa.executionStatus,
       finishExecution: qa.finishExecution,
       runStepCommand: heartbeating(qa.runStepCommand),
     },

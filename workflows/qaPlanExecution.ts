@@ -71,6 +71,9 @@ const MAX_RERUN_PAUSE_MS = 60_000;
 /** The safety net under the casesRecorded nudge: a verdict recorded without one is read this late. */
 const REREAD_EVERY = '5 minutes';
 
+/** The patch under which the safety re-read also reads the execution's status, in every wait. */
+const REREADS_STATUS = 'qa-execution-rereads-status';
+
 export interface QaPlanExecutionInput {
   executionId: number;
   runId: string;
@@ -128,6 +131,15 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
   /** What Postgres records is the verdict; nothing a message says is. */
   const reread = async () => {
     for (const r of await steps.recordedCases({ executionId })) if (recorded.get(r.case) !== r.verdict) remember(r);
+    // So is the execution's end: one whose executionEnded signal was lost (its command died after
+    // the commit, Temporal away) is read here, and the workflow ends instead of waiting forever.
+    if (patched(REREADS_STATUS)) {
+      const status = await steps.executionStatus({ executionId });
+      if (status !== 'running' && ended === null) {
+        ended = status;
+        running?.cancel();
+      }
+    }
   };
   // A failed re-read in a handler is not the execution's failure: the next nudge or the timer reads again.
   setHandler(casesRecorded, () => reread().catch(() => undefined));
@@ -161,7 +173,10 @@ export async function qaPlanExecution(input: QaPlanExecutionInput): Promise<Exec
               break;
             }
             snapshot.phase = 'waiting_for_host';
-            await condition(() => pokes !== mark || ended !== null || recorded.has(step.name) || historyFull());
+            const woken = () => pokes !== mark || ended !== null || recorded.has(step.name) || historyFull();
+            // A host wait re-reads Postgres slowly too (patched: it had no timer), so a lost end or nudge is read.
+            if (patched(REREADS_STATUS)) while (!(await condition(woken, REREAD_EVERY))) await reread();
+            else await condition(woken);
             // The wait stays in the line (Postgres): the next run re-joins it or consumes its turn.
             if (pokes === mark && ended === null && !recorded.has(step.name)) await continueAsNewNow();
             continue;

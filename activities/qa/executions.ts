@@ -795,6 +795,14 @@ export function qaExecutionActivities(deps: {
     }));
   }
 
+  /**
+   * The execution's status as Postgres records it: its workflow's safety re-read, so an end whose
+   * signal was lost (the ending command died after its commit, Temporal away) still ends the workflow.
+   */
+  async function executionStatus(input: { executionId: number }): Promise<string> {
+    return (await executionById(db, input.executionId)).status;
+  }
+
   /** The workflow walked every step: the execution passes, or fails on its first failed case (W9). */
   async function finishExecution(input: {
     executionId: number;
@@ -893,6 +901,7 @@ export function qaExecutionActivities(deps: {
     recordHumanVerdict,
     waiveExecutionCase,
     recordedCases,
+    executionStatus,
     finishExecution,
     abortExecution,
   };

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { temporalQaNotifier } from '../../temporal/qaSignals';
-import { executionState } from '../../workflows/definitions';
+import { casesRecorded, executionState } from '../../workflows/definitions';
 import { executionWaitingForVerdict, qaWorkflowFixture, type QaWorkflowFixture } from '../helpers/qaWorkflow';
 
 /**
@@ -58,3 +58,30 @@ test('I13 a bare signal or update carrying a verdict records nothing; the record
   expect(await execution.result()).toMatchObject({ outcome: 'passed' });
   expect(await results()).toEqual([{ case_name: 'look', verdict: 'passed', recorded_by_session_id: 'w1' }]);
 }, 90_000);
+
+test('W9 issue 10 an execution ended while its end signal was lost (the aborting command died after its commit): the workflow reads the end at its next re-read and finishes aborted', async () => {
+  const { t, r, repo } = fx;
+  // the run above still occupies the stage origin
+  for (const { run_id } of await t.db
+    .selectFrom('deployment_runs')
+    .select('run_id')
+    .where('status', '=', 'executing')
+    .execute())
+    await r.terminalizeRun({ sessionId: 'd1', runId: run_id, disposition: 'cancelled', reason: 'next scenario' });
+  const { runId, executionId, execution } = await executionWaitingForVerdict(fx, {
+    candidate: repo.B,
+    idempotencyKey: 'lost-end',
+  });
+  // Postgres records the abort; no executionEnded signal reaches the workflow.
+  await qaExecutionActivities({ db: t.db }).abortExecution({ sessionId: 'w1', executionId, reason: 'wrong build' });
+  expect(await execution.query(executionState)).toMatchObject({ phase: 'waiting_for_verdict', step: 'look' });
+  // Any re-read (here a nudge; else the slow safety timer) reads the end, and the workflow finishes.
+  await execution.signal(casesRecorded);
+  let timer: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([
+    execution.result(),
+    new Promise<null>((done) => (timer = setTimeout(() => done(null), 30_000))),
+  ]).finally(() => clearTimeout(timer));
+  expect(ended).toMatchObject({ outcome: 'aborted' });
+  await r.terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'scenario done' });
+}, 120_000);
