@@ -59,6 +59,23 @@ export async function insertExecution(db: Executor, e: NewExecution): Promise<Ex
     .executeTakeFirstOrThrow();
 }
 
+/** The running executions a session began for one run, stage, plan and item (null: run-scoped). */
+export async function runningExecutionsOf(
+  db: Executor,
+  scope: { run_id: string; stage_name: string; plan_id: string; item_id: number | null; session_id: string },
+): Promise<Pick<ExecutionRow, 'execution_id' | 'began_at'>[]> {
+  let q = db
+    .selectFrom('qa_plan_executions')
+    .select(['execution_id', 'began_at'])
+    .where('run_id', '=', scope.run_id)
+    .where('stage_name', '=', scope.stage_name)
+    .where('plan_id', '=', scope.plan_id)
+    .where('session_id', '=', scope.session_id)
+    .where('status', '=', 'running');
+  q = scope.item_id === null ? q.where('item_id', 'is', null) : q.where('item_id', '=', scope.item_id);
+  return q.orderBy('execution_id').execute();
+}
+
 export async function executionById(
   db: Executor,
   executionId: number,

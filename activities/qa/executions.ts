@@ -17,6 +17,7 @@ import {
   predecessorOnHost,
   recordLease,
   resultsOf,
+  runningExecutionsOf,
 } from '../../db/qaExecutions';
 import { isMember } from '../../db/runMembers';
 import { runById, runFlow, stageEnvironment } from '../../db/runs';
@@ -69,6 +70,11 @@ export interface BeginResult {
   deployment_start_identity: DeploymentStartIdentity;
   served_revision: ServedRevision;
   steps: PlanStep[];
+  /**
+   * The caller's other running executions of this run, stage, plan and item, begun before this
+   * one: a `qa begin` repeated after a lost answer begins a second execution, and says so.
+   */
+  also_running: { execution_id: number; began_at: string }[];
 }
 
 export interface StepView extends PlanStep {
@@ -285,6 +291,13 @@ export function qaExecutionActivities(deps: {
     const env = await stageEnvironment(db, run.project_id, stage.target);
     // Q2: asked before the execution exists, so before any host reset or gate can run.
     const served = await askServedRevision(env.url, env.served_revision_path, run.candidate_sha);
+    const scope = {
+      run_id: run.run_id,
+      stage_name: stage.name,
+      plan_id: input.plan,
+      item_id: itemId,
+      session_id: session.session_id,
+    };
     const row = await db.transaction().execute(async (trx) => {
       const e = await insertExecution(trx, {
         run_id: run.run_id,
@@ -319,6 +332,9 @@ export function qaExecutionActivities(deps: {
       deployment_start_identity: identityOf(row),
       served_revision: served,
       steps: planSteps(plan),
+      also_running: (await runningExecutionsOf(db, scope))
+        .filter((e) => e.execution_id !== row.execution_id)
+        .map((e) => ({ execution_id: e.execution_id, began_at: e.began_at.toISOString() })),
     };
   }
 

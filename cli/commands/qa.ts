@@ -1,7 +1,7 @@
 import { isInterruption, qaBeginCommand } from '../../domain/qaPlan';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import type { ExecutionView, StrandedWait, UnhealthyLine } from '../../activities/qa/executions';
+import type { BeginResult, ExecutionView, StrandedWait, UnhealthyLine } from '../../activities/qa/executions';
 import type { qaPlanExecution } from '../../workflows/qaPlanExecution';
 import {
   actingSession,
@@ -12,7 +12,7 @@ import {
   parseOptions,
   withDb,
 } from '../context';
-import { unreachable } from '../../domain/errors';
+import { unreachable, YokeError } from '../../domain/errors';
 import { readThroughOutage } from '../outage';
 import { table, warn } from '../output';
 
@@ -111,6 +111,31 @@ function revisionWarning(r: {
   return null;
 }
 
+/**
+ * `qa begin` after its execution's row committed but its workflow could not start: the execution
+ * is aborted (its release reason names why) and the error says so, with the begin to run again.
+ */
+async function notStarted(
+  acts: Awaited<ReturnType<typeof qa>>,
+  sessionId: string,
+  begun: BeginResult,
+  err: unknown,
+): Promise<YokeError> {
+  const why = (err as Error).message;
+  await acts.abortExecution({
+    sessionId,
+    executionId: begun.execution_id,
+    reason: `workflow_not_started: ${why}`.slice(0, 500),
+  });
+  return new YokeError(
+    err instanceof YokeError ? err.kind : 'unreachable',
+    'qa_execution_not_started',
+    `execution ${begun.execution_id} was begun but its workflow ${begun.workflow_id} could not start (${why}); it is aborted, so nothing is left half-begun`,
+    `once Temporal accepts workflows again, begin anew: ${qaBeginCommand(begun)}`,
+    { execution_id: begun.execution_id, workflow_id: begun.workflow_id },
+  );
+}
+
 /** How often `qa watch` asks Temporal whether the execution's workflow still runs. */
 const WORKFLOW_CHECK_EVERY_MS = 5_000;
 
@@ -170,17 +195,33 @@ export function registerQa(program: Command): void {
               !!o.json,
               `warning: no yoke worker polls task queue "${ctx.config.taskQueue}"; the execution waits until one starts`,
             );
-          const begun = await (
-            await qa(ctx)
-          ).beginExecution({ sessionId, runId: o.run, stage: o.stage, plan: o.plan, item: o.item });
-          const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
-          await client.workflow.start<typeof qaPlanExecution>('qaPlanExecution', {
-            workflowId: qaExecutionWorkflowId(begun.execution_id),
-            taskQueue: ctx.config.taskQueue,
-            args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps }],
+          const acts = await qa(ctx);
+          const begun = await acts.beginExecution({
+            sessionId,
+            runId: o.run,
+            stage: o.stage,
+            plan: o.plan,
+            item: o.item,
           });
+          const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
+          try {
+            await client.workflow.start<typeof qaPlanExecution>('qaPlanExecution', {
+              workflowId: qaExecutionWorkflowId(begun.execution_id),
+              taskQueue: ctx.config.taskQueue,
+              args: [{ executionId: begun.execution_id, runId: begun.run_id, steps: begun.steps }],
+            });
+          } catch (err) {
+            // Nothing half-written: an execution whose workflow never started would hold its
+            // place in QA with nothing to walk it, so it ends here, named, before the error is told.
+            throw await notStarted(acts, sessionId, begun, err);
+          }
           const warning = revisionWarning(begun);
           if (warning) process.stderr.write(`${warning}\n`);
+          for (const other of begun.also_running)
+            warn(
+              !!o.json,
+              `warning: you already run execution ${other.execution_id} of plan ${begun.plan_id} at ${begun.stage} (begun ${other.began_at}); if this begin repeats one whose answer was lost, follow that one (yoke qa watch ${other.execution_id}) and end this one: yoke qa abort ${begun.execution_id} --reason "begun twice"`,
+            );
           return begun;
         },
         (r) =>
