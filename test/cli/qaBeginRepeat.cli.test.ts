@@ -2,12 +2,11 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { sql } from 'kysely';
 import { deploymentRunActivities } from '../../activities/deploymentRuns';
-import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { sessionActivities } from '../../activities/sessions';
 import { qaExecutionWorkflowId } from '../../workflows/definitions';
 import { json, yoke } from '../helpers/cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { releaseDefinition, releaseRuns, writeDefinition } from '../helpers/runs';
+import { applyWebRelease, releaseRuns } from '../helpers/runs';
 
 /**
  * Issue 11 Q1 under failure: `qa begin` writes the execution, then starts its workflow. A start
@@ -25,13 +24,7 @@ beforeAll(async () => {
   t = await createTestDatabase();
   connection = await Connection.connect({ address: process.env.YOKE_TEST_TEMPORAL_ADDRESS! });
   client = new Client({ connection });
-  const definition = releaseDefinition({
-    project: 'web',
-    prefix: 'WEB',
-    stageUrl: 'http://stage.example.test',
-    prodUrl: 'https://web.example.test',
-  });
-  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(definition) });
+  await applyWebRelease(t.db);
   for (const id of ['d1', 'w1']) await sessionActivities({ db: t.db }).registerSession({ sessionId: id, actorId: id });
   const r = deploymentRunActivities({ db: t.db });
   runId = await releaseRuns(() => r).waitingRun('b'.repeat(40), ['WEB-1']);

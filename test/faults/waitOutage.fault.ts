@@ -1,7 +1,6 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { yokeBin, type CliResult } from '../helpers/cli';
+import { yoke, type CliResult } from '../helpers/cli';
 import { addTestMachines, services, type Services } from '../helpers/fixtures';
 import { pollUntil, startTcpProxy, type TcpProxy } from './services';
 
@@ -33,21 +32,9 @@ afterAll(async () => {
 function yokeThroughProxy(args: string[]): Promise<CliResult> {
   const db = new URL(t.url);
   db.host = `127.0.0.1:${proxy.port}`;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [yokeBin, ...args],
-      {
-        env: {
-          PATH: process.env.PATH,
-          DATABASE_URL: db.toString(),
-          TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS,
-          YOKE_TASK_QUEUE: `wait-outage-${randomUUID()}`,
-        },
-        timeout: 180_000,
-      },
-      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
+  return yoke(db.toString(), args, {
+    TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS!,
+    YOKE_TASK_QUEUE: `wait-outage-${randomUUID()}`,
   });
 }
 

@@ -1,11 +1,10 @@
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
-import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import type { QaNotifier } from '../../activities/qa/ending';
 import { qaExecutionActivities } from '../../activities/qa/executions';
 import { sessionActivities } from '../../activities/sessions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
-import { releaseDefinition, releaseRuns, writeDefinition } from '../helpers/runs';
+import { applyWebRelease, releaseRuns } from '../helpers/runs';
 
 /**
  * Issues 11 and 12: a command whose answer was lost (its client died or timed out after the
@@ -26,13 +25,7 @@ const qa = () => qaExecutionActivities({ db: t.db, qaNotifier: notifier });
 
 beforeEach(async () => {
   t = await createTestDatabase();
-  const definition = releaseDefinition({
-    project: 'web',
-    prefix: 'WEB',
-    stageUrl: 'http://stage.example.test',
-    prodUrl: 'https://web.example.test',
-  });
-  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({ file: writeDefinition(definition) });
+  await applyWebRelease(t.db);
   for (const id of ['d1', 'w1', 'w2'])
     await sessionActivities({ db: t.db }).registerSession({ sessionId: id, actorId: id });
   r = deploymentRunActivities({ db: t.db, driverFreshMs: 60_000 });
