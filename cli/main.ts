@@ -2,9 +2,10 @@ import { CommanderError } from 'commander';
 import { usageError } from '../domain/errors';
 import { buildProgram } from './program';
 import { databaseUrlInUse } from './context';
-import { asYokeError, report } from './output';
+import { asYokeError, endQuietlyWhenOutputCloses, report } from './output';
 
 const json = process.argv.includes('--json');
+endQuietlyWhenOutputCloses();
 
 async function main(): Promise<number> {
   const program = buildProgram();
