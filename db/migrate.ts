@@ -48,6 +48,7 @@ import * as audb4SessionRequestEvent from './migrations/0044_audb4_session_reque
 import * as aude5AdminHint from './migrations/0046_aude5_admin_hint';
 import * as usageReadVisibility from './migrations/0047_usage_read_visibility';
 import * as claimperfLeanPair from './migrations/0050_claimperf_lean_pair';
+import * as foldRequestVisibility from './migrations/0052_fold_request_visibility';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -100,6 +101,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0046_aude5_admin_hint': aude5AdminHint,
   '0047_usage_read_visibility': usageReadVisibility,
   '0050_claimperf_lean_pair': claimperfLeanPair,
+  '0052_fold_request_visibility': foldRequestVisibility,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -37,6 +37,8 @@ const USER_WRITES: Record<string, string[]> = {
  */
 const RESTRICTED_READS: Record<string, string> = {
   session_usage: 'U13 usage of the sessions the connected role may see (0047_usage_read_visibility)',
+  session_usage_fold_requests:
+    'U13 fold requests of the sessions the connected role may see (0052_fold_request_visibility)',
 };
 
 let t: TestDatabase;

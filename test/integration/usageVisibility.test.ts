@@ -1,5 +1,5 @@
 import { sessionUsageActivities } from '../../activities/usage/sessionUsage';
-import { usageOfSessions, writeUsage } from '../../db/sessionUsage';
+import { insertFoldRequest, pendingFoldRequests, usageOfSessions, writeUsage } from '../../db/sessionUsage';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, services, type Services } from '../helpers/fixtures';
 import { rolePools, sqlActors } from '../helpers/roles';
@@ -62,16 +62,21 @@ describe('U13 raw SQL', () => {
     checkpoint: '{}',
   });
 
-  test('U13 I13 a role reads session_usage only for sessions it may see, as the CLI shows it; admins and the worker read all', async () => {
-    const [reader, plain, boss, worker] = [
+  /** reader may read web (project.read) and owns a session in api; plain has no grant and no session. */
+  const fourRoles = async () => {
+    const roles = [
       await actors.add('reader'),
       await actors.add('plain'),
       await actors.add('boss', 'admin'),
       await actors.add('wrk', 'worker'),
-    ];
-    // reader may read web (project.read) and owns a session in api; plain has no grant and no session.
-    await s.grantPermission({ project: 'web', actor: reader.name, permission: 'project.read' });
-    await s.registerSession({ sessionId: 'api-reader', actorId: reader.name, project: 'api', machine: 'm2' });
+    ] as const;
+    await s.grantPermission({ project: 'web', actor: roles[0].name, permission: 'project.read' });
+    await s.registerSession({ sessionId: 'api-reader', actorId: roles[0].name, project: 'api', machine: 'm2' });
+    return roles;
+  };
+
+  test('U13 I13 a role reads session_usage only for sessions it may see, as the CLI shows it; admins and the worker read all', async () => {
+    const [reader, plain, boss, worker] = await fourRoles();
     const all = ['api-alice', 'api-carol', 'api-reader', 'loose-dave', 'web-bob'];
     await writeUsage(t.db, all.map(usageRow));
 
@@ -104,5 +109,41 @@ describe('U13 raw SQL', () => {
     expect((await reader.q("SELECT reader_version FROM session_usage WHERE session_id = 'api-reader'"))[0]).toEqual({
       reader_version: 2,
     });
+  });
+
+  test('U13 U10 a role reads fold requests (their transcript paths) only for sessions it may see; the hook and the worker still work', async () => {
+    const [reader, plain, boss, worker] = await fourRoles();
+    const others = ['api-alice', 'api-carol', 'loose-dave', 'web-bob'];
+    for (const session_id of others) {
+      await insertFoldRequest(t.db, { session_id, harness: 'claude', artifacts: [`/home/x/${session_id}.jsonl`] });
+    }
+    // The hook requests a fold of its own session under its own role, reading the request id back.
+    const own = await insertFoldRequest(pools.dbOf(reader), {
+      session_id: 'api-reader',
+      harness: 'claude',
+      artifacts: ['/home/reader/t.jsonl'],
+    });
+    expect(own).toMatch(/^\d+$/);
+
+    const read = async (who: typeof reader) =>
+      (
+        await who.q<{ session_id: string }>(
+          'SELECT DISTINCT session_id FROM session_usage_fold_requests ORDER BY session_id',
+        )
+      ).map((r) => r.session_id);
+    const all = ['api-alice', 'api-carol', 'api-reader', 'loose-dave', 'web-bob'];
+    expect(await read(reader)).toEqual(['api-reader', 'loose-dave', 'web-bob']);
+    expect(await read(plain)).toEqual(['loose-dave']);
+    expect(await read(boss)).toEqual(all);
+    expect(await read(worker)).toEqual(all);
+    expect(await plain.q("SELECT artifacts FROM session_usage_fold_requests WHERE session_id = 'api-carol'")).toEqual(
+      [],
+    );
+
+    // The worker reads the request back and settles it, as the session-usage workflow does.
+    const pending = await pendingFoldRequests(pools.dbOf(worker), 'api-reader');
+    expect(pending).toEqual([{ request_id: own, harness: 'claude', artifacts: ['/home/reader/t.jsonl'] }]);
+    await worker.q('UPDATE session_usage_fold_requests SET done_at = now() WHERE request_id = $1', [own]);
+    expect(await pendingFoldRequests(pools.dbOf(reader), 'api-reader')).toEqual([]);
   });
 });
