@@ -93,17 +93,31 @@ export function parseOptions<S extends z.ZodType>(schema: S, value: unknown): z.
   });
 }
 
-/** Claim ids are decimal digits only: `0x10` or `1e3` are not 16 and 1000. */
-export const claimIdSchema = z
-  .union([
-    z.number(),
-    z
-      .string()
-      .trim()
-      .regex(/^[0-9]+$/, 'a claim id is decimal digits'),
-  ])
-  .transform(Number)
-  .pipe(z.number().int().positive().max(2_147_483_647));
+/** Ids are decimal digits only: `0x10` or `1e3` are not 16 and 1000. `what` names the id in the message. */
+export function decimalIdSchema(what: string) {
+  return z
+    .union([
+      z.number(),
+      z
+        .string()
+        .trim()
+        .regex(/^[0-9]+$/, `${what} is decimal digits`),
+    ])
+    .transform(Number)
+    .pipe(z.number().int().positive().max(2_147_483_647));
+}
+export const claimIdSchema = decimalIdSchema('a claim id');
+
+/** Parses one positional argument with zod, naming it as `--help` shows it (e.g. EXECUTION) in the usage error. */
+export function parseArgument<S extends z.ZodType>(name: string, schema: S, value: unknown): z.infer<S> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const argument = name.toUpperCase();
+  throw usageError('invalid_argument', `${argument}: ${parsed.error.issues[0]!.message}`, {
+    recovery: 'correct the value (see --help for the command)',
+    details: { argument, value },
+  });
+}
 export const nonEmpty = z.string().trim().min(1);
 
 /** The options every command accepts (program.ts adds the flags where a command does not declare them). */

@@ -7,10 +7,30 @@ import { asYokeError, endQuietlyWhenOutputCloses, report } from './output';
 const json = process.argv.includes('--json');
 endQuietlyWhenOutputCloses();
 
+/**
+ * Every command takes the base options `--json` and `--session S`; written before the command
+ * (`yoke --json projects list`) they are the command's own, so they move behind it (before a `--`).
+ */
+function baseOptionsLast(argv: string[]): string[] {
+  const [node, script, ...args] = argv;
+  const leading: string[] = [];
+  while (args.length) {
+    const a = args[0]!;
+    if (a === '--json' || a.startsWith('--session=')) leading.push(...args.splice(0, 1));
+    else if (a === '--session' && args.length > 1) leading.push(...args.splice(0, 2));
+    else break;
+  }
+  if (!leading.length || !args.length) return argv;
+  const end = args.indexOf('--');
+  if (end < 0) args.push(...leading);
+  else args.splice(end, 0, ...leading);
+  return [node!, script!, ...args];
+}
+
 async function main(): Promise<number> {
   const program = buildProgram();
   try {
-    await program.parseAsync(process.argv);
+    await program.parseAsync(baseOptionsLast(process.argv));
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
+import { usageError } from '../domain/errors';
 import { projectRoot } from '../config/paths';
 import { registerActors } from './commands/actors';
 import { registerAdmin } from './commands/admin';
@@ -50,6 +51,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerServe(program);
   acceptBaseOptionsEverywhere(program);
+  refuseEmptyIds(program);
   // Usage errors go through the same reporter as refusals, so --json callers get JSON.
   const quiet = (cmd: Command): void => {
     cmd.exitOverride().configureOutput({ outputError: () => undefined });
@@ -77,5 +79,34 @@ function acceptBaseOptionsEverywhere(cmd: Command): void {
   cmd.hook('preAction', (_this, action) => {
     const session = action.opts<{ session?: string }>().session;
     if (session !== undefined) process.env.YOKE_SESSION_ID = session;
+  });
+}
+
+/** Positional arguments that name something recorded: a run, an execution, a session, a machine, actor or project. */
+const ID_ARGUMENTS = new Set(['run', 'execution', 'session', 'name']);
+
+/**
+ * An empty RUN, EXECUTION, SESSION or NAME names nothing: a usage error naming the argument, before
+ * anything is read (it used to read as "no deployment run has id ", an empty waiting line, or a
+ * recovery command with a hole in it). `add` and `create` check the new name with their own codes.
+ */
+function refuseEmptyIds(cmd: Command): void {
+  if (cmd.commands.length) {
+    cmd.commands.forEach(refuseEmptyIds);
+    return;
+  }
+  if (cmd.name() === 'add' || cmd.name() === 'create') return;
+  cmd.hook('preAction', (_this, action) => {
+    action.registeredArguments.forEach((arg, i) => {
+      const value: unknown = action.processedArgs[i];
+      if (!ID_ARGUMENTS.has(arg.name()) || typeof value !== 'string' || value.trim() !== '') return;
+      const argument = arg.name().toUpperCase();
+      const path = [];
+      for (let c: Command | null = action; c?.parent; c = c.parent) path.unshift(c.name());
+      throw usageError('invalid_argument', `${argument}: an empty value names nothing`, {
+        recovery: `pass the ${arg.description || arg.name()} (see yoke ${path.join(' ')} --help)`,
+        details: { argument, value },
+      });
+    });
   });
 }

@@ -297,7 +297,12 @@ export function runStageActivities(deps: {
     const run = await runById(db, input.runId);
     // R1: only the live driver or a steering seat approves, and only a stage the run reached.
     const session = await requireRunAuthority(db, run, input.sessionId, freshMs, `approve stage ${input.stage}`);
-    const reached = await stageByName(db, input.runId, input.stage);
+    // A run not yet executing has no stage rows: its flow's declared stage has not been reached either.
+    const reached =
+      (await stageByName(db, input.runId, input.stage)) ??
+      (await runFlow(db, run)).stages
+        .filter((s) => s.name === input.stage)
+        .map((s) => ({ kind: s.kind, status: 'pending' }))[0];
     if (reached?.kind === 'approval' && reached.status === 'pending') {
       throw refusal(
         'approval_stage_not_reached',

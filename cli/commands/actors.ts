@@ -1,11 +1,10 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { actorActivities } from '../../activities/actors';
-import { BaseOptions, commandAction, nonEmpty, parseOptions, type CommandContext } from '../context';
+import { BaseOptions, commandAction, nonEmpty, parseArgument, type CommandContext } from '../context';
 import { usageError } from '../../domain/errors';
 import { table } from '../output';
 
-const ActorName = z.object({ name: nonEmpty });
 const actorsOf = ({ db, config }: CommandContext) => actorActivities({ db, databaseUrl: config.databaseUrl });
 
 /** `yoke actors`: issue 13, actors are Postgres login roles an admin adds and removes. */
@@ -66,7 +65,7 @@ export function registerActors(program: Command): void {
     .action(
       commandAction(
         BaseOptions,
-        (ctx, _o, [name]) => actorsOf(ctx).removeActor({ actor: parseOptions(ActorName, { name }).name }),
+        (ctx, _o, [name]) => actorsOf(ctx).removeActor({ actor: parseArgument('name', nonEmpty, name) }),
         (r) => `removed ${r.actor}`,
       ),
     );

@@ -8,7 +8,9 @@ import {
   BaseOptions,
   commandAction,
   type CommandContext,
+  decimalIdSchema,
   nonEmpty,
+  parseArgument,
   parseOptions,
   withDb,
 } from '../context';
@@ -16,7 +18,7 @@ import { unreachable, YokeError } from '../../domain/errors';
 import { readThroughOutage } from '../outage';
 import { table, warn } from '../output';
 
-const ExecutionId = z.coerce.number().int().positive().max(2_147_483_647);
+const ExecutionId = decimalIdSchema('an execution id');
 
 async function qa(ctx: CommandContext) {
   const { qaExecutionActivities } = await import('../../activities/qa/executions');
@@ -30,7 +32,7 @@ async function qa(ctx: CommandContext) {
 }
 
 function executionIdOf(raw: string): number {
-  return parseOptions(z.object({ execution: ExecutionId }), { execution: raw }).execution;
+  return parseArgument('execution', ExecutionId, raw);
 }
 
 /** T3: a case's verdict; one a takeover carried over credits the run that recorded it (get and watch alike). */

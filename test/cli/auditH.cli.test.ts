@@ -1,0 +1,111 @@
+import { deploymentRunActivities } from '../../activities/deploymentRuns';
+import { sessionActivities } from '../../activities/sessions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { json, jsonError, yoke } from '../helpers/cli';
+import { applyWebRelease, releaseRuns } from '../helpers/runs';
+
+/**
+ * Bad input at the CLI's edge: every id is what it says (decimal digits, never empty), every
+ * refusal names what was wrong with the exit status the README's table gives, and the base
+ * options are the command's wherever they are written.
+ */
+let t: TestDatabase;
+// Temporal answers (approve wakes the run's workflow after its write); no worker is needed here.
+const run = (args: string[], session = 'd1') =>
+  yoke(t.url, args, { YOKE_SESSION_ID: session, TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS! });
+const runs = () => deploymentRunActivities({ db: t.db });
+const { createdRun } = releaseRuns(runs);
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await applyWebRelease(t.db);
+  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver', project: 'web' });
+}, 60_000);
+
+afterAll(async () => {
+  await t.drop();
+});
+
+test('issue 9 issue 11: an EXECUTION id is decimal digits only (0x10 is not 16, 1e3 is not 1000): exit 2 naming EXECUTION', async () => {
+  for (const [command, ...rest] of [
+    ['get'],
+    ['watch'],
+    ['abort', '--reason', 'r'],
+    ['waive', '--case', 'c', '--reason', 'r'],
+    ['verdict', '--case', 'c', '--verdict', 'passed'],
+  ]) {
+    for (const id of ['0x10', '1e3', 'abc', '16.0']) {
+      const r = await run(['qa', command!, id, ...rest, '--json']);
+      expect({ command, id, code: r.code }).toEqual({ command, id, code: 2 });
+      expect(jsonError(r)).toMatchObject({
+        code: 'invalid_argument',
+        message: 'EXECUTION: an execution id is decimal digits',
+        details: { argument: 'EXECUTION', value: id },
+      });
+    }
+  }
+  // a well-formed id nobody began is still the refusal naming it
+  const unknown = await run(['qa', 'get', '16', '--json']);
+  expect(unknown.code).toBe(1);
+  expect(jsonError(unknown)).toMatchObject({ code: 'qa_execution_not_found', details: { execution_id: 16 } });
+});
+
+test('R1 issue 11: approving a declared approval stage of a run not yet executing refuses approval_stage_not_reached (exit 1), not "no such stage" (exit 2); nothing is recorded', async () => {
+  const runId = await createdRun('abcdef1234', ['WEB-1']);
+  await runs().heartbeatRun({ sessionId: 'd1', runId }); // d1 drives it
+  const early = await run(['deployment-runs', 'approve', runId, '--stage', 'signoff', '--json']);
+  expect(early.code).toBe(1);
+  expect(jsonError(early)).toMatchObject({
+    code: 'approval_stage_not_reached',
+    details: { run_id: runId, stage: 'signoff', status: 'pending' },
+  });
+  expect(jsonError(early).recovery).toContain(`yoke deployment-runs watch ${runId}`);
+  const stages = await t.db.selectFrom('deployment_run_stages').selectAll().where('run_id', '=', runId).execute();
+  expect(stages).toEqual([]);
+  // a stage the flow does not declare is still the usage error naming it
+  const unknown = await run(['deployment-runs', 'approve', runId, '--stage', 'no-such-stage', '--json']);
+  expect(unknown.code).toBe(2);
+  expect(jsonError(unknown)).toMatchObject({
+    code: 'stage_not_awaiting_approval',
+    details: { stage: 'no-such-stage' },
+  });
+});
+
+test('issue 2 issue 4: an empty RUN, EXECUTION, SESSION or NAME is a usage error naming the argument, before anything is read or written', async () => {
+  const cases: [string[], string][] = [
+    [['deployment-runs', 'get', ''], 'RUN'],
+    [['deployment-runs', 'watch', ' '], 'RUN'],
+    [['deployment-runs', 'terminalize', '', '--disposition', 'cancelled', '--reason', 'r'], 'RUN'],
+    [['deployment-runs', 'add-item', '', 'WEB-1'], 'RUN'],
+    [['qa', 'get', ''], 'EXECUTION'],
+    [['sessions', 'show', ''], 'SESSION'],
+    [['test-machine', 'remove', ''], 'NAME'],
+    [['test-machine', 'waits', ''], 'NAME'],
+    [['actors', 'remove', ''], 'NAME'],
+    [['projects', 'grant', '', '--actor', 'driver', '--permission', 'claims.release'], 'NAME'],
+  ];
+  for (const [args, argument] of cases) {
+    const r = await run([...args, '--json']);
+    expect({ args, code: r.code }).toEqual({ args, code: 2 });
+    const err = jsonError(r);
+    expect(err).toMatchObject({ code: 'invalid_argument', details: { argument } });
+    expect(err.message).toBe(`${argument}: an empty value names nothing`);
+    expect(err.recovery).toContain(`--help`);
+    const text = await run(args);
+    expect(text.stderr).toContain(`invalid_argument: ${argument}: an empty value names nothing`);
+  }
+  expect(await t.db.selectFrom('project_grants').selectAll().execute()).toEqual([]);
+});
+
+test("issue 2: the base options written before the command (yoke --json CMD, yoke --session S CMD) are the command's own", async () => {
+  const listed = await run(['--json', 'projects', 'list']);
+  expect(listed.code).toBe(0);
+  expect(json(listed)).toEqual([expect.objectContaining({ name: 'web', item_prefix: 'WEB' })]);
+  const taken = await run(['--session', 'd1', '--json', 'claims', 'item', 'take', 'WEB-2'], '');
+  expect(taken.code).toBe(0);
+  expect(json(taken)).toMatchObject({ session_id: 'd1' });
+  // an error keeps the JSON shape too
+  const refused = await run(['--json', 'deployment-runs', 'get', 'run-0']);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'run_not_found' });
+});
