@@ -93,19 +93,31 @@ export function parseOptions<S extends z.ZodType>(schema: S, value: unknown): z.
   });
 }
 
-/** Ids are decimal digits only: `0x10` or `1e3` are not 16 and 1000. `what` names the id in the message. */
-export function decimalIdSchema(what: string) {
+/**
+ * A number as a person writes it: decimal digits (with a fraction where `fraction`), never `0x10`,
+ * `1e3` or a blank, which JavaScript's Number() reads as 16, 1000 and 0. Pipe it into the bounds.
+ */
+export function decimalNumber(message: string, fraction = false) {
   return z
     .union([
       z.number(),
       z
         .string()
         .trim()
-        .regex(/^[0-9]+$/, `${what} is decimal digits`),
+        .regex(fraction ? /^[0-9]+(\.[0-9]+)?$/ : /^[0-9]+$/, message),
     ])
-    .transform(Number)
-    .pipe(z.number().int().positive().max(2_147_483_647));
+    .transform(Number);
 }
+
+/** Ids are decimal digits only: `0x10` or `1e3` are not 16 and 1000. `what` names the id in the message. */
+export function decimalIdSchema(what: string) {
+  return decimalNumber(`${what} is decimal digits`).pipe(z.number().int().positive().max(2_147_483_647));
+}
+
+/** A whole-number option (a port, a window, milliseconds). */
+export const wholeNumber = decimalNumber('expected decimal digits, e.g. 30');
+/** A duration in seconds, fractions allowed (1.5). */
+export const seconds = decimalNumber('expected seconds as a decimal number, e.g. 30 or 1.5', true);
 export const claimIdSchema = decimalIdSchema('a claim id');
 
 /** Parses one positional argument with zod, naming it as `--help` shows it (e.g. EXECUTION) in the usage error. */
@@ -122,6 +134,12 @@ export const nonEmpty = z.string().trim().min(1);
 
 /** The options every command accepts (program.ts adds the flags where a command does not declare them). */
 export const BaseOptions = z.object({ session: nonEmpty.optional(), json: z.boolean().optional() });
+
+/** `watch`'s options: how often to read (ms) and when to stop watching (s). */
+export const WatchOptions = BaseOptions.extend({
+  intervalMs: wholeNumber.pipe(z.number().int().min(50)),
+  timeout: seconds.pipe(z.number().positive()),
+});
 
 /**
  * The one shape of a command's action: commander hands over the positional arguments, then the

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { claimActivities, type AcquireResult, type ReleaseResult } from '../../activities/claims';
 import { usageError, YokeError } from '../../domain/errors';
 import { OPERATOR_KEY_HELP, parseOperatorKey } from '../../domain/operatorKeys';
-import { actingSession, BaseOptions, claimIdSchema, commandAction, inHookContext, nonEmpty } from '../context';
+import { actingSession, BaseOptions, claimIdSchema, commandAction, inHookContext, nonEmpty, seconds } from '../context';
 import { warn } from '../output';
 import { claimLine, claimsTable } from '../render';
 
@@ -12,7 +12,7 @@ const AcquireOptions = BaseOptions.extend({
   project: nonEmpty.optional(),
   item: nonEmpty.optional(),
   wait: z.boolean().optional(),
-  waitTimeout: z.coerce.number().positive().optional(),
+  waitTimeout: seconds.pipe(z.number().positive()).optional(),
 });
 const ListOptions = BaseOptions.extend({
   key: nonEmpty.optional(),

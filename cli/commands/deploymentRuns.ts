@@ -15,6 +15,7 @@ import {
   parseOptions,
   withDb,
   type CommandContext,
+  WatchOptions,
 } from '../context';
 import { table, warn } from '../output';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -634,10 +635,7 @@ export function registerDeploymentRuns(program: Command): void {
     .option('--timeout <seconds>', 'stop watching (exit 3) after this long', '86400')
     .option('--json', 'print JSON lines')
     .action(async (runId: string, raw) => {
-      const o = parseOptions(
-        BaseOptions.extend({ intervalMs: z.coerce.number().int().min(50), timeout: z.coerce.number().positive() }),
-        raw,
-      );
+      const o = parseOptions(WatchOptions, raw);
       const { watchRun } = await import('../watchRun');
       const status = await withDb(async (ctx) =>
         watchRun(ctx, await runs(ctx), runId, {

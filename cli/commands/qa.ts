@@ -13,6 +13,7 @@ import {
   parseArgument,
   parseOptions,
   withDb,
+  WatchOptions,
 } from '../context';
 import { unreachable, YokeError } from '../../domain/errors';
 import { readThroughOutage } from '../outage';
@@ -320,10 +321,7 @@ export function registerQa(program: Command): void {
     .option('--json', 'print JSON lines')
     .action(async (rawId: string, raw) => {
       const id = executionIdOf(rawId);
-      const o = parseOptions(
-        BaseOptions.extend({ intervalMs: z.coerce.number().int().min(50), timeout: z.coerce.number().positive() }),
-        raw,
-      );
+      const o = parseOptions(WatchOptions, raw);
       const status = await withDb(async (ctx) => {
         const acts = await qa(ctx);
         const health = executionWorkflowHealth(ctx, id);

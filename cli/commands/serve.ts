@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { usageError } from '../../domain/errors';
-import { nonEmpty, parseOptions, withDb, BaseOptions } from '../context';
+import { nonEmpty, parseOptions, withDb, BaseOptions, wholeNumber } from '../context';
 
 const ServeOptions = BaseOptions.extend({
-  port: z.coerce.number().int().min(0).max(65535).default(8340),
+  port: wholeNumber.pipe(z.number().int().min(0).max(65535)).default(8340),
   host: nonEmpty.default('127.0.0.1'),
-  pollMs: z.coerce.number().int().min(200).max(600_000).default(2000),
+  pollMs: wholeNumber.pipe(z.number().int().min(200).max(600_000)).default(2000),
 });
 
 /** The Temporal Web UI: YOKE_TEMPORAL_UI_URL, else the one `npm start` recorded, else the dev server's default. */

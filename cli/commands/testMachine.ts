@@ -18,13 +18,14 @@ import {
   parseOptions,
   withDb,
   type CommandContext,
+  wholeNumber,
 } from '../context';
 import { emit, table, warn } from '../output';
 import { reportLine } from './coordinationClaim';
 
 const AddOptions = BaseOptions.extend({
   host: HostAddress,
-  port: z.coerce.number().int().min(1).max(65535),
+  port: wholeNumber.pipe(z.number().int().min(1).max(65535)),
   user: nonEmpty,
   credential: CredentialName.optional(),
   identityFile: nonEmpty.optional(),

@@ -12,6 +12,7 @@ import {
   parseOptions,
   withDb,
   type CommandContext,
+  wholeNumber,
 } from '../context';
 import { emit, table } from '../output';
 
@@ -142,7 +143,7 @@ export function registerUsage(program: Command): void {
         BaseOptions.extend({
           session: nonEmpty,
           model: nonEmpty,
-          window: z.coerce.number().int().positive().optional(),
+          window: wholeNumber.pipe(z.number().int().positive()).optional(),
           effort: nonEmpty.optional(),
         }),
         { ...raw, session: actingSession(raw) },

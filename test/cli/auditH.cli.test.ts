@@ -109,3 +109,38 @@ test("issue 2: the base options written before the command (yoke --json CMD, yok
   expect(refused.code).toBe(1);
   expect(jsonError(refused)).toMatchObject({ code: 'run_not_found' });
 });
+
+test('issue 3 issue 5: number options are decimal (0x16 is not port 22, 1e3 is not a 1000-token window): exit 2 naming the option, nothing written', async () => {
+  const cases: [string[], string][] = [
+    [
+      ['test-machine', 'add', 'lab9', '--host', '127.0.0.1', '--port', '0x16', '--user', 'u', '--credential', 'k'],
+      '--port',
+    ],
+    [
+      ['test-machine', 'add', 'lab9', '--host', '127.0.0.1', '--port', '-22', '--user', 'u', '--credential', 'k'],
+      '--port',
+    ],
+    [['sessions', 'register', '--session', 'd1', '--window', '1e3'], '--window'],
+    [['hooks', 'served-model', '--session', 'd1', '--model', 'm', '--window', '0x10'], '--window'],
+    [['coordination-claim', 'acquire', '--key', 'QA_HOST:lab9', '--wait', '--wait-timeout', '1e1'], '--wait-timeout'],
+    [['deployment-runs', 'watch', 'run-1', '--timeout', '0x10'], '--timeout'],
+    [['deployment-runs', 'watch', 'run-1', '--interval-ms', '1e2'], '--interval-ms'],
+    [['qa', 'watch', '1', '--timeout', ' '], '--timeout'],
+    [['serve', '--port', '0x10'], '--port'],
+  ];
+  for (const [args, option] of cases) {
+    const r = await run([...args, '--json']);
+    expect({ args, code: r.code }).toEqual({ args, code: 2 });
+    expect(jsonError(r)).toMatchObject({ code: 'invalid_argument', details: { option } });
+    expect(jsonError(r).message).toMatch(
+      new RegExp(`^${option}: expected (decimal digits|seconds as a decimal number)`),
+    );
+  }
+  expect(await t.db.selectFrom('test_machines').selectAll().execute()).toEqual([]);
+  const session = await t.db
+    .selectFrom('sessions')
+    .select(['requested_window', 'served_window'])
+    .where('session_id', '=', 'd1')
+    .executeTakeFirstOrThrow();
+  expect(session).toEqual({ requested_window: null, served_window: null });
+});
