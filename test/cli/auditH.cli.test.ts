@@ -1,30 +1,12 @@
-import { deploymentRunActivities } from '../../activities/deploymentRuns';
-import { sessionActivities } from '../../activities/sessions';
-import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, jsonError, yoke } from '../helpers/cli';
-import { applyWebRelease, releaseRuns } from '../helpers/runs';
+import { json, jsonError } from '../helpers/cli';
+import { webReleaseCliFile } from '../helpers/runs';
 
 /**
  * Bad input at the CLI's edge: every id is what it says (decimal digits, never empty), every
  * refusal names what was wrong with the exit status the README's table gives, and the base
  * options are the command's wherever they are written.
  */
-let t: TestDatabase;
-// Temporal answers (approve wakes the run's workflow after its write); no worker is needed here.
-const run = (args: string[], session = 'd1') =>
-  yoke(t.url, args, { YOKE_SESSION_ID: session, TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS! });
-const runs = () => deploymentRunActivities({ db: t.db });
-const { createdRun } = releaseRuns(runs);
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  await applyWebRelease(t.db);
-  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'd1', actorId: 'driver', project: 'web' });
-}, 60_000);
-
-afterAll(async () => {
-  await t.drop();
-});
+const { db, run, runs, createdRun } = webReleaseCliFile();
 
 test('issue 9 issue 11: an EXECUTION id is decimal digits only (0x10 is not 16, 1e3 is not 1000): exit 2 naming EXECUTION', async () => {
   for (const [command, ...rest] of [
@@ -60,7 +42,7 @@ test('R1 issue 11: approving a declared approval stage of a run not yet executin
     details: { run_id: runId, stage: 'signoff', status: 'pending' },
   });
   expect(jsonError(early).recovery).toContain(`yoke deployment-runs watch ${runId}`);
-  const stages = await t.db.selectFrom('deployment_run_stages').selectAll().where('run_id', '=', runId).execute();
+  const stages = await db().selectFrom('deployment_run_stages').selectAll().where('run_id', '=', runId).execute();
   expect(stages).toEqual([]);
   // a stage the flow does not declare is still the usage error naming it
   const unknown = await run(['deployment-runs', 'approve', runId, '--stage', 'no-such-stage', '--json']);
@@ -94,7 +76,7 @@ test('issue 2 issue 4: an empty RUN, EXECUTION, SESSION or NAME is a usage error
     const text = await run(args);
     expect(text.stderr).toContain(`invalid_argument: ${argument}: an empty value names nothing`);
   }
-  expect(await t.db.selectFrom('project_grants').selectAll().execute()).toEqual([]);
+  expect(await db().selectFrom('project_grants').selectAll().execute()).toEqual([]);
 });
 
 test("issue 2: the base options written before the command (yoke --json CMD, yoke --session S CMD) are the command's own", async () => {
@@ -136,8 +118,8 @@ test('issue 3 issue 5: number options are decimal (0x16 is not port 22, 1e3 is n
       new RegExp(`^${option}: expected (decimal digits|seconds as a decimal number)`),
     );
   }
-  expect(await t.db.selectFrom('test_machines').selectAll().execute()).toEqual([]);
-  const session = await t.db
+  expect(await db().selectFrom('test_machines').selectAll().execute()).toEqual([]);
+  const session = await db()
     .selectFrom('sessions')
     .select(['requested_window', 'served_window'])
     .where('session_id', '=', 'd1')

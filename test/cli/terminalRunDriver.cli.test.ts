@@ -1,31 +1,12 @@
-import { deploymentRunActivities } from '../../activities/deploymentRuns';
-import { sessionActivities } from '../../activities/sessions';
-import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { jsonError, yoke } from '../helpers/cli';
-import { applyWebRelease, releaseRuns } from '../helpers/runs';
+import { jsonError } from '../helpers/cli';
+import { webReleaseCliFile } from '../helpers/runs';
 
-let t: TestDatabase;
 // Temporal answers (approve wakes the run's workflow after its write); no worker is needed here.
-const run = (args: string[], session: string) =>
-  yoke(t.url, args, { YOKE_SESSION_ID: session, TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS! });
-const runs = () => deploymentRunActivities({ db: t.db });
-const { createdRun } = releaseRuns(runs);
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  await applyWebRelease(t.db);
-  const sessions = sessionActivities({ db: t.db });
-  await sessions.registerSession({ sessionId: 'd1', actorId: 'driver', project: 'web' });
-  await sessions.registerSession({ sessionId: 'd2', actorId: 'driver', project: 'web' });
-}, 60_000);
-
-afterAll(async () => {
-  await t.drop();
-});
+const { db, run, runs, createdRun } = webReleaseCliFile(['d1', 'd2']);
 
 const driverOf = async (runId: string) =>
   (
-    await t.db
+    await db()
       .selectFrom('deployment_runs')
       .select('driver_session_id')
       .where('run_id', '=', runId)

@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Kysely } from 'kysely';
-import type { DeploymentRunActivities } from '../../activities/deploymentRuns';
+import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
+import { sessionActivities } from '../../activities/sessions';
+import { yoke } from './cli';
+import { createTestDatabase, type TestDatabase } from './db';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import type { Database } from '../../db/database';
 
@@ -218,4 +221,27 @@ export async function walkedRun(
     await r.finishStage({ runId: run.run_id, ordinal: stage.ordinal, walk: 1, result: { ok: true, detail: 'test' } });
   }
   return run.run_id;
+}
+
+/**
+ * A CLI test file on project web's release definition: its own database, the definition applied,
+ * `sessions` registered (actor driver), dropped after the file. `run` is `yoke` acting as a session
+ * (default d1) against the test Temporal server (it answers; no worker polls).
+ */
+export function webReleaseCliFile(sessions: string[] = ['d1']) {
+  let t: TestDatabase;
+  const db = () => t.db;
+  const run = (args: string[], session = 'd1') =>
+    yoke(t.url, args, { YOKE_SESSION_ID: session, TEMPORAL_ADDRESS: process.env.YOKE_TEST_TEMPORAL_ADDRESS! });
+  const runs = () => deploymentRunActivities({ db: t.db });
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    await applyWebRelease(t.db);
+    for (const sessionId of sessions)
+      await sessionActivities({ db: t.db }).registerSession({ sessionId, actorId: 'driver', project: 'web' });
+  }, 60_000);
+  afterAll(async () => {
+    await t.drop();
+  });
+  return { db, run, runs, ...releaseRuns(runs) };
 }
