@@ -9,8 +9,10 @@ import type { Executor } from './pool';
 /** Repository reads shared by run creation, membership, execution and the workflow's steps. */
 
 export function runNotFound(runId: string) {
+  // Run ids read `run-N`: a bare number is most likely one of them written short.
+  const short = /^[0-9]+$/.test(runId.trim()) ? `run ids read run-N (did you mean run-${runId.trim()}?); ` : '';
   return refusal('run_not_found', `no deployment run has id ${runId}`, {
-    recovery: 'list runs with: yoke deployment-runs list --project P',
+    recovery: `${short}list runs with: yoke deployment-runs list --project P`,
     details: { run_id: runId },
   });
 }

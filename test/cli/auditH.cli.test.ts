@@ -126,3 +126,17 @@ test('issue 3 issue 5: number options are decimal (0x16 is not port 22, 1e3 is n
     .executeTakeFirstOrThrow();
   expect(session).toEqual({ requested_window: null, served_window: null });
 });
+
+test('issue 4: a run named by its bare number is refused run_not_found with a recovery naming the run-N it likely means', async () => {
+  const runId = await createdRun('abcdef5678', ['WEB-1']);
+  const n = runId.replace(/^run-/, '');
+  const refused = await run(['deployment-runs', 'get', n, '--json']);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({ code: 'run_not_found', details: { run_id: n } });
+  expect(jsonError(refused).recovery).toContain(`did you mean ${runId}?`);
+  expect(jsonError(refused).recovery).toContain('yoke deployment-runs list');
+  // any other unknown id keeps the plain recovery
+  expect(jsonError(await run(['deployment-runs', 'get', 'run-0', '--json'])).recovery).toBe(
+    'list runs with: yoke deployment-runs list --project P',
+  );
+});
