@@ -195,12 +195,13 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
       }
       const live = await claimViews(trx, { sessionId: input.sessionId, activeOnly: true });
       const nonSticky = live.filter((c) => !STICKY_KINDS.includes(c.target_kind));
-      // C5: the sticky holds this end reports kept are the ones still held when it commits: the
-      // last read locks them, so a release made meanwhile (by the holder's actor from another
-      // session, or an operator) either committed before it and is not listed, or waits for it.
-      // It comes last, after the waiting line's locks (the order every release takes them in).
-      const heldAtCommit = () =>
-        claimViews(trx, { sessionId: input.sessionId, kinds: STICKY_KINDS, activeOnly: true, lockUntilCommit: true });
+      // C5: the sticky holds this end reports kept are read last, and read again once it has
+      // committed (stillHeld, below): a release made meanwhile (by the holder's actor from
+      // another session, an operator, or the session's own QA execution) is not listed. The end
+      // takes no lock on them: a release locks the claim before the session's row (its
+      // released_by_session_id), which the end holds from its start, so waiting for the claim
+      // here would deadlock with it.
+      const heldAtCommit = () => claimViews(trx, { sessionId: input.sessionId, kinds: STICKY_KINDS, activeOnly: true });
       if (session.ended_at || session.terminated_at) {
         return {
           session: await sessionView(input.sessionId, trx),
@@ -243,7 +244,17 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
         warnings: [],
       };
     });
-    return { ...result, warnings: await notifyLine(deps.line?.notifier, effects) };
+    return {
+      ...result,
+      retained_sticky_claims: await stillHeld(result.retained_sticky_claims),
+      warnings: await notifyLine(deps.line?.notifier, effects),
+    };
+  }
+
+  /** C5: of the holds an end read as kept, those still held once it committed. */
+  async function stillHeld(claims: ClaimView[]): Promise<ClaimView[]> {
+    if (claims.length === 0) return claims;
+    return claimViews(db, { claimIds: claims.map((c) => c.claim_id), activeOnly: true });
   }
 
   async function listSessions(input: { project?: string; activeOnly?: boolean }): Promise<SessionView[]> {

@@ -36,12 +36,6 @@ export interface ClaimFilter {
   sessionId?: string;
   kinds?: readonly TargetKind[];
   activeOnly?: boolean;
-  /**
-   * Share-lock the claim rows read until the transaction ends: a concurrent release waits for
-   * it, so what was read live is still live at its commit (one that committed meanwhile is
-   * re-checked and left out).
-   */
-  lockUntilCommit?: boolean;
 }
 
 /** A view row as the driver gives it: instants as Dates from columns, as ISO strings from json. */
@@ -135,9 +129,8 @@ export async function claimViews(db: Executor, filter: ClaimFilter): Promise<Cla
   if (filter.sessionId !== undefined) where.push(sql`c.session_id = ${filter.sessionId}`);
   if (filter.kinds) where.push(sql`c.target_kind = ANY(${[...filter.kinds]})`);
   if (filter.activeOnly) where.push(sql`c.released_at IS NULL`);
-  const lock = filter.lockUntilCommit ? sql` FOR SHARE OF c` : sql``;
   const { rows } =
-    await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id${lock}`.execute(
+    await sql<ViewRow>`${viewOf(sql`work_claims`)} WHERE ${sql.join(where, sql` AND `)} ORDER BY c.claim_id`.execute(
       db,
     );
   return rows.map(toView);

@@ -670,4 +670,29 @@ describe('C5 sessions end reports the sticky holds as they stand when the end co
     expect(ended.released_claims.map((c) => c.claim_id)).not.toContain(qa.claim.claim_id);
     expect(await liveRow(qa.claim.claim_id)).toMatchObject({ released_by_session_id: 'w1-other' });
   });
+
+  test('C5 C9 a release of a sticky hold made by its own session while the session ends does not deadlock with the end', async () => {
+    const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
+    await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-2' });
+    await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2', join: { resumeCommand: 'yoke again' } }),
+    );
+    // The end holds the session's row and waits for lab-2's line; meanwhile the session's own
+    // release of its lab-1 hold (as a QA execution's give-back records it: by that session)
+    // locks the claim and then, for its released_by_session_id, waits for the session's row.
+    await pause.query(`SELECT pg_advisory_lock(hashtextextended('qa_line:lab-2', 0))`);
+    const ending = s.endSession({ sessionId: 'w1' });
+    await untilTrue(async () => (await waitingOn(['advisory'])) === 1, "the end to wait for lab-2's line");
+    const releasing = s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'suite done' });
+    await untilTrue(
+      async () => (await waitingOn(['transactionid', 'tuple'])) > 0,
+      "the release to wait for the end's row",
+    );
+    await pause.query(`SELECT pg_advisory_unlock(hashtextextended('qa_line:lab-2', 0))`);
+    const [ended, released] = await Promise.allSettled([ending, releasing]);
+    const failures = [ended, released].flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
+    expect(failures).toEqual([]);
+    expect((ended as PromiseFulfilledResult<Awaited<typeof ending>>).value.ended).toBe(true);
+    expect(await liveRow(qa.claim.claim_id)).toMatchObject({ released_by_session_id: 'w1' });
+  });
 });
