@@ -26,6 +26,7 @@ import {
 import { STICKY_KINDS } from '../domain/claimKinds';
 import { refusal } from '../domain/errors';
 import { sessionNotRegistered } from '../domain/sessionRefusals';
+import { lockLine, openWaitsOf } from '../db/waits';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
   cancelWaitsOfSession,
@@ -33,6 +34,12 @@ import {
   notifyLine,
   type LineOptions,
 } from './waitingLine';
+
+/** Locks, in name order, the waiting lines the session has an open wait in (its end cancels those waits). */
+async function lockLinesOfSession(trx: Executor, sessionId: string): Promise<void> {
+  const machines = [...new Set((await openWaitsOf(trx, { sessionId })).map((w) => w.test_machine))].sort();
+  for (const machine of machines) await lockLine(trx, machine);
+}
 
 /** Why a session's end cancels its waits (W9), and so its unconsumed turns' release reason. */
 const SESSION_ENDED = 'session_ended';
@@ -189,6 +196,10 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
   async function endSession(input: { sessionId: string; ifClaimFree?: boolean; reason?: string }): Promise<EndResult> {
     const effects = noEffects();
     const result = await db.transaction().execute(async (trx): Promise<EndResult> => {
+      // W7 W9: the lines the session waits in are locked before its row, the order of a release
+      // that serves it a turn there (line, then the turn's claim, which references the session):
+      // taken after the row, the end's cancel of that wait would deadlock with such a release.
+      await lockLinesOfSession(trx, input.sessionId);
       const session = await lockSession(trx, input.sessionId);
       if (!session) {
         throw sessionNotRegistered(input.sessionId);

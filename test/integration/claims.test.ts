@@ -672,27 +672,54 @@ describe('C5 sessions end reports the sticky holds as they stand when the end co
   });
 
   test('C5 C9 a release of a sticky hold made by its own session while the session ends does not deadlock with the end', async () => {
+    const item = await s.takeItem({ sessionId: 'w1', item: 'WEB-1' });
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-2' });
-    await refusalOf(
-      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2', join: { resumeCommand: 'yoke again' } }),
-    );
-    // The end holds the session's row and waits for lab-2's line; meanwhile the session's own
-    // release of its lab-1 hold (as a QA execution's give-back records it: by that session)
-    // locks the claim and then, for its released_by_session_id, waits for the session's row.
-    await pause.query(`SELECT pg_advisory_lock(hashtextextended('qa_line:lab-2', 0))`);
+    // The end holds the session's row and stops at the release of w1's item (its row is locked
+    // here); meanwhile the session's own release of its lab-1 hold (as a QA execution's give-back
+    // records it: by that session) locks the claim and then, for its released_by_session_id,
+    // waits for the session's row.
+    await pause.query('BEGIN');
+    await pause.query('SELECT 1 FROM work_claims WHERE claim_id = $1 FOR UPDATE', [item.claim.claim_id]);
     const ending = s.endSession({ sessionId: 'w1' });
-    await untilTrue(async () => (await waitingOn(['advisory'])) === 1, "the end to wait for lab-2's line");
+    await untilTrue(async () => (await waitingOn(['transactionid', 'tuple'])) === 1, 'the end to wait for the item');
     const releasing = s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'suite done' });
     await untilTrue(
-      async () => (await waitingOn(['transactionid', 'tuple'])) > 0,
+      async () => (await waitingOn(['transactionid', 'tuple'])) === 2,
       "the release to wait for the end's row",
     );
-    await pause.query(`SELECT pg_advisory_unlock(hashtextextended('qa_line:lab-2', 0))`);
+    await pause.query('COMMIT');
     const [ended, released] = await Promise.allSettled([ending, releasing]);
     const failures = [ended, released].flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
     expect(failures).toEqual([]);
     expect((ended as PromiseFulfilledResult<Awaited<typeof ending>>).value.ended).toBe(true);
     expect(await liveRow(qa.claim.claim_id)).toMatchObject({ released_by_session_id: 'w1' });
+  });
+
+  test('C5 W7 W9 a release that serves the ending session its turn does not deadlock with the end', async () => {
+    const item = await s.takeItem({ sessionId: 'w1', item: 'WEB-1' });
+    const lab2 = await s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-2' });
+    await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2', join: { resumeCommand: 'yoke again' } }),
+    );
+    // The end stops at the release of w1's item (its row is locked here), holding what it took before.
+    await pause.query('BEGIN');
+    await pause.query('SELECT 1 FROM work_claims WHERE claim_id = $1 FOR UPDATE', [item.claim.claim_id]);
+    const ending = s.endSession({ sessionId: 'w1' });
+    await untilTrue(async () => (await waitingOn(['transactionid', 'tuple'])) === 1, 'the end to wait for the item');
+    // w2's release of lab-2 serves the line: its oldest waiter is still w1 (its end has not committed).
+    const releasing = s.releaseWorkClaim({ actingSessionId: 'w2', claimId: lab2.claim.claim_id, reason: 'done' });
+    await untilTrue(
+      async () => (await waitingOn(['transactionid', 'tuple', 'advisory'])) === 2,
+      'the release to wait for the end',
+    );
+    await pause.query('COMMIT');
+    const outcomes = await Promise.allSettled([ending, releasing]);
+    expect(outcomes.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []))).toEqual([]);
+    const waits = await t.db
+      .selectFrom('qa_test_machine_waits')
+      .select(['state', 'cancel_reason'])
+      .where('session_id', '=', 'w1')
+      .execute();
+    expect(waits.map((w) => w.state)).toEqual(['cancelled']);
   });
 });
