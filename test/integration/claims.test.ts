@@ -619,6 +619,17 @@ describe('C5 sessions end reports the sticky holds as they stand when the end co
         )
       ).rows[0].n,
     );
+  /** w1's end, stopped after it locked its session's row, at the release of claim `claimId` (locked here until COMMIT). */
+  const endStoppedAt = async (claimId: number) => {
+    await pause.query('BEGIN');
+    await pause.query('SELECT 1 FROM work_claims WHERE claim_id = $1 FOR UPDATE', [claimId]);
+    const ending = s.endSession({ sessionId: 'w1' });
+    await untilTrue(async () => (await waitingOn(['transactionid', 'tuple'])) === 1, 'the end to wait for the claim');
+    return { ending };
+  };
+  /** The errors of those that failed. */
+  const failuresOf = async (ops: Promise<unknown>[]) =>
+    (await Promise.allSettled(ops)).flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
   const alice = (claimId: number) =>
     s.releaseWorkClaim({ actingSessionId: 'w1-other', claimId, reason: 'suite finished' });
 
@@ -678,20 +689,15 @@ describe('C5 sessions end reports the sticky holds as they stand when the end co
     // here); meanwhile the session's own release of its lab-1 hold (as a QA execution's give-back
     // records it: by that session) locks the claim and then, for its released_by_session_id,
     // waits for the session's row.
-    await pause.query('BEGIN');
-    await pause.query('SELECT 1 FROM work_claims WHERE claim_id = $1 FOR UPDATE', [item.claim.claim_id]);
-    const ending = s.endSession({ sessionId: 'w1' });
-    await untilTrue(async () => (await waitingOn(['transactionid', 'tuple'])) === 1, 'the end to wait for the item');
+    const { ending } = await endStoppedAt(item.claim.claim_id);
     const releasing = s.releaseWorkClaim({ actingSessionId: 'w1', claimId: qa.claim.claim_id, reason: 'suite done' });
     await untilTrue(
       async () => (await waitingOn(['transactionid', 'tuple'])) === 2,
       "the release to wait for the end's row",
     );
     await pause.query('COMMIT');
-    const [ended, released] = await Promise.allSettled([ending, releasing]);
-    const failures = [ended, released].flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
-    expect(failures).toEqual([]);
-    expect((ended as PromiseFulfilledResult<Awaited<typeof ending>>).value.ended).toBe(true);
+    expect(await failuresOf([ending, releasing])).toEqual([]);
+    expect((await ending).ended).toBe(true);
     expect(await liveRow(qa.claim.claim_id)).toMatchObject({ released_by_session_id: 'w1' });
   });
 
@@ -702,10 +708,7 @@ describe('C5 sessions end reports the sticky holds as they stand when the end co
       s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-2', join: { resumeCommand: 'yoke again' } }),
     );
     // The end stops at the release of w1's item (its row is locked here), holding what it took before.
-    await pause.query('BEGIN');
-    await pause.query('SELECT 1 FROM work_claims WHERE claim_id = $1 FOR UPDATE', [item.claim.claim_id]);
-    const ending = s.endSession({ sessionId: 'w1' });
-    await untilTrue(async () => (await waitingOn(['transactionid', 'tuple'])) === 1, 'the end to wait for the item');
+    const { ending } = await endStoppedAt(item.claim.claim_id);
     // w2's release of lab-2 serves the line: its oldest waiter is still w1 (its end has not committed).
     const releasing = s.releaseWorkClaim({ actingSessionId: 'w2', claimId: lab2.claim.claim_id, reason: 'done' });
     await untilTrue(
@@ -713,8 +716,7 @@ describe('C5 sessions end reports the sticky holds as they stand when the end co
       'the release to wait for the end',
     );
     await pause.query('COMMIT');
-    const outcomes = await Promise.allSettled([ending, releasing]);
-    expect(outcomes.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []))).toEqual([]);
+    expect(await failuresOf([ending, releasing])).toEqual([]);
     const waits = await t.db
       .selectFrom('qa_test_machine_waits')
       .select(['state', 'cancel_reason'])
