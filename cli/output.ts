@@ -30,6 +30,8 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTU
 // Postgres SQLSTATEs meaning "this database is not there for you right now": the connection
 // exception class (08), a server shutting down, crashed or starting (57P0x), too many
 // connections (53300: a refusal that passes when others disconnect), no such database, no login.
+// Not 08P01 (protocol violation): Postgres answers a malformed statement with it (a bind with the
+// wrong parameter count), a bug in yoke that no wait rides out.
 const UNAVAILABLE_SQLSTATES = new Set([
   '3D000',
   '53300',
@@ -42,7 +44,6 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '08004',
   '08006',
   '08007',
-  '08P01',
   '28000',
   '28P01',
 ]);

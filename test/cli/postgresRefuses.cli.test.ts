@@ -62,3 +62,20 @@ test('issue 10 a connection lost inside a command (Postgres restarted between tw
   expect(reported.code).toBe('postgres_unreachable');
   expect(EXIT_CODES[reported.kind]).toBe(3);
 });
+
+test('issue 10 a protocol violation in answer to a statement (a bind with the wrong parameter count, 08P01) is yoke bug internal_error, not postgres_unreachable', async () => {
+  const c = new Client({ connectionString: t.url });
+  await c.connect();
+  let bug: unknown;
+  try {
+    await c.query('SELECT $1::int, $2::int', [1]);
+  } catch (err) {
+    bug = err;
+  } finally {
+    await c.end();
+  }
+  expect((bug as { code?: string }).code).toBe('08P01');
+  const reported = asYokeError(bug, t.url);
+  expect(reported.code).toBe('internal_error');
+  expect(EXIT_CODES[reported.kind]).toBe(1);
+});
