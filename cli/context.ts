@@ -127,7 +127,8 @@ export function parseArgument<S extends z.ZodType>(name: string, schema: S, valu
   const argument = name.toUpperCase();
   throw usageError('invalid_argument', `${argument}: ${parsed.error.issues[0]!.message}`, {
     recovery: 'correct the value (see --help for the command)',
-    details: { argument, value },
+    // `option` is what these details said before the argument was named (kept for readers of it).
+    details: { argument, value, option: `--${name}` },
   });
 }
 export const nonEmpty = z.string().trim().min(1);

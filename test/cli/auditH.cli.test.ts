@@ -22,7 +22,7 @@ test('issue 9 issue 11: an EXECUTION id is decimal digits only (0x10 is not 16, 
       expect(jsonError(r)).toMatchObject({
         code: 'invalid_argument',
         message: 'EXECUTION: an execution id is decimal digits',
-        details: { argument: 'EXECUTION', value: id },
+        details: { argument: 'EXECUTION', value: id, option: '--execution' },
       });
     }
   }
