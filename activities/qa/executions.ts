@@ -333,7 +333,8 @@ export function qaExecutionActivities(deps: {
       served_revision: served,
       steps: planSteps(plan),
       also_running: (await runningExecutionsOf(db, scope))
-        .filter((e) => e.execution_id !== row.execution_id)
+        // only those begun before this one: two racing begins must not each tell its user to abort its own
+        .filter((e) => e.execution_id < row.execution_id)
         .map((e) => ({ execution_id: e.execution_id, began_at: e.began_at.toISOString() })),
     };
   }
