@@ -7,6 +7,7 @@ import { runById, runFlow } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
 import { failedQaRecovery, qaStageNotFound } from '../../domain/qaStages';
 import { refusal } from '../../domain/errors';
+import { qaBeginCommand } from '../../domain/qaPlan';
 
 export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;
 
@@ -14,8 +15,11 @@ export interface QaPendingReport {
   run_id: string;
   status: string;
   stage_name: string | null;
-  /** Each waiting member once, with its blockers. */
-  members: { item: string; stage_name: string | null; blockers: string[] }[];
+  /**
+   * Each waiting member once, with its blockers, and what to do next about a plan with no passed
+   * execution (its own `qa begin ... --item`, memberRecovery), else null.
+   */
+  members: { item: string; stage_name: string | null; blockers: string[]; recovery: string | null }[];
   /** Unresolved blocking run obligations (pending, or failed). */
   run_obligations: { check_name: string; stage_name: string | null; status: string }[];
   /** Q4: the run-completing stage is held while anything here is pending. */
@@ -28,6 +32,22 @@ export interface QaPendingReport {
   recovery: string | null;
 }
 
+/**
+ * Q1 Q4: a member of an item-scoped QA stage whose plan has no passed execution (its execution
+ * failed, was aborted, or never began) moves on once one passes: the recovery names the
+ * `qa begin` for that member (qaBeginCommand), one per such plan. Null when no blocker is a plan.
+ */
+function memberRecovery(runId: string, r: OutstandingRow): string | null {
+  const plans = r.blockers
+    .map((b) => /^plan (\S+) has no passed execution$/.exec(b)?.[1])
+    .filter((p) => p !== undefined);
+  if (plans.length === 0 || r.stage_name === null) return null;
+  const begins = plans.map((plan) =>
+    qaBeginCommand({ run_id: runId, stage: r.stage_name!, plan_id: plan, item: r.subject }),
+  );
+  return `begin a new execution: ${begins.join('; ')}`;
+}
+
 function report(
   run: { run_id: string; status: string },
   stage: string | null,
@@ -37,7 +57,12 @@ function report(
 ): QaPendingReport {
   const members = rows
     .filter((r) => r.subject_kind === 'member')
-    .map((r) => ({ item: r.subject, stage_name: r.stage_name, blockers: r.blockers }));
+    .map((r) => ({
+      item: r.subject,
+      stage_name: r.stage_name,
+      blockers: r.blockers,
+      recovery: memberRecovery(run.run_id, r),
+    }));
   const obligations = rows
     .filter((r) => r.subject_kind === 'run_obligation')
     .map((r) => ({ check_name: r.subject, stage_name: r.stage_name, status: r.status }));
@@ -126,7 +151,10 @@ export async function blockingQaUnresolved(db: Executor, runId: string): Promise
 /** One line per unresolved obligation, as `watch` and `advance` print them. */
 export function unresolvedLines(r: QaPendingReport): string[] {
   return [
-    ...r.members.map((m) => `member ${m.item} at ${m.stage_name}: ${m.blockers.join('; ')}`),
+    ...r.members.flatMap((m) => [
+      `member ${m.item} at ${m.stage_name}: ${m.blockers.join('; ')}`,
+      ...(m.recovery ? [`  next: ${m.recovery}`] : []),
+    ]),
     ...r.run_obligations.map(
       (o) => `run obligation ${o.check_name}${o.stage_name ? ` at ${o.stage_name}` : ''}: ${o.status}`,
     ),

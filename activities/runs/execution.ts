@@ -2,6 +2,7 @@ import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { drivesNothing, isTerminalRunStatus } from '../../domain/runStatuses';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, RunRow } from '../../db/database';
+import type { Executor } from '../../db/pool';
 import { recordEvent } from '../../db/events';
 import { heartbeatClaimsOfSession } from '../../db/claims';
 import { heartbeatSessionRow } from '../../db/sessions';
@@ -102,6 +103,20 @@ export function terminalRefusal(run: RunRow, doing: string) {
       details: { run_id: run.run_id, status: run.status },
     },
   );
+}
+
+/**
+ * Q4 O4: a run failed by blocking QA recorded failed fails there again on a bare retry: a refusal
+ * of such a run names what moves it (record it again, then retry) instead of only "retry it".
+ */
+async function withFailedQaRecovery(db: Executor, run: RunRow, refused: YokeError): Promise<YokeError> {
+  if (run.status !== 'failed') return refused;
+  const rows = await qaRowsOf(db, run.run_id);
+  const failedQa = failedQaRecovery(
+    run,
+    rows.map((q) => ({ ...q, retracted: q.retracted_at ? 'retracted' : null })),
+  );
+  return failedQa ? new YokeError(refused.kind, refused.code, refused.message, failedQa, refused.details) : refused;
 }
 
 /** T3: a taken-over run never redeploys; its work continues under its successor. */
@@ -348,7 +363,8 @@ export function runExecutionActivities(deps: {
           retracted: [] as string[],
           aborted_executions: [] as number[],
         };
-      if (isTerminalRunStatus(run.status)) throw terminalRefusal(run, `terminalize it as ${input.disposition}`);
+      if (isTerminalRunStatus(run.status))
+        throw await withFailedQaRecovery(trx, run, terminalRefusal(run, `terminalize it as ${input.disposition}`));
       assertDriver(run, session.session_id, freshMs);
       const retracted = await markTerminal(trx, run, input.disposition, input.reason, session.session_id, ends);
       return {
@@ -401,7 +417,8 @@ export function runExecutionActivities(deps: {
   }> {
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
-      if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'add members');
+      if (run.status !== 'created' && run.status !== 'executing')
+        throw await withFailedQaRecovery(trx, run, terminalRefusal(run, 'add members'));
       const item = await existingItem(trx, parseItemRef(input.item));
       if (item.project_id !== run.project_id) {
         throw refusal('item_outside_project', `item ${item.item} does not belong to run ${run.run_id}'s project`, {
@@ -452,7 +469,8 @@ export function runExecutionActivities(deps: {
       });
     return db.transaction().execute(async (trx) => {
       const { session, run } = await asDriver(trx, input);
-      if (run.status !== 'created' && run.status !== 'executing') throw terminalRefusal(run, 'remove members');
+      if (run.status !== 'created' && run.status !== 'executing')
+        throw await withFailedQaRecovery(trx, run, terminalRefusal(run, 'remove members'));
       const item = await existingItem(trx, parseItemRef(input.item));
       if (!(await deleteMember(trx, run.run_id, item.item_id))) {
         throw refusal('item_not_member', `item ${item.item} is not a member of run ${run.run_id}`, {
@@ -491,17 +509,7 @@ export function runExecutionActivities(deps: {
   async function assertWalkable(input: { runId: string; transition: 'execute' | 'retry' }): Promise<void> {
     const run = await runById(db, input.runId);
     const refused = walkRefusal(run, input.transition);
-    if (!refused) return;
-    // Q4 O4: a run failed by blocking QA recorded failed fails there again on a bare retry: the
-    // refusal names what moves it (record it again, then retry) instead.
-    const failedQa =
-      run.status === 'failed'
-        ? failedQaRecovery(
-            run,
-            (await qaRowsOf(db, run.run_id)).map((q) => ({ ...q, retracted: q.retracted_at ? 'retracted' : null })),
-          )
-        : null;
-    throw failedQa ? new YokeError(refused.kind, refused.code, refused.message, failedQa, refused.details) : refused;
+    if (refused) throw await withFailedQaRecovery(db, run, refused);
   }
 
   return { executeRun, heartbeatRun, terminalizeRun, retryRun, addItem, removeItem, assertWalkable };

@@ -12,6 +12,7 @@ import { effectsOf } from '../../db/settlementEffects';
 import { drivesNothing, type RunStatus } from '../../domain/runStatuses';
 import { qaAttemptsOf, takeoverChain } from '../../db/takeover';
 import { usageError } from '../../domain/errors';
+import { failedQaRecovery } from '../../domain/qaStages';
 import { carriedWork, membersOf, selectionOf, type CarriedWork } from './membership';
 import { memberClosure, type MemberClosureView } from './memberClosure';
 import { openLines } from './occupancy';
@@ -98,6 +99,11 @@ export interface RunView extends RunIdentity {
   release_lineage: LineageEntry[];
   /** T2: the takeover chain through this run, oldest first (just this run when none). */
   takeover_chain: string[];
+  /**
+   * Q4 O4: what to do next about a blocking obligation recorded failed (record it again, then
+   * retry), as get's text prints it on its `next:` line (failedQaRecovery); null otherwise.
+   */
+  recovery: string | null;
   member_closure?: MemberClosureView;
 }
 
@@ -142,6 +148,7 @@ export const RUN_FIELDS = [
   'release_lineage',
   'takeover_chain',
   'qa_executions',
+  'recovery',
 ] as const;
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -294,6 +301,10 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       release_lineage: lineage,
       takeover_chain: await takeoverChain(db, run.run_id),
       qa_executions: await qaAttempts(db, run.run_id),
+      recovery: failedQaRecovery(
+        run,
+        qa.map((q) => ({ ...q, retracted: q.retraction })),
+      ),
     };
     if (input.includeMemberClosure || input.fields?.includes('member_closure'))
       view.member_closure = await memberClosure(db, run.run_id);

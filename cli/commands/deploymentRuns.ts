@@ -6,7 +6,6 @@ import type { CreateReceipt } from '../../activities/runs/creation';
 import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
-import { failedQaRecovery } from '../../domain/qaStages';
 import {
   actingSession,
   BaseOptions,
@@ -316,8 +315,7 @@ function runText(v: Partial<RunView>): string {
   if (blocked) lines.push(`settlement blocked: ${String(blocked.message)}`, `  recovery: ${String(blocked.recovery)}`);
   if ((v.takeover_chain?.length ?? 0) > 1) lines.push(`takeover chain: ${v.takeover_chain!.join(' -> ')}`);
   // Q4 O4: a blocking obligation recorded failed holds the run, retry after retry, until it is recorded again.
-  const next = v.qa ? failedQaRecovery({ run_id: v.run_id!, status: v.status! }, v.qa) : null;
-  if (next) lines.push(`next: ${next}`);
+  if (v.recovery) lines.push(`next: ${v.recovery}`);
   if (v.stages) lines.push(stageTable(v));
   return lines.join('\n');
 }

@@ -52,6 +52,16 @@ beforeAll(async () => {
     prefix: 'WEB',
     stageUrl: stage.url,
     prodUrl: 'https://web.example.test',
+    // an item-scoped QA stage no run here reaches: its members' plan blockers are read all the same
+    extraStages: [
+      {
+        name: 'item-qa',
+        kind: 'qa',
+        target: 'stage',
+        scope: 'item',
+        checks: [{ name: 'accept', plan: 'PLAN-7' }],
+      } as never,
+    ],
   });
   // A manual case first, so the execution waits there while its automatic case's interruption is recorded.
   definition.plans.push({
@@ -123,6 +133,24 @@ test('Q1 issue 11: qa_execution_settled names the qa begin that starts the execu
   const abort = await run(['qa', 'abort', String(id), '--reason', 'twice']);
   expect(abort.code).toBe(1);
   expect(abort.stderr).toContain(`recovery: ${again}\n`);
+}, 60_000);
+
+test('Q1 Q4: a member of an item-scoped QA stage whose plan has no passed execution names the qa begin --item that moves it, in qa-pending --json and text', async () => {
+  const begin = `yoke qa begin --run ${runA} --stage item-qa --plan PLAN-7 --item WEB-1`;
+  const pending = json(ok(await run(['deployment-runs', 'qa-pending', runA, '--stage', 'item-qa', '--json'])));
+  expect(pending.members).toEqual([
+    expect.objectContaining({
+      item: 'WEB-1',
+      blockers: expect.arrayContaining(['plan PLAN-7 has no passed execution']),
+      recovery: `begin a new execution: ${begin}`,
+    }),
+  ]);
+  const text = ok(await run(['deployment-runs', 'qa-pending', runA, '--stage', 'item-qa'])).stdout;
+  expect(text).toMatch(
+    new RegExp(
+      `member WEB-1 at item-qa: .*plan PLAN-7 has no passed execution.*\\n +next: begin a new execution: ${begin}\\n`,
+    ),
+  );
 }, 60_000);
 
 test('W3 issue 10: qa get text shows the interruptions --json shows in waits (a case that reported no result runs again)', async () => {
@@ -213,6 +241,17 @@ test('Q4 O4: a run held by blocking QA recorded failed says what to do next (rec
   const execute = await run(['deployment-runs', 'execute', runF, '--json'], 'd2');
   expect(execute.code).toBe(1);
   expect(jsonError(execute)).toMatchObject({ code: 'run_failed', recovery: next });
+  // so are terminalize, add-item and remove-item of it, and get --json carries the next: line as recovery
+  for (const args of [
+    ['terminalize', runF, '--disposition', 'failed', '--reason', 'again'],
+    ['add-item', runF, 'WEB-2'],
+    ['remove-item', runF, 'WEB-2', '--reason', 'not needed'],
+  ]) {
+    const refused = await run(['deployment-runs', ...args, '--json'], 'd2');
+    expect(refused.code).toBe(1);
+    expect(jsonError(refused)).toMatchObject({ code: 'run_failed', recovery: next });
+  }
+  expect(json(ok(await run(['deployment-runs', 'get', runF, '--json'], 'd2')))).toMatchObject({ recovery: next });
 
   // R1: a failed run still retries, so its driver shows live in list as in get, until its session ends
   const row = async () =>
@@ -241,6 +280,7 @@ test('Q4 O4: a run held by blocking QA recorded failed says what to do next (rec
   ok(await run(['deployment-runs', 'qa-verdict', runF, '--check', 'smoke-test', '--status', 'passed'], 'd2'));
   expect(json(ok(await run(['deployment-runs', 'qa-pending', runF, '--json'], 'd2'))).recovery).toBeNull();
   expect(ok(await run(['deployment-runs', 'get', runF], 'd2')).stdout).not.toContain('next:');
+  expect(json(ok(await run(['deployment-runs', 'get', runF, '--json'], 'd2'))).recovery).toBeNull();
 
   // R1: the driver's session ended (as the sweep ends a stale one): list shows it lapsed, as get does
   ok(await run(['sessions', 'end', '--session', 'd2'], 'd2'));

@@ -44,6 +44,7 @@ test('Q5 the blocking-QA read answers its whole run in a fixed number of stateme
       item: first,
       stage_name: 'item-qa',
       blockers: [`${first}/e2e`, 'plan accept has no passed execution'],
+      recovery: `begin a new execution: yoke qa begin --run ${run.run_id} --stage item-qa --plan accept --item ${first}`,
     });
     expect(report.run_obligations).toEqual([{ check_name: 'smoke', stage_name: 'run-qa', status: 'pending' }]);
     const scoped = await readQaPending(t.db, { runId: run.run_id, stage: 'run-qa' }, 10_000);
