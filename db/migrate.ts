@@ -49,6 +49,7 @@ import * as aude5AdminHint from './migrations/0046_aude5_admin_hint';
 import * as usageReadVisibility from './migrations/0047_usage_read_visibility';
 import * as claimperfLeanPair from './migrations/0050_claimperf_lean_pair';
 import * as foldRequestVisibility from './migrations/0052_fold_request_visibility';
+import * as qaReaderMissingPlans from './migrations/0053_qa_reader_missing_plans';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -102,6 +103,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0047_usage_read_visibility': usageReadVisibility,
   '0050_claimperf_lean_pair': claimperfLeanPair,
   '0052_fold_request_visibility': foldRequestVisibility,
+  '0053_qa_reader_missing_plans': qaReaderMissingPlans,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -8,6 +8,8 @@ export interface OutstandingRow {
   stage_name: string | null;
   status: 'pending' | 'failed';
   blockers: string[];
+  /** Of a member: the plans with no passed execution for it (Q1), the ids its blockers name. */
+  missing_plans: string[];
 }
 
 /**
@@ -16,7 +18,7 @@ export interface OutstandingRow {
  */
 export async function qaStageOutstanding(db: Executor, runId: string, stage: string | null): Promise<OutstandingRow[]> {
   const { rows } = await sql<OutstandingRow>`
-    SELECT subject_kind, subject, stage_name, status, blockers
+    SELECT subject_kind, subject, stage_name, status, blockers, missing_plans
       FROM deployment_qa_stage_outstanding(${runId}, ${stage}::text)`.execute(db);
   return rows;
 }

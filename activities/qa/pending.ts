@@ -35,14 +35,12 @@ export interface QaPendingReport {
 /**
  * Q1 Q4: a member of an item-scoped QA stage whose plan has no passed execution (its execution
  * failed, was aborted, or never began) moves on once one passes: the recovery names the
- * `qa begin` for that member (qaBeginCommand), one per such plan. Null when no blocker is a plan.
+ * `qa begin` for that member (qaBeginCommand), one per such plan, from the plan ids the reader
+ * returns (0053). Null when no plan is missing.
  */
 function memberRecovery(runId: string, r: OutstandingRow): string | null {
-  const plans = r.blockers
-    .map((b) => /^plan (\S+) has no passed execution$/.exec(b)?.[1])
-    .filter((p) => p !== undefined);
-  if (plans.length === 0 || r.stage_name === null) return null;
-  const begins = plans.map((plan) =>
+  if (r.missing_plans.length === 0 || r.stage_name === null) return null;
+  const begins = r.missing_plans.map((plan) =>
     qaBeginCommand({ run_id: runId, stage: r.stage_name!, plan_id: plan, item: r.subject }),
   );
   return `begin a new execution: ${begins.join('; ')}`;
@@ -98,8 +96,13 @@ export async function readQaPending(
   } catch (err) {
     const code = (err as { code?: string }).code;
     // 42883 undefined_function: a control plane migrated before the reader existed, or with an
-    // older signature (no stage_name) cannot give the held report.
-    if (code === '42883' && /deployment_qa_stage_outstanding/.test((err as Error).message)) {
+    // older signature (no stage_name) cannot give the held report; 42703 undefined_column: one
+    // migrated before the reader named missing plans (0053).
+    const message = (err as Error).message;
+    if (
+      (code === '42883' && /deployment_qa_stage_outstanding/.test(message)) ||
+      (code === '42703' && /missing_plans/.test(message))
+    ) {
       const diagnostic = (err as Error).message;
       throw refusal(
         'scoped_qa_report_unavailable',

@@ -6,6 +6,7 @@ import { sessionActivities } from '../../activities/sessions';
 import { YokeError } from '../../domain/errors';
 import { fleetItems, qaFleetDefinition } from '../../bench/benchProject';
 import { CountingPlugin } from '../../bench/countingPlugin';
+import * as qaReaderMissingPlans from '../../db/migrations/0053_qa_reader_missing_plans';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { writeDefinition } from '../helpers/runs';
 
@@ -21,6 +22,18 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => t.drop());
+
+/** A run of flow-1 with the one member B-1. */
+const oneMemberRun = (idempotencyKey: string) =>
+  deploymentRunActivities({ db: t.db }).createRun({
+    sessionId: 's',
+    project: 'bench',
+    flow: 'flow-1',
+    target: 'env-1',
+    candidate: 'abcdef1234',
+    idempotencyKey,
+    items: ['B-1'],
+  });
 
 test('Q5 the blocking-QA read answers its whole run in a fixed number of statements: each waiting member once with its blockers, plus run obligations', async () => {
   const runs = deploymentRunActivities({ db: t.db });
@@ -55,15 +68,7 @@ test('Q5 the blocking-QA read answers its whole run in a fixed number of stateme
 });
 
 test('Q5 a control plane whose schema predates the stage report refuses scoped_qa_report_unavailable with the dispatch diagnostic and the upgrade recovery', async () => {
-  const run = await deploymentRunActivities({ db: t.db }).createRun({
-    sessionId: 's',
-    project: 'bench',
-    flow: 'flow-1',
-    target: 'env-1',
-    candidate: 'abcdef1234',
-    idempotencyKey: 'k-older-server',
-    items: ['B-1'],
-  });
+  const run = await oneMemberRun('k-older-server');
   // An older build's reader: the run only, no stage_name.
   await sql`ALTER FUNCTION deployment_qa_stage_outstanding(text, text) RENAME TO deployment_qa_stage_outstanding_now`.execute(
     t.db,
@@ -88,4 +93,37 @@ test('Q5 a control plane whose schema predates the stage report refuses scoped_q
   }
   // Upgraded, the same read answers.
   expect((await readQaPending(t.db, { runId: run.run_id, stage: 'item-qa' }, 10_000)).members).toHaveLength(1);
+});
+
+test("Q1 Q4 0053: a member's recovery is built from the plan ids the reader returns, not parsed out of the blocker wording; an older reader refuses scoped_qa_report_unavailable and 0053 migrates down to it exactly", async () => {
+  const run = await oneMemberRun('k-missing-plans');
+  const definition = async () =>
+    (
+      await sql<{ def: string }>`
+        SELECT pg_get_functiondef('deployment_qa_stage_outstanding(text, text)'::regprocedure) AS def`.execute(t.db)
+    ).rows[0]!.def;
+  const recovery = `begin a new execution: yoke qa begin --run ${run.run_id} --stage item-qa --plan accept --item B-1`;
+  const current = await definition();
+  // Reword the blocker: the recovery still names the plan, as it no longer reads the text.
+  await sql
+    .raw(current.replace("' has no passed execution'", "' is still waiting for a passed execution'"))
+    .execute(t.db);
+  try {
+    const [member] = (await readQaPending(t.db, { runId: run.run_id }, 10_000)).members;
+    expect(member!.blockers).toContain('plan accept is still waiting for a passed execution');
+    expect(member!.recovery).toBe(recovery);
+  } finally {
+    await sql.raw(current).execute(t.db);
+  }
+  await qaReaderMissingPlans.down(t.db);
+  try {
+    const refused = await readQaPending(t.db, { runId: run.run_id }, 10_000).catch((e) => e);
+    expect(refused).toBeInstanceOf(YokeError);
+    expect(refused.code).toBe('scoped_qa_report_unavailable');
+    expect(refused.message).toMatch(/missing_plans/);
+  } finally {
+    await qaReaderMissingPlans.up(t.db);
+  }
+  expect(await definition()).toBe(current);
+  expect((await readQaPending(t.db, { runId: run.run_id }, 10_000)).members[0]!.recovery).toBe(recovery);
 });
