@@ -4,67 +4,42 @@ import type { NewClaimInput } from './claims';
 import type { Executor } from './pool';
 import type { TargetKind } from '../domain/claimKinds';
 
-/** The scope fields each kind's unique partial index covers (migrations 0001, 0009). */
-const SCOPE_FIELDS: Partial<Record<TargetKind, readonly string[]>> = {
-  qa_admission: ['test_machine'],
-  migration_serialization: ['project_id', 'model'],
-  route_qualification: ['project_id', 'grant_key'],
-  epic_task: ['task'],
-  process: ['project_id', 'process_key'],
-  path_claim: ['project_id', 'path'],
-  strategy_doc_claim: ['project_id', 'document'],
-};
-
-/** The values of `claim`'s scope fields its unit compares, in the order unitPredicate compares them. */
-export function unitScopeValues(claim: NewClaimInput): string[] {
-  return (SCOPE_FIELDS[claim.target_kind] ?? []).map((field) => String(claim.scope[field]));
-}
-
 /** The values a unit predicate compares with: the claim's own, or a statement's placeholders. */
 export interface UnitValues {
-  /** The i-th of the kind's scope fields (see unitScopeValues). */
-  scopeField(i: number): RawBuilder<unknown>;
+  scope(): RawBuilder<unknown>;
+  /** A test machine's name (its unit), as text: compared with the index's expression as it is. */
+  testMachine(): RawBuilder<unknown>;
   itemId(): RawBuilder<unknown>;
   projectId(): RawBuilder<unknown>;
   key(): RawBuilder<unknown>;
 }
 
-/** A claim's own values, written as parameters. */
+/** A claim's own values, written as typed parameters. */
 function valuesOf(claim: NewClaimInput): UnitValues {
-  const scoped = unitScopeValues(claim);
   return {
-    scopeField: (i) => sql`${scoped[i]}`,
-    itemId: () => sql`${claim.item_id}`,
-    projectId: () => sql`${claim.project_id}`,
-    key: () => sql`${claim.key}`,
+    scope: () => sql`${JSON.stringify(claim.scope)}::jsonb`,
+    testMachine: () => sql`${String(claim.scope.test_machine)}::text`,
+    itemId: () => sql`${claim.item_id}::integer`,
+    projectId: () => sql`${claim.project_id}::integer`,
+    key: () => sql`${claim.key}::text`,
   };
 }
 
 /**
  * C3: the exclusivity unit of a claim of `kind` as a predicate over `work_claims` rows aliased
- * `alias`: the same columns its kind's unique partial index covers, so a holder lookup uses
- * that index. The kind is written as a literal, not a parameter: a prepared statement's
- * generic plan can only use the partial index whose predicate it can prove, and without it
- * Postgres planned the one-statement acquire afresh on every call.
+ * `alias`, written as the kind's unique partial index is, so a holder lookup uses that index: a
+ * test machine's by `scope->>'test_machine'`, every other kind's by its yoke_claim_unit
+ * (0054_claim_unit_index). The kind is written as a literal, not a parameter: a prepared
+ * statement's generic plan can only use the partial index whose predicate it can prove, and
+ * without it Postgres planned the one-statement acquire afresh on every call.
  */
 export function unitPredicate(kind: TargetKind, v: UnitValues, alias = 'work_claims'): RawBuilder<boolean> {
   const col = (name: string) => sql.ref(`${alias}.${name}`);
-  const scoped = sql.join(
-    (SCOPE_FIELDS[kind] ?? []).map((f, i) => sql`${col('scope')}->>${sql.lit(f)} = ${v.scopeField(i)}`),
-    sql` AND `,
-  );
-  const unit = (() => {
-    switch (kind) {
-      case 'item':
-        return sql`${col('item_id')} = ${v.itemId()}`;
-      case 'steering':
-        return sql`${col('project_id')} = ${v.projectId()}`;
-      case 'epic_task':
-        return sql`${col('item_id')} = ${v.itemId()} AND ${scoped}`;
-      default:
-        return SCOPE_FIELDS[kind] ? scoped : sql`${col('key')} = ${v.key()}`;
-    }
-  })();
+  const unit =
+    kind === 'qa_admission'
+      ? sql`${col('scope')}->>'test_machine' = ${v.testMachine()}`
+      : sql`yoke_claim_unit(${col('target_kind')}, ${col('scope')}, ${col('key')}, ${col('project_id')}, ${col('item_id')})
+              = yoke_claim_unit(${sql.lit(kind)}, ${v.scope()}, ${v.key()}, ${v.projectId()}, ${v.itemId()})`;
   return sql<boolean>`${col('target_kind')} = ${sql.lit(kind)} AND ${col('released_at')} IS NULL AND ${unit}`;
 }
 

@@ -3,7 +3,7 @@ import type { ClaimRow, ClaimScope } from './database';
 import type { Executor } from './pool';
 import type { TargetKind } from '../domain/claimKinds';
 import { STICKY_KINDS } from '../domain/claimKinds';
-import { unitPredicate, unitScopeValues } from './claimUnits';
+import { unitPredicate } from './claimUnits';
 import { compiledOnce, type CompiledStatement } from './compiledOnce';
 
 /** A claim as every reader shows it: the row plus the names operators type. */
@@ -192,7 +192,6 @@ export async function takeClaim(
   claim: NewClaimInput,
   opts: { machine?: string; lineGuard?: boolean } = {},
 ): Promise<TakeAttempt> {
-  const unit = unitScopeValues(claim);
   const [row] = await takeStatement(claim.target_kind, !!opts.lineGuard)(db, {
     session: claim.session_id,
     machine: opts.machine ?? null,
@@ -201,8 +200,7 @@ export async function takeClaim(
     project: claim.project_id,
     item: claim.item_id,
     execution: claim.qa_plan_execution_id ?? null,
-    unit1: unit[0] ?? null,
-    unit2: unit[1] ?? null,
+    unit_machine: claim.target_kind === 'qa_admission' ? String(claim.scope.test_machine) : null,
   });
   const r = row!.r;
   const attempt: TakeAttempt = {
@@ -227,17 +225,7 @@ type TakeRow = {
   };
 };
 
-const TAKE_PARAMETERS = [
-  'session',
-  'machine',
-  'scope',
-  'key',
-  'project',
-  'item',
-  'execution',
-  'unit1',
-  'unit2',
-] as const;
+const TAKE_PARAMETERS = ['session', 'machine', 'scope', 'key', 'project', 'item', 'execution', 'unit_machine'] as const;
 
 /** The acquire's text differs only by the claim kind (its unit's index) and the line guard. */
 const takeStatements = new Map<string, CompiledStatement<(typeof TAKE_PARAMETERS)[number], TakeRow>>();
@@ -254,7 +242,8 @@ function takeStatement(kind: TargetKind, lineGuard: boolean) {
                                  AND ws.ended_at IS NULL AND ws.terminated_at IS NULL)`
         : sql`true`;
       const unit = unitPredicate(kind, {
-        scopeField: (i) => sql`${i === 0 ? p.unit1 : p.unit2}::text`,
+        scope: () => sql`${p.scope}::jsonb`,
+        testMachine: () => sql`${p.unit_machine}::text`,
         itemId: () => sql`${p.item}::integer`,
         projectId: () => sql`${p.project}::integer`,
         key: () => sql`${p.key}::text`,

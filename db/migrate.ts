@@ -50,6 +50,7 @@ import * as usageReadVisibility from './migrations/0047_usage_read_visibility';
 import * as claimperfLeanPair from './migrations/0050_claimperf_lean_pair';
 import * as foldRequestVisibility from './migrations/0052_fold_request_visibility';
 import * as qaReaderMissingPlans from './migrations/0053_qa_reader_missing_plans';
+import * as claimUnitIndex from './migrations/0054_claim_unit_index';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -104,6 +105,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0050_claimperf_lean_pair': claimperfLeanPair,
   '0052_fold_request_visibility': foldRequestVisibility,
   '0053_qa_reader_missing_plans': qaReaderMissingPlans,
+  '0054_claim_unit_index': claimUnitIndex,
 };
 
 class StaticMigrationProvider implements MigrationProvider {
