@@ -51,6 +51,7 @@ import * as claimperfLeanPair from './migrations/0050_claimperf_lean_pair';
 import * as foldRequestVisibility from './migrations/0052_fold_request_visibility';
 import * as qaReaderMissingPlans from './migrations/0053_qa_reader_missing_plans';
 import * as claimUnitIndex from './migrations/0054_claim_unit_index';
+import * as claimUserTriggers from './migrations/0055_claim_user_triggers';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -106,6 +107,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0052_fold_request_visibility': foldRequestVisibility,
   '0053_qa_reader_missing_plans': qaReaderMissingPlans,
   '0054_claim_unit_index': claimUnitIndex,
+  '0055_claim_user_triggers': claimUserTriggers,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { claimViews } from '../../db/claims';
-import * as leanClaims from '../../db/migrations/0043_claimperf_lean_claims';
+import * as claimUserTriggers from '../../db/migrations/0055_claim_user_triggers';
 import * as leanPair from '../../db/migrations/0050_claimperf_lean_pair';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
@@ -226,7 +226,7 @@ test('C9 W7 issue 16: the one-statement release answers each claim as every read
   expect(await liveOn('lab-2')).toEqual([expect.objectContaining({ claim_id: held.claim.claim_id, session_id: 'w1' })]);
 });
 
-test('issue 16: no claim statement of the service parses the role test of the user-only triggers; each calls yoke_acts_as_user(), down and up', async () => {
+test('issue 16: the user-only rules of work_claims run from one trigger per event, whose WHEN only calls yoke_acts_as_user() (0055, down and up)', async () => {
   const whens = async () =>
     (
       await sql<{ name: string; def: string }>`
@@ -234,14 +234,11 @@ test('issue 16: no claim statement of the service parses the role test of the us
          WHERE tgrelid = 'work_claims'::regclass AND NOT tgisinternal ORDER BY tgname`.execute(t.db)
     ).rows;
   const now = await whens();
-  expect(now).toHaveLength(6);
-  for (const { def } of now) {
-    expect(def).toMatch(/ WHEN \(+yoke_acts_as_user\(\)/);
-    expect(def).not.toContain('pg_has_role');
-  }
-  await leanClaims.down(t.db);
-  expect((await whens()).map((w) => w.def.includes('pg_has_role'))).toEqual(now.map(() => true));
-  await leanClaims.up(t.db);
+  expect(now.map((w) => w.name)).toEqual(['work_claims_user_insert', 'work_claims_user_update']);
+  for (const { def } of now) expect(def).toMatch(/ WHEN \(yoke_acts_as_user\(\)\) EXECUTE/);
+  await claimUserTriggers.down(t.db);
+  expect((await whens()).map((w) => w.name)).toHaveLength(6);
+  await claimUserTriggers.up(t.db);
   expect(await whens()).toEqual(now);
 });
 
