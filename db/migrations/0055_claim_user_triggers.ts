@@ -5,24 +5,35 @@ import { Kysely, sql } from 'kysely';
  * Postgres plans and runs each trigger's WHEN on every row it writes: an acquire evaluated the role
  * test twice, a release four times and `yoke_delivered_release` (a SECURITY DEFINER SQL function,
  * run through the executor on every call) three times, before any rule ran. The same rules now
- * run from one trigger per event, in the order the six fired in (Postgres fires a table's triggers
- * by name):
- * - BEFORE INSERT: the authority check (a claim is taken with the taker's own session, or it is a
- *   waiter's reserved turn, W7), then the take rules (session live, taken live, no retired deploy
- *   lock, W4 W7 W8 for a test machine);
- * - BEFORE UPDATE: a delivered release (S1: the settling run closes its items' claims) records its
- *   actor and nothing else; any other change passes the authority check (who may release, C1 C5),
- *   then keeps released history unchanged, then records an operator's release of another's claim
- *   (C5, WARNOperatorLeaseRelease).
+ * run from three triggers, in the order the six fired in (Postgres fires a table's triggers by
+ * name):
+ * - BEFORE INSERT, work_claims_user_insert: the authority check (a claim is taken with the taker's
+ *   own session, or it is a waiter's reserved turn, W7), then the take rules (session live, taken
+ *   live, no retired deploy lock, W4 W7 W8 for a test machine);
+ * - BEFORE UPDATE, work_claims_delivered_release (kept): a delivered release (S1: the settling run
+ *   closes its items' claims) records its actor and nothing else;
+ * - BEFORE UPDATE, work_claims_user_update: any other change passes the authority check (who may
+ *   release, C1 C5), then keeps released history unchanged, then records an operator's release of
+ *   another's claim (C5, WARNOperatorLeaseRelease).
  * Each old trigger's early `RETURN NEW` (a pass that skipped the rest of that trigger only) is an
- * EXIT from its own labelled block, so the triggers after it still run. The delivered test runs
- * once, and only for the kinds it can hold. For the service (whose WHEN is false) a pair now
- * evaluates the role test twice where it did six times: in bench:claims-cpu, two alternated runs
- * each, the backend's CPU per test-machine pair went from 0.546-0.602 to 0.525-0.567 ms. A user's
- * release no longer runs `yoke_delivered_release` for a test machine at all.
+ * EXIT from its own labelled block, so the rules after it still run. The delivered test runs in the
+ * two UPDATE WHENs and only for the kinds it can hold. For the service (whose WHEN is false) a pair
+ * now evaluates the role test three times where it did six: in bench:claims-cpu, two alternated
+ * runs each, the backend's CPU per test-machine pair went from 0.546-0.602 to 0.525-0.567 ms. A
+ * user's release no longer runs `yoke_delivered_release` for a test machine at all.
  *
- * The old trigger functions stay, unused, for down.
+ * The other old trigger functions stay, unused, for down.
  */
+/**
+ * S1: a delivered release, tested in a trigger's WHEN as before: a WHEN reads the statement's
+ * snapshot, where a test in the (volatile) trigger body would see the rows this same UPDATE has
+ * already changed (a seat it released) and what committed while it waited for the row. The kind
+ * is tested inline first, so a test machine's release never calls the function.
+ */
+const delivered = sql.raw(`(OLD.released_at IS NULL AND NEW.released_at IS NOT NULL
+        AND OLD.target_kind IN ('item', 'migration_serialization', 'epic_task', 'path_claim')
+        AND yoke_delivered_release(OLD, NEW))`);
+
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     CREATE FUNCTION work_claims_user_insert() RETURNS trigger LANGUAGE plpgsql
@@ -100,13 +111,6 @@ export async function up(db: Kysely<any>): Promise<void> {
       SET search_path TO 'public', 'pg_temp' AS $fn$
     DECLARE project integer;
     BEGIN
-      -- S1: the settling run's release of a delivered item's claim records who released it, nothing more.
-      IF OLD.released_at IS NULL AND NEW.released_at IS NOT NULL
-         AND OLD.target_kind IN ('item', 'migration_serialization', 'epic_task', 'path_claim')
-         AND yoke_delivered_release(OLD, NEW) THEN
-        NEW.released_by_actor_id := session_user;
-        RETURN NEW;
-      END IF;
       -- C1 C5: a claim keeps its target and holder; its holder's actor releases it, or an operator.
       <<authority>>
       BEGIN
@@ -178,8 +182,10 @@ export async function up(db: Kysely<any>): Promise<void> {
     DROP TRIGGER work_claims_operator_event ON work_claims;
     CREATE TRIGGER work_claims_user_insert BEFORE INSERT ON work_claims FOR EACH ROW
       WHEN (yoke_acts_as_user()) EXECUTE FUNCTION work_claims_user_insert();
+    CREATE TRIGGER work_claims_delivered_release BEFORE UPDATE ON work_claims FOR EACH ROW
+      WHEN (yoke_acts_as_user() AND ${delivered}) EXECUTE FUNCTION work_claims_delivered_release();
     CREATE TRIGGER work_claims_user_update BEFORE UPDATE ON work_claims FOR EACH ROW
-      WHEN (yoke_acts_as_user()) EXECUTE FUNCTION work_claims_user_update();
+      WHEN (yoke_acts_as_user() AND NOT ${delivered}) EXECUTE FUNCTION work_claims_user_update();
   `.execute(db);
 }
 
@@ -187,6 +193,7 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`
     DROP TRIGGER work_claims_user_insert ON work_claims;
     DROP TRIGGER work_claims_user_update ON work_claims;
+    DROP TRIGGER work_claims_delivered_release ON work_claims;
     DROP FUNCTION work_claims_user_insert();
     DROP FUNCTION work_claims_user_update();
     CREATE TRIGGER work_claims_authority BEFORE INSERT ON work_claims FOR EACH ROW

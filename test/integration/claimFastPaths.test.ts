@@ -226,7 +226,7 @@ test('C9 W7 issue 16: the one-statement release answers each claim as every read
   expect(await liveOn('lab-2')).toEqual([expect.objectContaining({ claim_id: held.claim.claim_id, session_id: 'w1' })]);
 });
 
-test('issue 16: the user-only rules of work_claims run from one trigger per event, whose WHEN only calls yoke_acts_as_user() (0055, down and up)', async () => {
+test('issue 16 S1: the user-only rules of work_claims run from one INSERT and two UPDATE triggers; the delivered-release test stays in the UPDATE WHENs, behind the kinds it can hold (0055, down and up)', async () => {
   const whens = async () =>
     (
       await sql<{ name: string; def: string }>`
@@ -234,8 +234,23 @@ test('issue 16: the user-only rules of work_claims run from one trigger per even
          WHERE tgrelid = 'work_claims'::regclass AND NOT tgisinternal ORDER BY tgname`.execute(t.db)
     ).rows;
   const now = await whens();
-  expect(now.map((w) => w.name)).toEqual(['work_claims_user_insert', 'work_claims_user_update']);
-  for (const { def } of now) expect(def).toMatch(/ WHEN \(yoke_acts_as_user\(\)\) EXECUTE/);
+  const def = Object.fromEntries(now.map((w) => [w.name, w.def]));
+  expect(Object.keys(def)).toEqual([
+    'work_claims_delivered_release',
+    'work_claims_user_insert',
+    'work_claims_user_update',
+  ]);
+  expect(def.work_claims_user_insert).toMatch(/ WHEN \(yoke_acts_as_user\(\)\) EXECUTE/);
+  const delivered =
+    /target_kind = ANY \(ARRAY\['item'::text, 'migration_serialization'::text, 'epic_task'::text, 'path_claim'::text\]\)\) AND yoke_delivered_release\(old\.\*, new\.\*\)/;
+  expect(def.work_claims_delivered_release).toMatch(
+    / WHEN \(\(yoke_acts_as_user\(\) AND \(\(old\.released_at IS NULL\)/,
+  );
+  expect(def.work_claims_delivered_release).toMatch(delivered);
+  expect(def.work_claims_user_update).toMatch(
+    / WHEN \(\(yoke_acts_as_user\(\) AND \(NOT \(\(old\.released_at IS NULL\)/,
+  );
+  expect(def.work_claims_user_update).toMatch(delivered);
   await claimUserTriggers.down(t.db);
   expect((await whens()).map((w) => w.name)).toHaveLength(6);
   await claimUserTriggers.up(t.db);

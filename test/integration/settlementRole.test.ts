@@ -302,3 +302,48 @@ test('O4 W9 issue 13: success aborts a run-scoped execution still running; under
     lease: { released_by_session_id: 'qa1' },
   });
 });
+
+test('S1 C5 issue 16: one UPDATE by a seat holder that releases its own seat and a delivered member’s claim admits the delivered release (its test reads the statement’s snapshot, where the seat is still held)', async () => {
+  for (const { run_id } of (await su.query("SELECT run_id FROM deployment_runs WHERE status = 'executing'")).rows)
+    await admin.terminalizeRun({ sessionId: 'dr1', runId: run_id, disposition: 'cancelled', reason: 'next test' });
+  const operator = await actors.add('seat-holder');
+  await su.query('INSERT INTO sessions (session_id, actor_id, project_id) VALUES ($1, $2, $3), ($4, $5, $3)', [
+    'op6',
+    operator.name,
+    web,
+    'h6',
+    holder.name,
+  ]);
+  // the seat is taken before the item claim, so the UPDATE below meets the seat's row first
+  const seat = await services(t.db).takeSteeringSeat({ sessionId: 'op6', project: 'web' });
+  const runId = await readyRun('WEB-14', 'seat-and-delivered', 'h6');
+  // the member delivered: done, with this run among its completed deliveries (as the settlement commit writes it)
+  await su.query(
+    `UPDATE backlog_items SET status = 'done',
+            delivery_evidence = jsonb_build_object('completed_deliveries', jsonb_build_array(jsonb_build_object('run', $1::text)))
+      WHERE item_id = (SELECT item_id FROM deployment_run_items WHERE run_id = $1)`,
+    [runId],
+  );
+  const item = (await su.query("SELECT claim_id FROM work_claims WHERE session_id = 'h6' AND released_at IS NULL"))
+    .rows;
+  expect(item).toHaveLength(1);
+  const seatId = seat.claim.claim_id;
+  expect(
+    await refusalOf(
+      operator.q(
+        `UPDATE work_claims SET released_at = now(),
+                release_reason = CASE WHEN claim_id = $2 THEN 'seat handed back' ELSE 'delivered by run ' || $1 END
+          WHERE claim_id = ANY($3::bigint[])`,
+        [runId, seatId, [seatId, item[0].claim_id]],
+      ),
+    ),
+  ).toBe('allowed');
+  const { rows } = await su.query(
+    'SELECT session_id, released_by_actor_id FROM work_claims WHERE claim_id = ANY($1::bigint[]) ORDER BY claim_id',
+    [[seatId, item[0].claim_id]],
+  );
+  expect(rows).toEqual([
+    { session_id: 'op6', released_by_actor_id: operator.name },
+    { session_id: 'h6', released_by_actor_id: operator.name },
+  ]);
+});
