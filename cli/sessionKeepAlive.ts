@@ -33,8 +33,12 @@ export function keepSessionAlive(ctx: CommandContext, sessionId: string): () => 
 /**
  * A watch (`qa watch`, `deployment-runs watch`) run as a session (`--session S` or
  * YOKE_SESSION_ID) keeps that session alive while it follows; without one it heartbeats nothing.
+ * C1: a watch run as a session acts as it, so an unregistered or ended session is refused
+ * (session_not_registered, session_ended) before anything is followed, not retried in silence.
  */
 export async function keepWatcherAlive(ctx: CommandContext, session?: string): Promise<() => Promise<void>> {
   const id = (session ?? process.env.YOKE_SESSION_ID)?.trim();
-  return id ? keepSessionAlive(ctx, id) : async () => undefined;
+  if (!id) return async () => undefined;
+  await sessionActivities({ db: ctx.db }).heartbeatSession({ sessionId: id });
+  return keepSessionAlive(ctx, id);
 }

@@ -4,6 +4,7 @@ import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
 import { DEFAULT_DATABASE_URL, yokeHome } from '../config/paths';
 import { clearPending, readPending, recordPending, type PendingAttestation } from './pendingAttestation';
 import { wireQuery, WireUnsupported } from './wireQuery';
+import { endQuietlyWhenOutputCloses } from './closedOutput';
 
 /**
  * `yoke hooks status-line` (U3): Claude runs it on every prompt with its status-line JSON on
@@ -118,6 +119,9 @@ async function attest(
 }
 
 export async function statusLine(): Promise<number> {
+  // U3 U4: a harness that stops reading before the line is written (the attestation is already
+  // stored by then) ends the hook quietly, exit 0, not with an EPIPE stack trace.
+  endQuietlyWhenOutputCloses();
   let input: StatusInput = {};
   try {
     input = JSON.parse((await readStdin()) || '{}');

@@ -87,7 +87,9 @@ function machineNotFound(testMachine: string): YokeError {
  */
 async function runCheck(ctx: CommandContext, name: string, sessionId: string, kind: CheckKind, json: boolean) {
   const testMachine = testMachineName(name); // C3: the workflow id and search attribute use the one spelling
-  if (!(await (await machines(ctx)).listTestMachines({ name: testMachine })).length) throw machineNotFound(testMachine);
+  const acts = await machines(ctx);
+  if (!(await acts.listTestMachines({ name: testMachine })).length) throw machineNotFound(testMachine);
+  await acts.requireCheckSession({ sessionId });
   const client = await ctx.temporal.requireWorker();
   const { defineSearchAttributeKey, SearchAttributeType } = await import('@temporalio/common');
   const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');

@@ -27,16 +27,24 @@ interface Ended {
   stderr: string;
 }
 
-/** Runs the built CLI with its stdout on a pipe; `reader` is handed the pipe and may close it. */
-function run(args: string[], reader: (stdout: NodeJS.ReadableStream & { destroy(): void }) => void): Promise<Ended> {
+/**
+ * Runs the built CLI with its stdout on a pipe; `reader` is handed the pipe and may close it.
+ * `stdin`, when given, is written to the CLI's input.
+ */
+function run(
+  args: string[],
+  reader: (stdout: NodeJS.ReadableStream & { destroy(): void }) => void,
+  stdin?: string,
+): Promise<Ended> {
   return new Promise((resolve) => {
     const cli = spawn(process.execPath, [yokeBin, ...args], {
       env: { PATH: process.env.PATH, DATABASE_URL: t.url },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    if (stdin !== undefined) cli.stdin!.end(stdin);
     let stderr = '';
-    cli.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    reader(cli.stdout);
+    cli.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    reader(cli.stdout!);
     cli.on('close', (code, signal) => resolve({ code, signal, stderr }));
   });
 }
@@ -58,4 +66,23 @@ test('`yoke sessions list --json | head -1`: a reader that closes after the firs
   });
   expect(first.split('\n')[0]).toBe('[');
   expect(ended).toEqual({ code: 0, signal: null, stderr: '' });
+});
+
+test('U3 U4 a harness that stops reading the status line ends the hook quietly, exit 0, with the served facts already attested', async () => {
+  await sql`INSERT INTO sessions (session_id, actor_id, harness) VALUES ('pipe-hook', 'pipe-actor', 'claude')`.execute(
+    t.db,
+  );
+  const status = {
+    session_id: 'pipe-hook',
+    model: { id: 'claude-haiku-4-5', display_name: 'Haiku 4.5' },
+    context_window: { context_window_size: 200_000 },
+  };
+  const ended = await run(['hooks', 'status-line'], (stdout) => stdout.destroy(), JSON.stringify(status));
+  expect(ended).toEqual({ code: 0, signal: null, stderr: '' });
+  const served = await t.db
+    .selectFrom('sessions')
+    .select(['served_model', 'served_window'])
+    .where('session_id', '=', 'pipe-hook')
+    .executeTakeFirstOrThrow();
+  expect(served).toEqual({ served_model: 'claude-haiku-4-5', served_window: 200_000 });
 });
