@@ -10,13 +10,14 @@ import { machine as hostMachine } from './stats';
 
 /**
  * Claims throughput: acquire+release pairs per second through yoke (session check, unique
- * partial index, holder view, release transaction) next to the floor a bare single-row
- * INSERT ... ON CONFLICT DO NOTHING / UPDATE loop on a table of the same shape reaches on
- * the same server in the same run, with one client and with four concurrent clients, on one
- * hot key and on distinct keys. On the hot key with four clients a refused acquire (the key
- * is held) is tried again until it takes the key, on both sides. Every case runs in blocks
- * interleaved with the others, so a change in the machine's load falls on all of them alike.
- * Prints one JSON object.
+ * partial index, holder view, release transaction) next to two floors reached on the same server
+ * in the same run by a bare single-row INSERT ... ON CONFLICT DO NOTHING / UPDATE loop: on a table
+ * of work_claims' columns with one live index (the plain pair, the issue's target), and on a
+ * table of work_claims' own shape, its indexes and foreign keys (what the schema alone costs).
+ * With one client and with four concurrent clients, on one hot key and on distinct keys. On the
+ * hot key with four clients a refused acquire (the key is held) is tried again until it takes
+ * the key, on every side. Every case runs in blocks interleaved with the others, so a change in
+ * the machine's load falls on all of them alike. Prints one JSON object.
  */
 const PAIRS = Number(process.env.BENCH_PAIRS ?? 2000);
 const CLIENTS = 4;
@@ -102,6 +103,35 @@ async function main(): Promise<void> {
           }
         };
 
+      // A second floor: the same bare pair on a table of work_claims' own shape (its indexes, its
+      // foreign keys to sessions and projects, the release's columns written), so the figures
+      // tell what the schema costs apart from what yoke's statements add to it.
+      await sql`CREATE TABLE schema_claims (LIKE work_claims INCLUDING ALL)`.execute(db);
+      await sql`ALTER TABLE schema_claims ADD FOREIGN KEY (session_id) REFERENCES sessions,
+                  ADD FOREIGN KEY (released_by_session_id) REFERENCES sessions,
+                  ADD FOREIGN KEY (project_id) REFERENCES projects`.execute(db);
+      const project = (
+        await sql<{ id: number }>`SELECT project_id AS id FROM projects WHERE name = 'bench'`.execute(db)
+      ).rows[0]!.id;
+      const schemaPair =
+        (machine: (i: number) => string): Pair =>
+        async (client, i) => {
+          const key = machine(i);
+          const session = `bench-${client}`;
+          for (;;) {
+            const inserted = await sql<{ claim_id: number }>`
+              INSERT INTO schema_claims (target_kind, scope, key, project_id, session_id)
+              VALUES ('qa_admission', ${JSON.stringify({ test_machine: key })}::jsonb, ${`QA_HOST:${key}`}, ${project}, ${session})
+              ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db);
+            const id = inserted.rows[0]?.claim_id;
+            if (id === undefined) continue;
+            await sql`UPDATE schema_claims SET released_at = now(), release_reason = 'bench',
+                             released_by_session_id = ${session}, released_by_actor_id = ${session}
+                       WHERE claim_id = ${id}`.execute(db);
+            return;
+          }
+        };
+
       // Statements per pair on the common path, counted before timing (warm-up included).
       counter.count = 0;
       for (let i = 0; i < 50; i++) await yokePair((j) => distinct('w-', j))(0, i);
@@ -116,6 +146,16 @@ async function main(): Promise<void> {
         { name: 'yoke_distinct_4', clients: CLIENTS, pair: yokePair((i) => distinct('d4-', i)), seconds: 0, done: 0 },
         { name: 'plain_hot_4', clients: CLIENTS, pair: plainPair(() => 'hot'), seconds: 0, done: 0 },
         { name: 'plain_distinct_4', clients: CLIENTS, pair: plainPair((i) => distinct('d4-', i)), seconds: 0, done: 0 },
+        { name: 'schema_hot_1', clients: 1, pair: schemaPair(() => 'hot'), seconds: 0, done: 0 },
+        { name: 'schema_distinct_1', clients: 1, pair: schemaPair((i) => distinct('d1-', i)), seconds: 0, done: 0 },
+        { name: 'schema_hot_4', clients: CLIENTS, pair: schemaPair(() => 'hot'), seconds: 0, done: 0 },
+        {
+          name: 'schema_distinct_4',
+          clients: CLIENTS,
+          pair: schemaPair((i) => distinct('d4-', i)),
+          seconds: 0,
+          done: 0,
+        },
       ];
       for (const c of cases) for (let i = 0; i < 8; i++) await c.pair(i % c.clients, PAIRS + 42 + i); // warm up pools and plans
       const perBlock = Math.ceil(PAIRS / BLOCKS);
@@ -136,6 +176,10 @@ async function main(): Promise<void> {
           hot_key_pairs_per_s: rate(`plain_hot_${clients}`),
           distinct_keys_pairs_per_s: rate(`plain_distinct_${clients}`),
         };
+        const schema = {
+          hot_key_pairs_per_s: rate(`schema_hot_${clients}`),
+          distinct_keys_pairs_per_s: rate(`schema_distinct_${clients}`),
+        };
         return {
           connections: clients,
           yoke,
@@ -143,6 +187,15 @@ async function main(): Promise<void> {
           ratio_yoke_to_plain: {
             hot_key: ratio(yoke.hot_key_pairs_per_s, plain.hot_key_pairs_per_s),
             distinct_keys: ratio(yoke.distinct_keys_pairs_per_s, plain.distinct_keys_pairs_per_s),
+          },
+          same_schema_insert_update: schema,
+          ratio_same_schema_to_plain: {
+            hot_key: ratio(schema.hot_key_pairs_per_s, plain.hot_key_pairs_per_s),
+            distinct_keys: ratio(schema.distinct_keys_pairs_per_s, plain.distinct_keys_pairs_per_s),
+          },
+          ratio_yoke_to_same_schema: {
+            hot_key: ratio(yoke.hot_key_pairs_per_s, schema.hot_key_pairs_per_s),
+            distinct_keys: ratio(yoke.distinct_keys_pairs_per_s, schema.distinct_keys_pairs_per_s),
           },
         };
       };
