@@ -27,13 +27,17 @@ afterAll(async () => {
   await lab.stop();
 });
 
+// The command timeout runs from the exec request; under a loaded CI machine sshd took more than
+// 1.5 s to start the shell, which then never wrote its pids. Five seconds leaves it time to start.
+const STARTED_WITHIN_MS = 5_000;
+
 const alive = (pid: number) => existsSync(`/proc/${pid}`);
 
 test('W3 W7 a remote command whose connection closes (timeout, cancellation) is killed on the host, with what it started', async () => {
   const pidFile = join(lab.dir, 'timed-out.pid');
   const result = await runOverSsh(target, `sleep 300 & echo "$$ $!" > ${pidFile}; wait`, {
     ...DEFAULT_SSH_TIMEOUTS,
-    commandTimeoutMs: 1_500,
+    commandTimeoutMs: STARTED_WITHIN_MS,
   });
   expect(result.timed_out).toBe(true);
   const pids = readFileSync(pidFile, 'utf8').trim().split(' ').map(Number);
@@ -100,7 +104,7 @@ test('W3 W7 a command that ignores TERM is killed 5 s after its connection close
   const pidFile = join(lab.dir, 'stubborn.pid');
   const result = await runOverSsh(target, `trap '' TERM; sleep 300 & echo "$$ $!" > ${pidFile}; wait`, {
     ...DEFAULT_SSH_TIMEOUTS,
-    commandTimeoutMs: 1_500,
+    commandTimeoutMs: STARTED_WITHIN_MS,
   });
   expect(result.timed_out).toBe(true);
   const pids = readFileSync(pidFile, 'utf8').trim().split(' ').map(Number);
