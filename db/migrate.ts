@@ -52,6 +52,7 @@ import * as foldRequestVisibility from './migrations/0052_fold_request_visibilit
 import * as qaReaderMissingPlans from './migrations/0053_qa_reader_missing_plans';
 import * as claimUnitIndex from './migrations/0054_claim_unit_index';
 import * as claimUserTriggers from './migrations/0055_claim_user_triggers';
+import * as sessionUpdateGuard from './migrations/0056_session_update_guard';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -108,6 +109,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0053_qa_reader_missing_plans': qaReaderMissingPlans,
   '0054_claim_unit_index': claimUnitIndex,
   '0055_claim_user_triggers': claimUserTriggers,
+  '0056_session_update_guard': sessionUpdateGuard,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

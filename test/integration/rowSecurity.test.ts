@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, sqlActors, type SqlActor } from '../helpers/roles';
+import * as sessionUpdateGuard from '../../db/migrations/0056_session_update_guard';
 
 /**
  * Issue 13, raw SQL: a client that skips the CLI connects as its own role and meets the same
@@ -301,4 +302,28 @@ test('I13 events are insert-only and name the connected role, whatever the write
     expect(await refusalOf(who.q("UPDATE events SET event_type = 'Forged'"))).toBe('permission_denied');
     expect(await refusalOf(who.q('DELETE FROM events'))).toBe('permission_denied');
   }
+});
+
+test('I13 issue 16: sessions_own_only runs only to refuse (0056): its WHEN holds the refusal, and what it allows and refuses is the same before and after', async () => {
+  await su.query("INSERT INTO sessions (session_id, actor_id) VALUES ('b3', $1), ('b4', $1)", [bob.name]);
+  const outcomes = async () => [
+    await refusalOf(bob.q("UPDATE sessions SET heartbeat_at = now() WHERE session_id = 'b3'")),
+    await refusalOf(bob.q("UPDATE sessions SET served_model = 'm' WHERE session_id = 'b3'")),
+    await refusalOf(bob.q("UPDATE sessions SET heartbeat_at = now() WHERE session_id = 'a1'")),
+    await refusalOf(bob.q("UPDATE sessions SET registered_by = $1 WHERE session_id = 'b3'", [alice.name])),
+    await refusalOf(bob.q("UPDATE sessions SET session_id = 'b3-renamed' WHERE session_id = 'b4'")),
+    await refusalOf(worker.q("UPDATE sessions SET heartbeat_at = now() WHERE session_id = 'a1'")),
+  ];
+  const expected = ['allowed', 'allowed', 'permission_denied', 'permission_denied', 'permission_denied', 'allowed'];
+  const def = async () =>
+    (await su.query("SELECT pg_get_triggerdef(oid) AS d FROM pg_trigger WHERE tgname = 'sessions_own_only'")).rows[0].d;
+  expect(await def()).toMatch(
+    /WHEN \(\(\(NOT \(pg_has_role\(SESSION_USER, 'yoke_admin'.*old\.actor_id <> SESSION_USER/,
+  );
+  expect(await outcomes()).toEqual(expected);
+  await sessionUpdateGuard.down(t.db);
+  expect(await def()).not.toMatch(/old\.actor_id/);
+  expect(await outcomes()).toEqual(expected);
+  await sessionUpdateGuard.up(t.db);
+  expect(await outcomes()).toEqual(expected);
 });
