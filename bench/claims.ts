@@ -85,23 +85,33 @@ async function main(): Promise<void> {
       // The bare release finds its row by key, as yoke's does; without it the UPDATE scans every
       // row the run has written and the floor sinks as the bench goes on.
       await sql`ALTER TABLE plain_claims ADD PRIMARY KEY (claim_id)`.execute(db);
-      const plainPair =
+      /**
+       * A bare pair on either floor's table: `take` inserts the claim (no id when another client
+       * holds the key: try again, as yoke's side does), `release` updates it by key.
+       */
+      const barePair =
+        (
+          take: (key: string, session: string) => Promise<number | undefined>,
+          release: (id: number, session: string) => Promise<unknown>,
+        ) =>
         (machine: (i: number) => string): Pair =>
         async (client, i) => {
-          const key = machine(i);
-          for (;;) {
-            const inserted = await sql<{ claim_id: number }>`
-              INSERT INTO plain_claims (target_kind, scope, key, session_id)
-              VALUES ('qa_admission', ${JSON.stringify({ test_machine: key })}::jsonb, ${key}, ${`bench-${client}`})
-              ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db);
-            const id = inserted.rows[0]?.claim_id;
-            if (id === undefined) continue; // held by another client: try again, as yoke's side does
-            await sql`UPDATE plain_claims SET released_at = now(), release_reason = 'bench' WHERE claim_id = ${id}`.execute(
-              db,
-            );
-            return;
-          }
+          const session = `bench-${client}`;
+          let id = await take(machine(i), session);
+          while (id === undefined) id = await take(machine(i), session);
+          await release(id, session);
         };
+      const plainPair = barePair(
+        async (key, session) =>
+          (
+            await sql<{ claim_id: number }>`
+              INSERT INTO plain_claims (target_kind, scope, key, session_id)
+              VALUES ('qa_admission', ${JSON.stringify({ test_machine: key })}::jsonb, ${key}, ${session})
+              ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db)
+          ).rows[0]?.claim_id,
+        (id) =>
+          sql`UPDATE plain_claims SET released_at = now(), release_reason = 'bench' WHERE claim_id = ${id}`.execute(db),
+      );
 
       // A second floor: the same bare pair on a table of work_claims' own shape (its indexes, its
       // foreign keys to sessions and projects, the release's columns written), so the figures
@@ -113,50 +123,38 @@ async function main(): Promise<void> {
       const project = (
         await sql<{ id: number }>`SELECT project_id AS id FROM projects WHERE name = 'bench'`.execute(db)
       ).rows[0]!.id;
-      const schemaPair =
-        (machine: (i: number) => string): Pair =>
-        async (client, i) => {
-          const key = machine(i);
-          const session = `bench-${client}`;
-          for (;;) {
-            const inserted = await sql<{ claim_id: number }>`
+      const schemaPair = barePair(
+        async (key, session) =>
+          (
+            await sql<{ claim_id: number }>`
               INSERT INTO schema_claims (target_kind, scope, key, project_id, session_id)
               VALUES ('qa_admission', ${JSON.stringify({ test_machine: key })}::jsonb, ${`QA_HOST:${key}`}, ${project}, ${session})
-              ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db);
-            const id = inserted.rows[0]?.claim_id;
-            if (id === undefined) continue;
-            await sql`UPDATE schema_claims SET released_at = now(), release_reason = 'bench',
-                             released_by_session_id = ${session}, released_by_actor_id = ${session}
-                       WHERE claim_id = ${id}`.execute(db);
-            return;
-          }
-        };
+              ON CONFLICT DO NOTHING RETURNING claim_id`.execute(db)
+          ).rows[0]?.claim_id,
+        (id, session) =>
+          sql`UPDATE schema_claims SET released_at = now(), release_reason = 'bench',
+                     released_by_session_id = ${session}, released_by_actor_id = ${session}
+               WHERE claim_id = ${id}`.execute(db),
+      );
 
       // Statements per pair on the common path, counted before timing (warm-up included).
       counter.count = 0;
       for (let i = 0; i < 50; i++) await yokePair((j) => distinct('w-', j))(0, i);
       const statementsPerPair = counter.count / 50;
 
-      const cases: Case[] = [
-        { name: 'yoke_hot_1', clients: 1, pair: yokePair(() => 'hot'), seconds: 0, done: 0 },
-        { name: 'yoke_distinct_1', clients: 1, pair: yokePair((i) => distinct('d1-', i)), seconds: 0, done: 0 },
-        { name: 'plain_hot_1', clients: 1, pair: plainPair(() => 'hot'), seconds: 0, done: 0 },
-        { name: 'plain_distinct_1', clients: 1, pair: plainPair((i) => distinct('d1-', i)), seconds: 0, done: 0 },
-        { name: 'yoke_hot_4', clients: CLIENTS, pair: yokePair(() => 'hot'), seconds: 0, done: 0 },
-        { name: 'yoke_distinct_4', clients: CLIENTS, pair: yokePair((i) => distinct('d4-', i)), seconds: 0, done: 0 },
-        { name: 'plain_hot_4', clients: CLIENTS, pair: plainPair(() => 'hot'), seconds: 0, done: 0 },
-        { name: 'plain_distinct_4', clients: CLIENTS, pair: plainPair((i) => distinct('d4-', i)), seconds: 0, done: 0 },
-        { name: 'schema_hot_1', clients: 1, pair: schemaPair(() => 'hot'), seconds: 0, done: 0 },
-        { name: 'schema_distinct_1', clients: 1, pair: schemaPair((i) => distinct('d1-', i)), seconds: 0, done: 0 },
-        { name: 'schema_hot_4', clients: CLIENTS, pair: schemaPair(() => 'hot'), seconds: 0, done: 0 },
-        {
-          name: 'schema_distinct_4',
-          clients: CLIENTS,
-          pair: schemaPair((i) => distinct('d4-', i)),
-          seconds: 0,
-          done: 0,
-        },
-      ];
+      const sides = { yoke: yokePair, plain: plainPair, schema: schemaPair };
+      const cases: Case[] = [1, CLIENTS].flatMap((clients) =>
+        Object.entries(sides).flatMap(([side, pair]) => [
+          { name: `${side}_hot_${clients}`, clients, pair: pair(() => 'hot'), seconds: 0, done: 0 },
+          {
+            name: `${side}_distinct_${clients}`,
+            clients,
+            pair: pair((i) => distinct(`d${clients}-`, i)),
+            seconds: 0,
+            done: 0,
+          },
+        ]),
+      );
       for (const c of cases) for (let i = 0; i < 8; i++) await c.pair(i % c.clients, PAIRS + 42 + i); // warm up pools and plans
       const perBlock = Math.ceil(PAIRS / BLOCKS);
       for (let from = 0; from < PAIRS; from += perBlock)
@@ -168,35 +166,24 @@ async function main(): Promise<void> {
       };
       const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
       const figures = (clients: number) => {
-        const yoke = {
-          hot_key_pairs_per_s: rate(`yoke_hot_${clients}`),
-          distinct_keys_pairs_per_s: rate(`yoke_distinct_${clients}`),
-        };
-        const plain = {
-          hot_key_pairs_per_s: rate(`plain_hot_${clients}`),
-          distinct_keys_pairs_per_s: rate(`plain_distinct_${clients}`),
-        };
-        const schema = {
-          hot_key_pairs_per_s: rate(`schema_hot_${clients}`),
-          distinct_keys_pairs_per_s: rate(`schema_distinct_${clients}`),
-        };
+        const side = (name: keyof typeof sides) => ({
+          hot_key_pairs_per_s: rate(`${name}_hot_${clients}`),
+          distinct_keys_pairs_per_s: rate(`${name}_distinct_${clients}`),
+        });
+        type Side = ReturnType<typeof side>;
+        const versus = (a: Side, b: Side) => ({
+          hot_key: ratio(a.hot_key_pairs_per_s, b.hot_key_pairs_per_s),
+          distinct_keys: ratio(a.distinct_keys_pairs_per_s, b.distinct_keys_pairs_per_s),
+        });
+        const [yoke, plain, schema] = [side('yoke'), side('plain'), side('schema')];
         return {
           connections: clients,
           yoke,
           plain_insert_update: plain,
-          ratio_yoke_to_plain: {
-            hot_key: ratio(yoke.hot_key_pairs_per_s, plain.hot_key_pairs_per_s),
-            distinct_keys: ratio(yoke.distinct_keys_pairs_per_s, plain.distinct_keys_pairs_per_s),
-          },
+          ratio_yoke_to_plain: versus(yoke, plain),
           same_schema_insert_update: schema,
-          ratio_same_schema_to_plain: {
-            hot_key: ratio(schema.hot_key_pairs_per_s, plain.hot_key_pairs_per_s),
-            distinct_keys: ratio(schema.distinct_keys_pairs_per_s, plain.distinct_keys_pairs_per_s),
-          },
-          ratio_yoke_to_same_schema: {
-            hot_key: ratio(yoke.hot_key_pairs_per_s, schema.hot_key_pairs_per_s),
-            distinct_keys: ratio(yoke.distinct_keys_pairs_per_s, schema.distinct_keys_pairs_per_s),
-          },
+          ratio_same_schema_to_plain: versus(schema, plain),
+          ratio_yoke_to_same_schema: versus(yoke, schema),
         };
       };
       const { connections: _one, ...one } = figures(1);

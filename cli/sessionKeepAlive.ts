@@ -17,10 +17,15 @@ export function keepAliveIntervalMs(staleAfterMs: number): number {
  * watch). A heartbeat that fails (the session ended, Postgres away) is tried again at the next
  * tick; the wait itself reports what became of it. Returns the function that stops it.
  */
-export function keepSessionAlive(ctx: CommandContext, sessionId: string): () => Promise<void> {
+export function keepSessionAlive(
+  ctx: CommandContext,
+  sessionId: string,
+  first?: Promise<unknown>,
+): () => Promise<void> {
   const sessions = sessionActivities({ db: ctx.db });
   const beat = () => sessions.heartbeatSession({ sessionId }).catch(() => undefined);
-  let inFlight: Promise<unknown> = beat();
+  // `first`: the caller's own first heartbeat, already made; else this one beats at once.
+  let inFlight: Promise<unknown> = first ?? beat();
   const timer = setInterval(() => {
     inFlight = beat();
   }, keepAliveIntervalMs(ctx.config.staleAfterMs));
@@ -39,6 +44,7 @@ export function keepSessionAlive(ctx: CommandContext, sessionId: string): () => 
 export async function keepWatcherAlive(ctx: CommandContext, session?: string): Promise<() => Promise<void>> {
   const id = (session ?? process.env.YOKE_SESSION_ID)?.trim();
   if (!id) return async () => undefined;
-  await sessionActivities({ db: ctx.db }).heartbeatSession({ sessionId: id });
-  return keepSessionAlive(ctx, id);
+  const first = sessionActivities({ db: ctx.db }).heartbeatSession({ sessionId: id });
+  await first;
+  return keepSessionAlive(ctx, id, first);
 }

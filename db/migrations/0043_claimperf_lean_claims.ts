@@ -26,7 +26,8 @@ import { Kysely, sql } from 'kysely';
  *    call save and restore the setting (as 0019_cheap_checks did for yoke_is_service). The old
  *    function stays for processes of the previous build until they restart.
  */
-const user = `NOT (pg_catalog.pg_has_role(session_user, 'yoke_admin', 'MEMBER') OR pg_catalog.pg_has_role(session_user, 'yoke_worker', 'MEMBER'))`;
+/** The role test for a user (neither admin nor worker), written out so a trigger's WHEN calls no function. */
+export const user = `NOT (pg_catalog.pg_has_role(session_user, 'yoke_admin', 'MEMBER') OR pg_catalog.pg_has_role(session_user, 'yoke_worker', 'MEMBER'))`;
 
 /** The six user-only triggers of work_claims, each with its WHEN beside the role test. */
 const triggers = (actsAsUser: string) =>
