@@ -300,6 +300,8 @@ async function main(): Promise<void> {
               // of fold_seconds: reading, serializing and writing the sessions' checkpoints
               fold_checkpoint_seconds: round3(yokeFullResult.checkpoint_seconds),
               threads: yokeFullResult.threads,
+              // sessions each thread folded, the calling thread's first
+              folds_per_thread: yokeFullResult.folds_per_thread,
               cpu_seconds: yokeFull.cpu_seconds,
             },
             backfill: {

@@ -97,6 +97,7 @@ async function foldPass(
     bytes: unread,
     threads: process.env.BENCH_USAGE_THREADS ? Number(process.env.BENCH_USAGE_THREADS) : undefined,
   });
+  let foldsPerThread: number[] = [];
   try {
     await boundedEach(sessions, pool.threads * 2, async ({ main, checkpointFile }) => {
       const before = checkpoints.get(main);
@@ -111,6 +112,7 @@ async function foldPass(
       checkpointNs += process.hrtime.bigint() - storing;
       files++;
     });
+    foldsPerThread = pool.folds();
   } finally {
     await pool.close();
   }
@@ -120,6 +122,7 @@ async function foldPass(
     bytes_read: bytesRead,
     files,
     threads: pool.threads,
+    folds_per_thread: foldsPerThread,
     corpus_bytes: corpusBytes(projects),
   }));
 }
@@ -129,7 +132,7 @@ async function foldPass(
  * figures, worked out after the clock stops: the corpus's size (a walk of every file, 10-25 ms,
  * 10 % of an incremental fold) is the bench's question, not the fold's work.
  */
-function report(started: bigint, cpuBefore: NodeJS.CpuUsage, figures: () => Record<string, number>): void {
+function report(started: bigint, cpuBefore: NodeJS.CpuUsage, figures: () => Record<string, number | number[]>): void {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const cpu = process.cpuUsage(cpuBefore); // comparable on a shared machine
   process.stdout.write(`${JSON.stringify({ seconds, cpu_seconds: (cpu.user + cpu.system) / 1e6, ...figures() })}\n`);

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { fold, type Checkpoint, type Harness, type Reading } from './readers';
+import { fold, foldingInBulk, type Checkpoint, type Harness, type Reading } from './readers';
 
 /**
  * Folds many sessions at once (a backfill, the usage bench): one thread per core, the calling
@@ -17,25 +17,33 @@ export interface FoldJob {
   artifacts: string[];
 }
 
+/** What a worker thread is told at its start: the bytes it can expect to fold (see `foldingInBulk`). */
+export interface FoldWorkerData {
+  share: number;
+}
+
 export type Folder = (harness: Harness, previous: Checkpoint | undefined, artifacts: string[]) => Promise<Reading>;
 
 export interface FoldPool {
   fold: Folder;
   /** Threads folding, the caller's included. */
   threads: number;
+  /** Folds each thread has finished, the caller's first: how evenly the work was shared. */
+  folds(): number[];
   close(): Promise<void>;
 }
 
 interface Lane {
   busy: number;
+  done: number;
   run: Folder;
 }
 
 /** The compiled worker script; absent when running from TypeScript sources (jest), where folds stay in-thread. */
 const WORKER_SCRIPT = join(__dirname, 'foldWorker.js');
 
-function workerLane(): { lane: Lane; worker: Worker } {
-  const worker = new Worker(WORKER_SCRIPT);
+function workerLane(share: number): { lane: Lane; worker: Worker } {
+  const worker = new Worker(WORKER_SCRIPT, { workerData: { share } satisfies FoldWorkerData });
   const pending = new Map<number, { resolve: (r: Reading) => void; reject: (e: Error) => void }>();
   let next = 0;
   worker.on('message', (m: { id: number; reading?: Reading; error?: string }) => {
@@ -50,6 +58,7 @@ function workerLane(): { lane: Lane; worker: Worker } {
   });
   const lane: Lane = {
     busy: 0,
+    done: 0,
     run: (harness, previous, artifacts) =>
       new Promise<Reading>((resolve, reject) => {
         const id = next++;
@@ -59,6 +68,17 @@ function workerLane(): { lane: Lane; worker: Worker } {
   };
   return { lane, worker };
 }
+
+/**
+ * The calling thread's folds. A fold is almost all synchronous work chained by promises, so
+ * folds run back to back on this thread never return to the event loop, and a worker's
+ * finished fold (a message) would wait, its thread idle, until this thread ran out of work:
+ * two threads folded no faster than one. Each fold here first gives the loop a turn.
+ */
+const callerLane: Folder = async (harness, previous, artifacts) => {
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  return fold(harness, previous, artifacts);
+};
 
 /**
  * A worker thread costs tens of milliseconds to start (its own isolate and module loads, far
@@ -74,15 +94,20 @@ export function foldPool(options: { threads?: number; bytes?: number } = {}): Fo
       ? wanted
       : Math.max(1, Math.min(wanted, 1 + Math.floor(options.bytes / BYTES_PER_EXTRA_THREAD)));
   const threads = existsSync(WORKER_SCRIPT) ? worthIt : 1;
-  const workers = Array.from({ length: threads - 1 }, workerLane);
-  const lanes: Lane[] = [{ busy: 0, run: fold }, ...workers.map((w) => w.lane)];
+  const share = Math.floor((options.bytes ?? 0) / threads);
+  foldingInBulk(share);
+  const workers = Array.from({ length: threads - 1 }, () => workerLane(share));
+  const lanes: Lane[] = [{ busy: 0, done: 0, run: callerLane }, ...workers.map((w) => w.lane)];
   return {
     threads,
+    folds: () => lanes.map((l) => l.done),
     async fold(harness, previous, artifacts) {
       const lane = lanes.reduce((a, b) => (b.busy < a.busy ? b : a)); // the least busy thread takes it
       lane.busy++;
       try {
-        return await lane.run(harness, previous, artifacts);
+        const reading = await lane.run(harness, previous, artifacts);
+        lane.done++;
+        return reading;
       } finally {
         lane.busy--;
       }

@@ -1,6 +1,8 @@
-import { parentPort } from 'node:worker_threads';
-import type { FoldJob } from './foldPool';
-import { fold } from './readers';
+import { parentPort, workerData } from 'node:worker_threads';
+import type { FoldJob, FoldWorkerData } from './foldPool';
+import { fold, foldingInBulk } from './readers';
+
+foldingInBulk((workerData as FoldWorkerData).share);
 
 /** One thread of the fold pool (foldPool.ts): folds the sessions it is handed, one at a time. */
 parentPort!.on('message', (m: { id: number; job: FoldJob }) => {

@@ -184,6 +184,17 @@ function parsedClaudeRow(cp: Checkpoint, path: string, text: string, end: () => 
  */
 const BYTE_READER_AFTER_BYTES = 16 << 20;
 let claudeBytesRead = 0;
+let inBulk = false;
+
+/**
+ * Tells this thread it is about to fold at least `bytes` of transcript (a backfill's share of a
+ * corpus): past the warm-up size, its byte reader is used from the first row, as it will warm
+ * up anyway. Parsing the first 16 MB natively costs a thread as much time and about 10 MB
+ * more memory (the decoded blocks and parsed rows), which two threads pay at once.
+ */
+export function foldingInBulk(bytes: number): void {
+  if (bytes >= byteReaderAfter()) inBulk = true;
+}
 
 /** YOKE_BYTE_READER_AFTER_BYTES moves the switch (0: the byte reader always), so tests can hold both readers to the same totals. */
 function byteReaderAfter(): number {
@@ -242,7 +253,7 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
     if (!resume) continue;
     let offset = resume.from;
     const after = byteReaderAfter();
-    const byteReader = claudeBytesRead >= after || resume.stat.size - offset >= after;
+    const byteReader = inBulk || claudeBytesRead >= after || resume.stat.size - offset >= after;
     offset = await scanLines(
       path,
       offset,

@@ -113,4 +113,32 @@ describe('line stream', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  test('U9 scans running at once on one thread each read their own file whole, and so do the scans after them (read buffers are handed on only when a scan ends)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'yoke-lines-'));
+    try {
+      // past 16 reads of 1 MB a scan lets the event loop run, so two scans interleave
+      const lines = 36_000;
+      const write = (name: string) => {
+        const path = join(dir, name);
+        const rows = Array.from({ length: lines }, (_, i) => `${name}:${i}:${'z'.repeat(500)}`);
+        writeFileSync(path, `${rows.join('\n')}\n`);
+        return path;
+      };
+      const read = async (path: string, name: string) => {
+        let wrong = 0;
+        let seen = 0;
+        await scanLines(path, 0, 1 << 20, (line) => {
+          if (line.kind !== 'line' || !line.bytes.toString('latin1').startsWith(`${name}:${seen}:`)) wrong++;
+          seen++;
+        });
+        return { wrong, seen };
+      };
+      const [a, b, c] = [write('a'), write('b'), write('c')];
+      const together = await Promise.all([read(a, 'a'), read(b, 'b')]);
+      const after = await read(c, 'c');
+      for (const r of [...together, after]) expect(r).toEqual({ wrong: 0, seen: lines });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
