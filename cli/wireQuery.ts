@@ -35,11 +35,10 @@ function target(url: string): Target {
     throw new WireUnsupported('PGSSLMODE');
   const user = decodeURIComponent(u.username) || process.env.PGUSER || process.env.USER || 'postgres';
   const port = Number(u.port || process.env.PGPORT || 5432);
-  const socketDir = u.searchParams.get('host') ?? (u.hostname ? undefined : process.env.PGHOST);
+  // a socket directory comes as ?host=/dir or as the host itself, percent-encoded (%2Fdir); ?host wins, as in libpq
+  const host = u.searchParams.get('host') || decodeURIComponent(u.hostname) || process.env.PGHOST || 'localhost';
   return {
-    socket: socketDir?.startsWith('/')
-      ? { path: `${socketDir}/.s.PGSQL.${port}` }
-      : { host: decodeURIComponent(u.hostname) || socketDir || 'localhost', port },
+    socket: host.startsWith('/') ? { path: `${host}/.s.PGSQL.${port}` } : { host, port },
     user,
     password: u.password ? decodeURIComponent(u.password) : process.env.PGPASSWORD,
     database: decodeURIComponent(u.pathname.slice(1)) || user,

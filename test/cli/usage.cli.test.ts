@@ -307,6 +307,35 @@ test('U3 the status line attests the served model and window and prints model, w
   expect(garbage.code).toBe(0);
 });
 
+test('U3 the status line reaches Postgres through its Unix socket in both forms of URL the CLI takes (?host=/dir, or the directory percent-encoded as the host)', async () => {
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'sock1', '--actor', 'alice', '--harness', 'claude', '--machine', 'mac-1'],
+  ]);
+  const { rows } = await sql<{ dirs: string }>`SELECT current_setting('unix_socket_directories') AS dirs`.execute(t.db);
+  const socketDir = rows[0]!.dirs.split(',')[0]!.trim();
+  const u = new URL(t.url);
+  const [user, db, port] = [u.username, u.pathname.slice(1), u.port || '5432'];
+  const forms = [
+    `postgres://${user}@localhost:${port}/${db}?host=${socketDir}`,
+    `postgres://${user}@${encodeURIComponent(socketDir)}:${port}/${db}`,
+  ];
+  for (const [i, url] of forms.entries()) {
+    const model = `claude-socket-form-${i}`;
+    const r = await withStdin(
+      ['hooks', 'status-line'],
+      JSON.stringify({ session_id: 'sock1', model: { id: model, display_name: 'Socket' } }),
+      { DATABASE_URL: url, YOKE_HOME: fixtureDir() },
+    );
+    expect({ url, out: r.stdout.trim() }).toEqual({ url, out: 'Socket' });
+    const served = await t.db
+      .selectFrom('sessions')
+      .select('served_model')
+      .where('session_id', '=', 'sock1')
+      .executeTakeFirstOrThrow();
+    expect({ url, model: served.served_model }).toEqual({ url, model });
+  }
+});
+
 test('U4 a status-line write the database refuses is recorded and retried by the next hook, never swallowed', async () => {
   const home = fixtureDir();
   await sql`CREATE SEQUENCE u4_refusals;
