@@ -64,6 +64,8 @@ export async function readBoard(db: Executor, filter: BoardReadFilter): Promise<
              c.reserved_until, p.name AS project, ip.item_prefix || '-' || i.number AS item
         FROM srows r
         JOIN work_claims c ON c.session_id = r.session_id AND (r.state = 'recent' OR c.released_at IS NULL)
+             -- a waiting-line turn released before it was taken keeps its reserved_until: never held, no past hold (W7)
+             AND (c.released_at IS NULL OR c.reserved_until IS NULL)
         LEFT JOIN projects p ON p.project_id = c.project_id
         LEFT JOIN backlog_items i ON i.item_id = c.item_id
         LEFT JOIN projects ip ON ip.project_id = i.project_id

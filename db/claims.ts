@@ -435,11 +435,8 @@ export async function releaseReservationClaims(
   if (claimIds.length === 0) return;
   await db
     .updateTable('work_claims')
-    .set({
-      released_at: sql`clock_timestamp()`,
-      release_reason: reservationCancelled(cause),
-      reserved_until: null,
-    })
+    // reserved_until stays: a turn released before it was taken was never a hold (the board shows no past hold for it)
+    .set({ released_at: sql`clock_timestamp()`, release_reason: reservationCancelled(cause) })
     .where('claim_id', 'in', claimIds)
     .where('released_at', 'is', null)
     .$if(opts.unconsumedOnly, (q) => q.where('reserved_until', 'is not', null))

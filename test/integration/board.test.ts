@@ -230,6 +230,28 @@ describe('the board from the one read', () => {
     });
   });
 
+  test('W7 B1 B8 a turn never taken is no past hold: once its waiter has ended, the Recent Sessions row shows neither the reservation nor a hold', async () => {
+    const held = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
+    await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w2', key: 'QA_HOST:lab-1', join: { resumeCommand: 'yoke again' } }),
+    );
+    await s.releaseWorkClaim({ actingSessionId: 'w1', claimId: held.claim.claim_id, reason: 'suite done' });
+    await s.takeItem({ sessionId: 'w2', item: 'WEB-9' });
+    await s.endSession({ sessionId: 'w2' }); // its turn is released untaken
+    const row = (await boardOf()).recent_sessions.find((r) => r.session_id === 'w2')!;
+    expect({ claims: row.claims, reserved: row.reserved_claims }).toEqual({ claims: ['WEB-9'], reserved: [] });
+    // a turn that was taken is a past hold like any other
+    await s.registerSession({ sessionId: 'w3', actorId: 'w3', project: 'web' });
+    const again = await s.acquireCoordinationClaim({ sessionId: 'w3', key: 'QA_HOST:lab-1' });
+    await refusalOf(
+      s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1', join: { resumeCommand: 'yoke again' } }),
+    );
+    await s.releaseWorkClaim({ actingSessionId: 'w3', claimId: again.claim.claim_id, reason: 'done' });
+    await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' }); // takes its reserved turn
+    await s.endSession({ sessionId: 'w1' });
+    expect(await rowOf('w1', 'recent_sessions')).toEqual(['🔒 QA_HOST:lab-1']);
+  });
+
   test('B1 the board is one statement, and --project keeps sessions of the project or holding its claims', async () => {
     await p.takeProcess({ sessionId: 'w1', processKey: 'FEED' });
     await s.takeItem({ sessionId: 'a1', item: 'WEB-7' }); // an api session holding a web claim
