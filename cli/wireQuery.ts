@@ -36,7 +36,8 @@ function target(url: string): Target {
   const user = decodeURIComponent(u.username) || process.env.PGUSER || process.env.USER || 'postgres';
   const port = Number(u.port || process.env.PGPORT || 5432);
   // a socket directory comes as ?host=/dir or as the host itself, percent-encoded (%2Fdir); ?host wins, as in libpq
-  const host = u.searchParams.get('host') || decodeURIComponent(u.hostname) || process.env.PGHOST || 'localhost';
+  const named = u.searchParams.get('host') || decodeURIComponent(u.hostname).replace(/^\[(.*)\]$/, '$1'); // [::1] -> ::1
+  const host = named || process.env.PGHOST || 'localhost';
   return {
     socket: host.startsWith('/') ? { path: `${host}/.s.PGSQL.${port}` } : { host, port },
     user,
@@ -152,7 +153,14 @@ export async function wireQuery(
   params: (string | number | null)[],
   timeoutMs: number,
 ): Promise<(string | null)[][]> {
-  const t = target(url);
+  let t: Target;
+  try {
+    t = target(url);
+  } catch (err) {
+    // libpq and pg take forms a WHATWG URL does not (`postgres://user@/db?host=/dir`): pg reads them
+    if (err instanceof WireUnsupported) throw err;
+    throw new WireUnsupported(`a connection URL this client cannot read (${(err as Error).message})`);
+  }
   const socket = connect('path' in t.socket ? { path: t.socket.path } : t.socket);
   socket.setNoDelay(true);
   const inbox = new Inbox(socket);

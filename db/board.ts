@@ -37,7 +37,7 @@ const ISO = (col: string) => sql.raw(`to_char(${col} AT TIME ZONE 'UTC', 'YYYY-M
 
 /**
  * The board's one read: the live and recently ended sessions, their claims (live ones for
- * live sessions, all for ended ones), the seat/document-lock pairing (B5), and what the
+ * live sessions, all ever held for ended ones), the seat/document-lock pairing (B5), and what the
  * schedule (U1) needs, in one statement. Pairing: same session and project id; a current
  * seat with a current lock, a released seat with a released lock whose hold windows overlap.
  */

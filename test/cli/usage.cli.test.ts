@@ -314,10 +314,14 @@ test('U3 the status line reaches Postgres through its Unix socket in both forms 
   const { rows } = await sql<{ dirs: string }>`SELECT current_setting('unix_socket_directories') AS dirs`.execute(t.db);
   const socketDir = rows[0]!.dirs.split(',')[0]!.trim();
   const u = new URL(t.url);
-  const [user, db, port] = [u.username, u.pathname.slice(1), u.port || '5432'];
+  const [login, db, port] = [
+    u.password ? `${u.username}:${u.password}` : u.username,
+    u.pathname.slice(1),
+    u.port || '5432',
+  ];
   const forms = [
-    `postgres://${user}@localhost:${port}/${db}?host=${socketDir}`,
-    `postgres://${user}@${encodeURIComponent(socketDir)}:${port}/${db}`,
+    `postgres://${login}@localhost:${port}/${db}?host=${socketDir}`,
+    `postgres://${login}@${encodeURIComponent(socketDir)}:${port}/${db}`,
   ];
   for (const [i, url] of forms.entries()) {
     const model = `claude-socket-form-${i}`;
