@@ -177,6 +177,11 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     });
   }
 
+  /** Refuses an unregistered or ended session (session_not_registered, session_ended); reads only. */
+  async function requireSession(input: { sessionId: string }): Promise<void> {
+    await requireLiveSession(db, input.sessionId);
+  }
+
   /** One heartbeat keeps the session and every claim bound to it alive (C1). */
   async function heartbeatSession(input: { sessionId: string }): Promise<SessionView> {
     await db.transaction().execute(async (trx) => {
@@ -304,7 +309,7 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
     }
   }
 
-  return { registerSession, heartbeatSession, endSession, listSessions, attestServed };
+  return { registerSession, requireSession, heartbeatSession, endSession, listSessions, attestServed };
 }
 
 function iso(d: Date | null): string | null {

@@ -97,7 +97,6 @@ async function foldPass(
     bytes: unread,
     threads: process.env.BENCH_USAGE_THREADS ? Number(process.env.BENCH_USAGE_THREADS) : undefined,
   });
-  let foldsPerThread: number[] = [];
   try {
     await boundedEach(sessions, pool.threads * 2, async ({ main, checkpointFile }) => {
       const before = checkpoints.get(main);
@@ -112,7 +111,6 @@ async function foldPass(
       checkpointNs += process.hrtime.bigint() - storing;
       files++;
     });
-    foldsPerThread = pool.folds();
   } finally {
     await pool.close();
   }
@@ -122,7 +120,7 @@ async function foldPass(
     bytes_read: bytesRead,
     files,
     threads: pool.threads,
-    folds_per_thread: foldsPerThread,
+    folds_per_thread: pool.folds(),
     corpus_bytes: corpusBytes(projects),
   }));
 }

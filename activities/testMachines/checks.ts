@@ -3,7 +3,7 @@ import { readCredential, runOverSsh, SshUnavailable, type CommandResult } from '
 import type { CheckRow } from '../../db/database';
 import { checkHeldBefore, recordCheckHold } from '../../db/checkHolds';
 import { checkByRequestId, insertCheck } from '../../db/testMachines';
-import { requireLiveSession, sessionById } from '../../db/sessions';
+import { sessionById } from '../../db/sessions';
 import { lockLine, stateOfReservationWait } from '../../db/waits';
 import type { CheckKind } from '../../domain/checkKinds';
 import { YokeError } from '../../domain/errors';
@@ -29,14 +29,6 @@ export type CheckOutcome = Pick<
 > & { started_at: string };
 
 const EXCERPT_CHARS = 4000;
-
-/**
- * C1 W8: a check acts as its session; an unregistered or ended one is refused before a worker
- * is asked to run it (the hold would refuse it too, but only after the CLI waited for a worker).
- */
-export async function requireCheckSession(deps: LineDeps, input: { sessionId: string }): Promise<void> {
-  await requireLiveSession(deps.db, input.sessionId);
-}
 
 /**
  * A check holds the machine like any QA run, ahead of the line and even when unhealthy (W8).

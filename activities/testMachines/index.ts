@@ -4,14 +4,7 @@ import type { Database } from '../../db/database';
 import { testMachineName } from '../../domain/testMachineName';
 import type { SshTimeouts } from '../hosts/ssh';
 import { lineDeps, type LineOptions } from '../waitingLine';
-import {
-  beginCheck,
-  expireReservation,
-  finishCheck,
-  requireCheckSession,
-  runCheckCommand,
-  type CheckDeps,
-} from './checks';
+import { beginCheck, expireReservation, finishCheck, runCheckCommand, type CheckDeps } from './checks';
 import { addTestMachine, addTestMachineCopyingKey, listTestMachines, listWaits, removeTestMachine } from './machines';
 
 export type { CheckOutcome } from './checks';
@@ -41,7 +34,6 @@ export function testMachineActivities(deps: {
     listTestMachines: (filter?: { name?: string }) => listTestMachines(d, filter && named(filter)),
     removeTestMachine: (input: { name: string }) => removeTestMachine(d, named(input)),
     listWaits: (filter: Parameters<typeof listWaits>[1]) => listWaits(d, machine(filter)),
-    requireCheckSession: (input: { sessionId: string }) => requireCheckSession(d, input),
     beginCheck: (input: Parameters<typeof beginCheck>[1]) => beginCheck(d, machine(input)),
     runCheckCommand: (input: Parameters<typeof runCheckCommand>[1], control?: Parameters<typeof runCheckCommand>[2]) =>
       runCheckCommand(d, machine(input), control),

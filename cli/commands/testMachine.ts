@@ -87,9 +87,11 @@ function machineNotFound(testMachine: string): YokeError {
  */
 async function runCheck(ctx: CommandContext, name: string, sessionId: string, kind: CheckKind, json: boolean) {
   const testMachine = testMachineName(name); // C3: the workflow id and search attribute use the one spelling
-  const acts = await machines(ctx);
-  if (!(await acts.listTestMachines({ name: testMachine })).length) throw machineNotFound(testMachine);
-  await acts.requireCheckSession({ sessionId });
+  if (!(await (await machines(ctx)).listTestMachines({ name: testMachine })).length) throw machineNotFound(testMachine);
+  // C1 W8: a check acts as its session; an unregistered or ended one is refused before a worker
+  // is asked to run it (the check's hold would refuse it too, but only after waiting for a worker)
+  const { sessionActivities } = await import('../../activities/sessions');
+  await sessionActivities({ db: ctx.db }).requireSession({ sessionId });
   const client = await ctx.temporal.requireWorker();
   const { defineSearchAttributeKey, SearchAttributeType } = await import('@temporalio/common');
   const { checkWorkflowId, YOKE_TEST_MACHINE } = await import('../../workflows/definitions');
