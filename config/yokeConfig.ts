@@ -7,15 +7,28 @@ import {
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { usageError } from '../domain/errors';
+import { readableDatabaseUrl } from './databaseUrl';
 
 /**
  * Configuration, parsed once at the edge (DESIGN.md principle 5). Environment variables
  * select real deployments; with nothing set, the values `npm start` recorded in
  * `.yoke/services.json` are used, then the local defaults.
  */
+/** A postgres:// URL, made readable (config/databaseUrl.ts): libpq's empty host is taken too. */
+const DatabaseUrl = z.string().transform((raw, ctx) => {
+  const url = readableDatabaseUrl(raw);
+  if (url === undefined)
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        'expected a postgres:// or postgresql:// URL, e.g. postgres://user:password@host:5432/yoke or postgres://user@/yoke?host=/run/postgresql',
+    });
+  return url ?? z.NEVER;
+});
+
 const Env = z.object({
-  DATABASE_URL: z.string().url().optional(),
-  YOKE_WORKER_DATABASE_URL: z.string().url().optional(),
+  DATABASE_URL: DatabaseUrl.optional(),
+  YOKE_WORKER_DATABASE_URL: DatabaseUrl.optional(),
   TEMPORAL_ADDRESS: z.string().min(1).optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_API_KEY: z.string().min(1).optional(),

