@@ -69,6 +69,11 @@ async function up(owner: string): Promise<void> {
     webUi = `http://127.0.0.1:${uiPort}`;
     if (await portAnswers(port)) {
       log(`Temporal: reusing the server on ${temporalAddress}`);
+      // A server this run did not start may serve its Web UI elsewhere, or none: name only one that answers.
+      if (!(await portAnswers(uiPort))) {
+        log(`Temporal: no Web UI answers on ${webUi} (YOKE_TEMPORAL_UI_PORT names the reused server's)`);
+        webUi = null;
+      }
       registerSearchAttributes(findTemporalCli(log), temporalAddress, namespace);
     } else {
       const cli = findTemporalCli(log);
