@@ -27,7 +27,12 @@ afterAll(async () => {
 async function up(uiPort: number): Promise<{ webUi: string | null; temporalAddress: string; log: string }> {
   const home = mkdtempSync(join(tmpdir(), 'yoke-reuse-'));
   const temporalPort = process.env.YOKE_TEST_TEMPORAL_ADDRESS!.split(':').pop()!;
-  const env = { ...process.env, DATABASE_URL: t.url, YOKE_HOME: home, YOKE_TEMPORAL_PORT: temporalPort };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: t.url,
+    YOKE_HOME: home,
+    YOKE_TEMPORAL_PORT: temporalPort,
+  };
   delete env.TEMPORAL_ADDRESS;
   const { stdout, stderr } = await promisify(execFile)(process.execPath, [services, 'up', '--owner', 'reuse-test'], {
     env: { ...env, YOKE_TEMPORAL_UI_PORT: String(uiPort) },
