@@ -226,6 +226,8 @@ export interface WaitView {
   test_machine: string;
   position: number | null;
   session_id: string;
+  /** The waiting session, under the name the line's columns give it (session_id is the same). */
+  session: string;
   actor_id: string;
   state: WaitRow['state'];
   queued_at: string;
@@ -251,7 +253,7 @@ export async function waitViews(
       reserved_until: Date | null;
     }
   >`
-    SELECT w.wait_id, w.test_machine, w.session_id, w.actor_id, w.state, w.queued_at, w.qa_plan_execution_id, w.claim_id,
+    SELECT w.wait_id, w.test_machine, w.session_id, w.session_id AS session, w.actor_id, w.state, w.queued_at, w.qa_plan_execution_id, w.claim_id,
            c.reserved_until, w.resume_command, w.rationale, w.settled_at, w.cancel_reason,
            (${LIVE_SESSION}) AS session_live,
            CASE WHEN ${IN_LINE}

@@ -324,10 +324,16 @@ export function registerDeploymentRuns(program: Command): void {
   const dr = program
     .command('deployment-runs')
     .description('deployment runs: create, compose, execute, drive and watch');
-  const selection = (cmd: Command) =>
+  // A command without positional arguments (create) also takes several values after one flag
+  // (--plan-id a b); one with them takes a flag per value, so `--plan-id a WEB-1` keeps WEB-1 an item.
+  const selection = (cmd: Command, several = false) =>
     cmd
-      .option('--requirement-id <id>', 'explicit requirement selection (PREFIX-N/case or case), repeatable', collect)
-      .option('--plan-id <id>', 'explicit plan selection, repeatable', collect);
+      .option(
+        `--requirement-id <id${several ? '...' : ''}>`,
+        'explicit requirement selection (PREFIX-N/case or case), repeatable',
+        collect,
+      )
+      .option(`--plan-id <id${several ? '...' : ''}>`, 'explicit plan selection, repeatable', collect);
 
   selection(
     dr
@@ -338,7 +344,8 @@ export function registerDeploymentRuns(program: Command): void {
       .requiredOption('--target <env>', 'target environment')
       .requiredOption('--candidate <sha>', 'commit to deliver')
       .requiredOption('--idempotency-key <key>', 'names the one run this call intends')
-      .option('--item <PREFIX-N>', 'member item, repeatable', collect),
+      .option('--item <PREFIX-N...>', 'member items: --item A-1 A-2, or --item repeated', collect),
+    true,
   ).action(
     creation(CreateOptions, (activities, request, o) =>
       activities.createRun({

@@ -106,6 +106,34 @@ test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 w
   expect(missingKey.stderr).toContain('--idempotency-key');
 });
 
+test('issue 4 I1 D5 create takes several items (and requirement ids) after one flag, --item WEB-1 WEB-2, as after a repeated flag', async () => {
+  const listed = await run([...releaseRunArgs('abcdef1234', 'cli-items'), '--item', 'WEB-1', 'WEB-2', '--json']);
+  expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: '' });
+  expect(json(listed).member_items).toEqual(['WEB-1', 'WEB-2']);
+  // the same request in the repeated form is the same run: a replay, not a conflict
+  const repeated = json(await run([...releaseRunArgs('abcdef1234', 'cli-items', ['WEB-1', 'WEB-2']), '--json']));
+  expect(repeated).toMatchObject({ run_id: json(listed).run_id, replayed: true, member_items: ['WEB-1', 'WEB-2'] });
+  // --requirement-id (and --plan-id) take several values after one flag on create too
+  const selected = await run([
+    ...releaseRunArgs('abcdef1234', 'cli-selection'),
+    '--item',
+    'WEB-1',
+    'WEB-2',
+    '--requirement-id',
+    'WEB-1/checkout-e2e',
+    'gift-smoke',
+    '--json',
+  ]);
+  expect({ code: selected.code, stderr: selected.stderr }).toEqual({ code: 0, stderr: '' });
+  const closure = json<{ member_closure: { members: { item: string; requirement_ids: string[] }[] } }>(
+    await run(['deployment-runs', 'get', json(selected).run_id, '--include-member-closure', '--json']),
+  ).member_closure;
+  expect(closure.members.map((m) => [m.item, m.requirement_ids])).toEqual([
+    ['WEB-1', ['WEB-1/checkout-e2e']],
+    ['WEB-2', ['gift-smoke']],
+  ]);
+});
+
 test('issue 4 I1 D6: a replay answers with the original receipt, its warnings included (they were dropped)', async () => {
   const first = json(await run([...createArgs('cli-warn'), '--json']));
   expect(first.warnings).toHaveLength(1);

@@ -93,6 +93,7 @@ test('W4 W5 a refused acquire joins the line with its own command as resume_comm
   const [wait] = json<Record<string, unknown>[]>(await run(['test-machine', 'waits', 'lab', '--json']));
   expect(wait).toMatchObject({
     position: 1,
+    session: 'q1',
     session_id: 'q1',
     state: 'waiting',
     resume_command: `yoke ${args.join(' ')}`,
