@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
 import { DEFAULT_DATABASE_URL, yokeHome } from '../config/paths';
 import { clearPending, readPending, recordPending, type PendingAttestation } from './pendingAttestation';
+import { readableDatabaseUrl } from '../config/databaseUrl';
 import { wireQuery, WireUnsupported } from './wireQuery';
 import { endQuietlyWhenOutputCloses } from './closedOutput';
 
@@ -46,9 +47,13 @@ function compact(n: number): string {
       : String(n);
 }
 
-/** DATABASE_URL, else what `npm start` recorded, else the default; without loading zod. */
+/**
+ * DATABASE_URL (made readable as the rest of the CLI reads it, so libpq's empty host reaches the
+ * wire client too), else what `npm start` recorded, else the default; without loading zod.
+ */
 function databaseUrl(): string {
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+  const given = process.env.DATABASE_URL;
+  if (given) return readableDatabaseUrl(given) ?? given;
   const file = join(yokeHome(), 'services.json');
   try {
     if (existsSync(file))

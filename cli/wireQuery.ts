@@ -30,11 +30,12 @@ function target(url: string): Target {
   const u = new URL(url);
   if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new WireUnsupported(`scheme ${u.protocol}`);
   for (const key of u.searchParams.keys())
-    if (key !== 'host' && key !== 'application_name') throw new WireUnsupported(`connection option ${key}`);
+    if (key !== 'host' && key !== 'port' && key !== 'application_name')
+      throw new WireUnsupported(`connection option ${key}`);
   if (process.env.PGSSLMODE && process.env.PGSSLMODE !== 'disable' && process.env.PGSSLMODE !== 'prefer')
     throw new WireUnsupported('PGSSLMODE');
   const user = decodeURIComponent(u.username) || process.env.PGUSER || process.env.USER || 'postgres';
-  const port = Number(u.port || process.env.PGPORT || 5432);
+  const port = Number(u.searchParams.get('port') || u.port || process.env.PGPORT || 5432); // ?port wins, as in libpq
   // a socket directory comes as ?host=/dir or as the host itself, percent-encoded (%2Fdir); ?host wins, as in libpq
   const named = u.searchParams.get('host') || decodeURIComponent(u.hostname).replace(/^\[(.*)\]$/, '$1'); // [::1] -> ::1
   const host = named || process.env.PGHOST || 'localhost';

@@ -9,22 +9,25 @@
  * reached is the same; the URL only becomes readable.
  */
 export function readableDatabaseUrl(raw: string): string | undefined {
-  const parsed = postgresUrl(raw);
-  if (parsed) return raw;
+  if (isPostgresUrl(raw)) return raw;
   const emptyHost = /^(postgres(?:ql)?:\/\/[^/?#@]*)@\//i.exec(raw);
   if (!emptyHost) return undefined;
   const rest = raw.slice(emptyHost[0].length - 1);
   const hostParameter = /[?&]host=/.test(rest);
   const host = hostParameter ? 'localhost' : encodeURIComponent(process.env.PGHOST || 'localhost');
   const filled = `${emptyHost[1]}@${host}${rest}`;
-  return postgresUrl(filled) ? filled : undefined;
+  return isPostgresUrl(filled) ? filled : undefined;
 }
 
-function postgresUrl(text: string): URL | undefined {
+/** The forms a refusal names. */
+export const DATABASE_URL_FORMS =
+  'postgres://user:password@host:5432/yoke, or for a Unix socket postgres://user@/yoke?host=/run/postgresql';
+
+function isPostgresUrl(text: string): boolean {
   try {
-    const url = new URL(text);
-    return url.protocol === 'postgres:' || url.protocol === 'postgresql:' ? url : undefined;
+    const { protocol } = new URL(text);
+    return protocol === 'postgres:' || protocol === 'postgresql:';
   } catch {
-    return undefined;
+    return false;
   }
 }

@@ -7,7 +7,7 @@ import {
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { usageError } from '../domain/errors';
-import { readableDatabaseUrl } from './databaseUrl';
+import { DATABASE_URL_FORMS, readableDatabaseUrl } from './databaseUrl';
 
 /**
  * Configuration, parsed once at the edge (DESIGN.md principle 5). Environment variables
@@ -20,8 +20,7 @@ const DatabaseUrl = z.string().transform((raw, ctx) => {
   if (url === undefined)
     ctx.addIssue({
       code: 'custom',
-      message:
-        'expected a postgres:// or postgresql:// URL, e.g. postgres://user:password@host:5432/yoke or postgres://user@/yoke?host=/run/postgresql',
+      message: `expected a postgres:// or postgresql:// URL, e.g. ${DATABASE_URL_FORMS}`,
     });
   return url ?? z.NEVER;
 });

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { readableDatabaseUrl } from '../config/databaseUrl';
+import { DATABASE_URL_FORMS, readableDatabaseUrl } from '../config/databaseUrl';
 import { portAnswers, waitForPort } from './net';
 
 export const EMBEDDED_PORT = 54329;
@@ -43,7 +43,7 @@ export function givenDatabaseUrl(): string | undefined {
   const url = readableDatabaseUrl(raw);
   if (url === undefined)
     throw new Error(
-      'DATABASE_URL is not a postgres:// or postgresql:// URL: set it like postgres://user:password@host:5432/yoke (or postgres://user@/yoke?host=/run/postgresql), or unset it to use the local server',
+      `DATABASE_URL is not a postgres:// or postgresql:// URL: set it like ${DATABASE_URL_FORMS}, or unset it to use the local server`,
     );
   return url;
 }

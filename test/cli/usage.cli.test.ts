@@ -322,6 +322,7 @@ test('U3 the status line reaches Postgres through its Unix socket in both forms 
   const forms = [
     `postgres://${login}@localhost:${port}/${db}?host=${socketDir}`,
     `postgres://${login}@${encodeURIComponent(socketDir)}:${port}/${db}`,
+    `postgres://${login}@/${db}?host=${socketDir}&port=${port}`,
   ];
   for (const [i, url] of forms.entries()) {
     const model = `claude-socket-form-${i}`;
