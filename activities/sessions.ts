@@ -103,6 +103,36 @@ function requestedChanges(existing: SessionRow, input: RegisterInput): Requested
   return named.flatMap(([fact, from, to]) => (to === undefined || to === from ? [] : [{ fact, from, to }]));
 }
 
+/**
+ * What a session is (its project, machine and harness) is recorded once: a re-registration may
+ * fill in one it left out (or name the same), never replace it. Moving a live session would
+ * move its usage to another machine's card, change who may read it (U13), or read its
+ * transcripts as another harness's. Refused as session_identity_conflict, nothing written.
+ */
+function refuseIdentityChange(
+  sessionId: string,
+  existing: SessionRow,
+  named: { project?: { id: number; name: string }; machine?: string; harness?: Harness },
+): void {
+  const changes: [string, string | number | null, string | number | undefined, string | undefined][] = [
+    ['project', existing.project_id, named.project?.id, named.project?.name],
+    ['machine', existing.machine_id, named.machine, named.machine],
+    // `other` is what a registration without --harness records: naming the harness fills it in
+    ['harness', existing.harness === 'other' ? null : existing.harness, named.harness, named.harness],
+  ];
+  for (const [fact, recorded, wanted, shown] of changes) {
+    if (recorded === null || wanted === undefined || wanted === recorded) continue;
+    throw refusal(
+      'session_identity_conflict',
+      `session ${sessionId} is registered with another ${fact}; a live session's ${fact} is not changed by registering it again (--${fact} ${shown})`,
+      {
+        recovery: `register it again without --${fact} (or with the recorded one: yoke sessions show ${sessionId}), or use a new session id`,
+        details: { session_id: sessionId, fact, named: shown },
+      },
+    );
+  }
+}
+
 export interface EndResult {
   session: SessionView;
   ended: boolean;
@@ -152,6 +182,11 @@ export function sessionActivities(deps: { db: Kysely<Database>; line?: Partial<L
           },
         );
       }
+      refuseIdentityChange(input.sessionId, existing, {
+        project: project ? { id: project.project_id, name: input.project! } : undefined,
+        machine: input.machine,
+        harness: input.harness,
+      });
       // U2: requested facts are the registration's own; a re-registration naming another request
       // (a harness resumed under another model, say) replaces it, and the change is recorded,
       // never silent. Served facts are untouched: only the provider attests those.

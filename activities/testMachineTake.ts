@@ -7,12 +7,14 @@ import {
   takeClaim,
   type NewClaimInput,
 } from '../db/claims';
+import { actsFor } from '../db/actors';
 import { liveHolder } from '../db/claimUnits';
 import { requireLiveSession } from '../db/sessions';
 import { isUnhealthy, lockLine } from '../db/waits';
 import {
   claimContended,
   heldRefusal,
+  notOwnSession,
   testMachineUnhealthy,
   testMachineUnknown,
   type Wanted,
@@ -90,6 +92,10 @@ export async function takeTestMachine(
         else if (!opts.bypassLine && (await serveLine(trx, machine, lifetimeMs, effects))) continue; // now reserved: look again
         if (why) {
           if (!opts.join) return { refused: why };
+          // C1: a wait is joined with your own session; named here, where the row's policy would
+          // only say "violates row-level security policy"
+          const acting = await actsFor(trx, session.actor_id);
+          if (!acting.allowed) throw notOwnSession(acting.role, session);
           const joined = await joinLine(
             trx,
             {

@@ -5,6 +5,7 @@ import { loadConfig, type YokeConfig } from '../config/yokeConfig';
 import type { LineNotifier } from '../activities/waitingLine';
 import { asYokeError, emit } from './output';
 import { LazyTemporal, yokeErrorFromFailure } from './temporal';
+import { MAX_CONTEXT_WINDOW } from '../domain/contextWindow';
 
 /** What every command runs with: the configuration, an open database, Temporal on demand. */
 export interface CommandContext {
@@ -116,6 +117,10 @@ export function decimalIdSchema(what: string) {
 
 /** A whole-number option (a port, a window, milliseconds). */
 export const wholeNumber = decimalNumber('expected decimal digits, e.g. 30');
+/** A context window in tokens (--window): a positive whole number its integer columns hold. */
+export const contextWindow = wholeNumber.pipe(
+  z.number().int().positive().max(MAX_CONTEXT_WINDOW, `a context window is at most ${MAX_CONTEXT_WINDOW} tokens`),
+);
 /** A duration in seconds, fractions allowed (1.5). */
 export const seconds = decimalNumber('expected seconds as a decimal number, e.g. 30 or 1.5', true);
 export const claimIdSchema = decimalIdSchema('a claim id');

@@ -8,6 +8,10 @@ import { yokeHome } from '../config/paths';
  * hook (either of them), never swallowed. One small file per session under `$YOKE_HOME/pending-attestations/`; facts
  * merge newest first (a later statement's model or window wins, an absent one keeps the
  * earlier), so a retry never unlearns a fact. Loads only node:fs, like the status line.
+ * Only a write that could not reach Postgres is kept: one Postgres refused would be refused
+ * again. The facts are kept under the database role that failed to write them, and only a hook
+ * connecting as that role reads them back: two actors sharing this machine's YOKE_HOME never
+ * write each other's facts under their own role (issue 13).
  */
 export interface PendingAttestation {
   session_id: string;
@@ -18,15 +22,19 @@ export interface PendingAttestation {
   failed_at: string;
   error: string;
   attempts: number;
+  /** The database role that failed to write them; absent in records of older builds. */
+  role?: string;
 }
 
 function fileOf(sessionId: string): string {
   return join(yokeHome(), 'pending-attestations', `${encodeURIComponent(sessionId)}.json`);
 }
 
-export function readPending(sessionId: string): PendingAttestation | undefined {
+/** The facts kept for this session by a hook connecting as `role`. */
+export function readPending(sessionId: string, role: string): PendingAttestation | undefined {
   try {
-    return JSON.parse(readFileSync(fileOf(sessionId), 'utf8')) as PendingAttestation;
+    const pending = JSON.parse(readFileSync(fileOf(sessionId), 'utf8')) as PendingAttestation;
+    return pending.role === undefined || pending.role === role ? pending : undefined;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     return undefined; // a torn or foreign file holds no fact worth more than the next statement
@@ -36,10 +44,11 @@ export function readPending(sessionId: string): PendingAttestation | undefined {
 /** Records the facts that failed to be written, merged over what was already pending. */
 export function recordPending(
   sessionId: string,
+  role: string,
   facts: { model: string | null; window: number | null; effort?: string | null },
   error: string,
 ): PendingAttestation {
-  const before = readPending(sessionId);
+  const before = readPending(sessionId, role);
   const pending: PendingAttestation = {
     session_id: sessionId,
     model: facts.model ?? before?.model ?? null,
@@ -48,6 +57,7 @@ export function recordPending(
     failed_at: new Date().toISOString(),
     error,
     attempts: (before?.attempts ?? 0) + 1,
+    role,
   };
   const file = fileOf(sessionId);
   mkdirSync(join(file, '..'), { recursive: true });

@@ -3,8 +3,9 @@ import { join } from 'node:path';
 import { billableTokens, type UsageTotals } from '../domain/usage/buckets';
 import { DEFAULT_DATABASE_URL, yokeHome } from '../config/paths';
 import { clearPending, readPending, recordPending, type PendingAttestation } from './pendingAttestation';
-import { readableDatabaseUrl } from '../config/databaseUrl';
-import { wireQuery, WireUnsupported } from './wireQuery';
+import { databaseRole, readableDatabaseUrl } from '../config/databaseUrl';
+import { MAX_CONTEXT_WINDOW } from '../domain/contextWindow';
+import { wireQuery, WireError, WireUnsupported } from './wireQuery';
 import { endQuietlyWhenOutputCloses } from './closedOutput';
 
 /**
@@ -76,8 +77,7 @@ const ATTEST_AND_READ = `WITH attest AS (
  SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`;
 
 /** One round trip: the wire client, or `pg` for what it does not speak (TLS, SCRAM, options). */
-async function attestAndRead(params: (string | number | null)[]): Promise<UsageTotals | null> {
-  const url = databaseUrl();
+async function attestAndRead(url: string, params: (string | number | null)[]): Promise<UsageTotals | null> {
   try {
     const rows = await wireQuery(url, ATTEST_AND_READ, params, WAIT_MS);
     return rows[0]?.[0] ? (JSON.parse(rows[0][0]) as UsageTotals) : null;
@@ -102,8 +102,10 @@ async function attestAndRead(params: (string | number | null)[]): Promise<UsageT
 async function attest(
   sessionId: string,
   current: { model: string | null; window: number | null },
-): Promise<{ tokens: number | null; pending?: PendingAttestation }> {
-  const before = readPending(sessionId);
+): Promise<{ tokens: number | null; pending?: PendingAttestation; refused?: boolean }> {
+  const url = databaseUrl();
+  const role = databaseRole(url);
+  const before = readPending(sessionId, role);
   // the current statement is the newest: its facts win, the pending ones fill the gaps
   // (an effort comes only from a served-model hook that could not reach Postgres)
   const facts = {
@@ -112,15 +114,36 @@ async function attest(
     effort: before?.effort ?? null,
   };
   try {
-    const totals = await attestAndRead([sessionId, facts.model, facts.window, facts.effort]);
+    const totals = await attestAndRead(url, [sessionId, facts.model, facts.window, facts.effort]);
     if (before) clearPending(sessionId);
     const tokens = totals ? Object.values(totals).reduce((sum, m) => sum + billableTokens(m.all), 0) : null;
     return { tokens };
   } catch (err) {
+    // U4: only a failed-open write retries. One Postgres refused (another actor's session, a
+    // value it does not take) would be refused again: nothing is kept, and what was kept goes too.
+    if (refusedByPostgres(err)) {
+      if (before) clearPending(sessionId);
+      return { tokens: null, refused: true };
+    }
     // The prompt must not wait on yoke: show what stdin said, and keep the facts for the next hook.
     if (facts.model === null && facts.window === null && facts.effort === null) return { tokens: null };
-    return { tokens: null, pending: recordPending(sessionId, facts, (err as Error).message) };
+    return { tokens: null, pending: recordPending(sessionId, role, facts, (err as Error).message) };
   }
+}
+
+/**
+ * SQLSTATEs of an answer that would be the same next time: yoke's own refusals (YK, e.g. another
+ * actor's session), access rules (42), values the columns do not take (22) and integrity (23).
+ * Any other failure (Postgres away, slow, shutting down, failing) is retried by the next hook.
+ */
+const REFUSALS = /^(YK|42|22|23)/;
+
+/** An answer from Postgres itself refusing the statement, not a failure to reach it or run it. */
+function refusedByPostgres(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  // the wire client's server errors, and pg's (which carry the server's severity)
+  const fromServer = err instanceof WireError || (err instanceof Error && 'severity' in err);
+  return fromServer && typeof code === 'string' && REFUSALS.test(code);
 }
 
 export async function statusLine(): Promise<number> {
@@ -129,32 +152,40 @@ export async function statusLine(): Promise<number> {
   endQuietlyWhenOutputCloses();
   let input: StatusInput = {};
   try {
-    input = JSON.parse((await readStdin()) || '{}');
+    const parsed: unknown = JSON.parse((await readStdin()) || '{}');
+    // a statement is an object; anything else (null, a list, a string) states nothing
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) input = parsed as StatusInput;
   } catch {
     process.stdout.write('yoke: unreadable status-line input\n');
     return 0; // a status line never breaks the prompt
   }
-  const sessionId = input.session_id ?? process.env.YOKE_SESSION_ID;
+  const sessionId =
+    (typeof input.session_id === 'string' && input.session_id.trim() ? input.session_id : undefined) ??
+    process.env.YOKE_SESSION_ID;
   // U2: only a well-formed statement attests; a window that is not a positive integer (or a
   // model id that is not a name) is shown as sent but never stored as a served fact.
   const sent = input.context_window?.context_window_size;
-  const window = Number.isSafeInteger(sent) && sent! > 0 ? sent : undefined;
+  const window = Number.isInteger(sent) && sent! > 0 && sent! <= MAX_CONTEXT_WINDOW ? sent : undefined;
   const model = typeof input.model?.id === 'string' && input.model.id.trim() ? input.model.id : undefined;
   let tokens: number | null = null;
   let pending: PendingAttestation | undefined;
+  let refused = false;
   if (sessionId) {
     const facts = { model: model ?? null, window: window ?? null };
     const result = await attest(sessionId, facts);
     tokens = result.tokens;
     pending = result.pending;
+    refused = !!result.refused;
   }
   const parts = [(typeof input.model?.display_name === 'string' && input.model.display_name) || model || 'model ?'];
   if (window) parts.push(`${compact(window)} ctx`);
+  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0); // a string is no count
   const shown =
     tokens ??
-    ((input.context_window?.total_input_tokens ?? 0) + (input.context_window?.total_output_tokens ?? 0) || null);
+    (count(input.context_window?.total_input_tokens) + count(input.context_window?.total_output_tokens) || null);
   if (shown !== null) parts.push(`${compact(shown)} tokens`);
   if (pending) parts.push('served facts pending');
+  if (refused) parts.push('served facts refused');
   process.stdout.write(`${parts.join(' · ')}\n`);
   return 0;
 }

@@ -39,17 +39,20 @@ function elapsed(ms: number): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
 }
 
-/** One status line on stderr: rewritten in place on a terminal, printed on change elsewhere. */
+/**
+ * One status line on stderr: rewritten in place on a terminal (with --json too: a person at
+ * the terminal sees the place in line, issue 3), printed on change elsewhere. With --json and
+ * no terminal, stderr stays for the one error a script parses.
+ */
 class Progress {
   private last = '';
   private lastPrinted = 0;
-  constructor(private readonly quiet: boolean) {}
+  constructor(private readonly json: boolean) {}
 
   show(line: string, key: string): void {
-    if (this.quiet) return;
     if (process.stderr.isTTY) {
       process.stderr.write(`\r\x1b[2K${line}`);
-    } else if (key !== this.last || Date.now() - this.lastPrinted > 30_000) {
+    } else if (!this.json && (key !== this.last || Date.now() - this.lastPrinted > 30_000)) {
       process.stderr.write(`${line}\n`);
       this.lastPrinted = Date.now();
     }
@@ -57,7 +60,7 @@ class Progress {
   }
 
   done(): void {
-    if (!this.quiet && process.stderr.isTTY && this.last) process.stderr.write('\n');
+    if (process.stderr.isTTY && this.last) process.stderr.write('\n');
   }
 }
 

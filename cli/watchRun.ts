@@ -73,7 +73,7 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
  */
 function nextStep(view: RunView): string | null {
   if (view.status === 'created') return executeRunCommand(view.run_id);
-  return failedQaRecovery(view, view.qa);
+  return failedQaRecovery(view, view.qa, view.stages);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { databaseRole } from '../config/databaseUrl';
 
 /**
  * One statement over Postgres' wire protocol (v3) for the status-line hook, which runs on
@@ -34,7 +35,7 @@ function target(url: string): Target {
       throw new WireUnsupported(`connection option ${key}`);
   if (process.env.PGSSLMODE && process.env.PGSSLMODE !== 'disable' && process.env.PGSSLMODE !== 'prefer')
     throw new WireUnsupported('PGSSLMODE');
-  const user = decodeURIComponent(u.username) || process.env.PGUSER || process.env.USER || 'postgres';
+  const user = databaseRole(url);
   const port = Number(u.searchParams.get('port') || u.port || process.env.PGPORT || 5432); // ?port wins, as in libpq
   // a socket directory comes as ?host=/dir or as the host itself, percent-encoded (%2Fdir); ?host wins, as in libpq
   const named = u.searchParams.get('host') || decodeURIComponent(u.hostname).replace(/^\[(.*)\]$/, '$1'); // [::1] -> ::1

@@ -19,6 +19,21 @@ export function readableDatabaseUrl(raw: string): string | undefined {
   return isPostgresUrl(filled) ? filled : undefined;
 }
 
+/**
+ * The role a database URL connects as, as both of yoke's clients read it: the URL's user, else
+ * PGUSER, else the login user, else `postgres`. Facts kept for a retry are kept under it, so
+ * another role's hook never writes them (issue 13).
+ */
+export function databaseRole(url: string): string {
+  let user = '';
+  try {
+    user = decodeURIComponent(new URL(url).username);
+  } catch {
+    // an unreadable URL names no user: the environment's
+  }
+  return user || process.env.PGUSER || process.env.USER || 'postgres';
+}
+
 /** The forms a refusal names. */
 export const DATABASE_URL_FORMS =
   'postgres://user:password@host:5432/yoke, or for a Unix socket postgres://user@/yoke?host=/run/postgresql';

@@ -56,6 +56,15 @@ export async function connectedActor(db: Executor): Promise<{ actor: string; adm
   return rows[0]!;
 }
 
+/** C1 issue 13: whether this connection acts with `actorId`'s sessions: its own, or a service's (admin, worker). */
+export async function actsFor(db: Executor, actorId: string): Promise<{ allowed: boolean; role: string }> {
+  const { rows } = await sql<{
+    allowed: boolean;
+    role: string;
+  }>`SELECT yoke_is_service() OR session_user = ${actorId} AS allowed, session_user AS role`.execute(db);
+  return rows[0]!;
+}
+
 /**
  * Migrating is an admin's job: a connection with no yoke schema yet, or an admin's, migrates;
  * the worker's own role (yoke_worker) does not, and leaves it to `yoke db migrate`.

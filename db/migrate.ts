@@ -53,6 +53,7 @@ import * as qaReaderMissingPlans from './migrations/0053_qa_reader_missing_plans
 import * as claimUnitIndex from './migrations/0054_claim_unit_index';
 import * as claimUserTriggers from './migrations/0055_claim_user_triggers';
 import * as sessionUpdateGuard from './migrations/0056_session_update_guard';
+import * as sessionIdentityKept from './migrations/0057_session_identity_kept';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -110,6 +111,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0054_claim_unit_index': claimUnitIndex,
   '0055_claim_user_triggers': claimUserTriggers,
   '0056_session_update_guard': sessionUpdateGuard,
+  '0057_session_identity_kept': sessionIdentityKept,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

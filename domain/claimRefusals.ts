@@ -75,6 +75,18 @@ export function testMachineUnknown(machine: string): YokeError {
   });
 }
 
+/** C1 issue 13: claims (and their waits) are taken with your own session; the words Postgres' own refusal uses. */
+export function notOwnSession(role: string, session: { session_id: string; actor_id: string }): YokeError {
+  return refusal(
+    'permission_denied',
+    `${role} cannot take a claim for session ${session.session_id} of actor ${session.actor_id}: claims are taken with your own session`,
+    {
+      recovery: 'register your own session (yoke sessions register --session S) and pass it',
+      details: { session_id: session.session_id, actor_id: session.actor_id },
+    },
+  );
+}
+
 export function testMachineUnhealthy(machine: string): YokeError {
   return refusal(
     'test_machine_unhealthy',

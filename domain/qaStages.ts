@@ -27,13 +27,17 @@ interface RunObligation {
 /**
  * Q4 O4: a blocking run obligation recorded failed fails the QA stage that answers it, and fails
  * it again on every retry while it stands (a retry restores only what was retracted; a verdict
- * stays). What to do next, as a recovery names it: once the cause is fixed, record the check
- * again (passed, or waived by the run's driver or a steering seat), then retry a failed run.
- * Null when no blocking obligation of a run that can still move reads failed.
+ * stays). One recorded failed after its stage passed holds the run before its completing stage
+ * instead (Q4: unresolved, like a pending one). What to do next, as a recovery names it: once
+ * the cause is fixed, record the check again (passed, or waived by the run's driver or a
+ * steering seat), then retry a failed run. `stages` (the run's, in flow order) tells a stage
+ * already passed; without them the stage is taken as still ahead. Null when no blocking
+ * obligation of a run that can still move reads failed.
  */
 export function failedQaRecovery(
   run: { run_id: string; status: string },
   obligations: readonly RunObligation[],
+  stages: readonly { name: string; status: string }[] = [],
 ): string | null {
   if (!['created', 'executing', 'failed'].includes(run.status)) return null;
   const failed = obligations.filter((o) => o.status === 'failed' && o.blocking !== false && !o.retracted);
@@ -43,7 +47,13 @@ export function failedQaRecovery(
     .map((c) => `yoke deployment-runs qa-verdict ${run.run_id} --check ${c} --status passed`)
     .join('; ');
   const where = [...new Set(failed.map((o) => o.stage_name ?? 'settlement'))].join(', ');
-  return run.status === 'failed'
-    ? `once ${names.join(', ')} is fixed, record it again: ${record} (or --status waived), then retry: yoke deployment-runs retry ${run.run_id}; while it reads failed, a retry fails at ${where} again`
-    : `once ${names.join(', ')} is fixed, record it again: ${record} (or --status waived); while it reads failed, the run fails at ${where}`;
+  if (run.status === 'failed')
+    return `once ${names.join(', ')} is fixed, record it again: ${record} (or --status waived), then retry: yoke deployment-runs retry ${run.run_id}; while it reads failed, a retry fails at ${where} again`;
+  const passed = new Set(stages.filter((s) => s.status === 'passed').map((s) => s.name));
+  const completing = stages[stages.length - 1]?.name;
+  const consequence =
+    completing && failed.every((o) => o.stage_name !== null && passed.has(o.stage_name))
+      ? `the run is held before ${completing}`
+      : `the run fails at ${where}`;
+  return `once ${names.join(', ')} is fixed, record it again: ${record} (or --status waived); while it reads failed, ${consequence}`;
 }

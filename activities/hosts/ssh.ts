@@ -129,6 +129,8 @@ export function readCredential(credential: string, keyDir: string = sshKeyDir())
   }
   const parsed = utils.parseKey(key);
   if (parsed instanceof Error) throw unknown(`its key file is not a usable private key (${parsed.message})`);
+  // a public key parses too, and only fails when ssh2 signs the login with it
+  if (!parsed.isPrivateKey()) throw unknown('its key file holds a public key, not the private key');
   return key;
 }
 
@@ -147,15 +149,13 @@ export function readIdentity(path: string): Buffer {
     });
   }
   const parsed = utils.parseKey(key);
-  if (parsed instanceof Error) {
-    throw usageError(
-      'identity_file_not_a_key',
-      `--identity-file: ${path} is not a usable private key (${parsed.message})`,
-      {
-        recovery: 'pass an unencrypted OpenSSH or PEM private key with --identity-file',
-        details: { option: '--identity-file', identity_file: path },
-      },
-    );
+  // a public key (the .pub beside a key) parses too: it would be stored and fail every login
+  const problem = parsed instanceof Error ? parsed.message : parsed.isPrivateKey() ? null : 'it is a public key';
+  if (problem !== null) {
+    throw usageError('identity_file_not_a_key', `--identity-file: ${path} is not a usable private key (${problem})`, {
+      recovery: 'pass an unencrypted OpenSSH or PEM private key with --identity-file',
+      details: { option: '--identity-file', identity_file: path },
+    });
   }
   return key;
 }

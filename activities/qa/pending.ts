@@ -52,6 +52,7 @@ function report(
   completing: string,
   rows: OutstandingRow[],
   completingNotStarted: boolean,
+  stages: readonly { name: string; status: string }[],
 ): QaPendingReport {
   const members = rows
     .filter((r) => r.subject_kind === 'member')
@@ -64,17 +65,18 @@ function report(
   const obligations = rows
     .filter((r) => r.subject_kind === 'run_obligation')
     .map((r) => ({ check_name: r.subject, stage_name: r.stage_name, status: r.status }));
-  const pending = rows.some((r) => r.status === 'pending');
+  // Q4: a blocking obligation recorded failed is as unresolved as a pending one
+  const unresolved = rows.length > 0;
   return {
     run_id: run.run_id,
     status: run.status,
     stage_name: stage,
     members,
     run_obligations: obligations,
-    held: run.status === 'executing' && completingNotStarted && pending,
+    held: run.status === 'executing' && completingNotStarted && unresolved,
     completing_stage: completing,
     nothing_outstanding: rows.length === 0,
-    recovery: failedQaRecovery(run, obligations),
+    recovery: failedQaRecovery(run, obligations, stages),
   };
 }
 
@@ -141,14 +143,22 @@ async function readIn(db: Executor, input: { runId: string; stage?: string | nul
   const atCompleting =
     statusOf(last) === 'pending' && flow.stages.every((_, i) => i === last || statusOf(i) === 'passed');
   const rows = await qaStageOutstanding(db, run.run_id, stage);
-  return report(run, stage, completing, rows, atCompleting);
+  const named = flow.stages.map((s, ordinal) => ({ name: s.name, status: statusOf(ordinal) }));
+  return report(run, stage, completing, rows, atCompleting, named);
 }
 
-/** The hold itself (Q4), for the run workflow: pending blocking QA anywhere on the run. */
+/**
+ * The hold itself (Q4), for the run workflow: blocking QA anywhere on the run still pending, or
+ * recorded failed (one failed after its stage passed must not let the completing stage start).
+ */
 export async function blockingQaUnresolved(db: Executor, runId: string): Promise<string[]> {
-  return (await qaStageOutstanding(db, runId, null))
-    .filter((r) => r.status === 'pending')
-    .map((r) => (r.subject_kind === 'member' ? `${r.subject} (${r.blockers.join(', ')})` : r.subject));
+  return (await qaStageOutstanding(db, runId, null)).map((r) =>
+    r.subject_kind === 'member'
+      ? `${r.subject} (${r.blockers.join(', ')})`
+      : r.status === 'failed'
+        ? `${r.subject} (failed)`
+        : r.subject,
+  );
 }
 
 /** One line per unresolved obligation, as `watch` and `advance` print them. */

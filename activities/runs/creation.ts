@@ -129,6 +129,7 @@ export function runCreationActivities(deps: {
       status: string,
       replayed: boolean,
       warnings: CreateReceipt['warnings'],
+      memberItems: string[] = request.items,
     ): CreateReceipt => ({
       run_id: runId,
       project: request.project,
@@ -139,7 +140,7 @@ export function runCreationActivities(deps: {
       replayed,
       idempotency_key: input.idempotencyKey ?? null,
       idempotency_basis: input.idempotencyKey ? 'recorded_key' : null,
-      member_items: request.items,
+      member_items: memberItems,
       warnings,
     });
     // I1: a replay (an I2 repeat too) answers as the original did: D6's untargeted obligations
@@ -155,16 +156,19 @@ export function runCreationActivities(deps: {
       const existing = await runByIdempotencyKey(trx, projectId, input.idempotencyKey);
       if (existing) {
         const differing = differingFields(request, existing.create_request);
+        // I1: the original run as it is now: its status and its members (an add-item, a
+        // remove-item or a takeover since the create changed them), not the request's echo
         if (differing.length === 0)
           return receipt(
             existing.run_id,
             existing.status,
             true,
             await replayWarnings(await runById(trx, existing.run_id)),
+            (await membersOf(trx, existing.run_id)).map((m) => m.item),
           );
         throw refusal(
           'idempotency_key_conflict',
-          `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with a different ${differing.join(', ')}`,
+          `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with different ${differing.join(', ')}`,
           {
             recovery: `repeat the original request to get run ${existing.run_id} back, or use a new --idempotency-key for a deliberately different run`,
             details: {

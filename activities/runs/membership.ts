@@ -63,11 +63,17 @@ async function explicitSelections(
         obligations.some((o) => o.item_id === m.item_id && o.case_key === caseKey),
     );
     if (owners.length === 0) {
-      const named = itemRef
-        ? `item ${itemRef} has no QA case ${caseKey}`
-        : `no member (${members.map((m) => m.item).join(', ') || 'none'}) has a QA case ${caseKey}`;
+      // an id naming an item that is no member of the run: that is what is wrong, not its case
+      const notMember = itemRef !== null && !members.some((m) => m.item === itemRef);
+      const named = notMember
+        ? `item ${itemRef} is not a member of the run (members: ${members.map((m) => m.item).join(', ') || 'none'})`
+        : itemRef
+          ? `item ${itemRef} has no QA case ${caseKey}`
+          : `no member (${members.map((m) => m.item).join(', ') || 'none'}) has a QA case ${caseKey}`;
       throw refusal('unknown_requirement', `${named} (from --requirement-id ${id})`, {
-        recovery: `declare it under the item's obligations and apply, or drop --requirement-id ${id}`,
+        recovery: notMember
+          ? `add the item with --item ${itemRef}, or drop --requirement-id ${id}`
+          : `declare it under the item's obligations and apply, or drop --requirement-id ${id}`,
         details: { requirement_id: id, item: itemRef, members: members.map((m) => m.item) },
       });
     }

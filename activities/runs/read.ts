@@ -301,11 +301,14 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       release_lineage: lineage,
       takeover_chain: await takeoverChain(db, run.run_id),
       qa_executions: await qaAttempts(db, run.run_id),
-      recovery: failedQaRecovery(
-        run,
-        qa.map((q) => ({ ...q, retracted: q.retraction })),
-      ),
+      recovery: null,
     };
+    // the run's stages tell an obligation failed after its stage passed (a hold, not a failure)
+    view.recovery = failedQaRecovery(
+      run,
+      qa.map((q) => ({ ...q, retracted: q.retraction })),
+      view.stages,
+    );
     if (input.includeMemberClosure || input.fields?.includes('member_closure'))
       view.member_closure = await memberClosure(db, run.run_id);
     if (!input.fields?.length) return view;

@@ -140,22 +140,22 @@ async function hostKeyToPin(
   }
 }
 
+/** C3: a machine's name is checked first, whichever way its key is given. */
+function requireMachineName(name: string): void {
+  if (NAME.test(name)) return;
+  throw usageError('invalid_test_machine_name', `test machine name "${name}" must be letters, digits and . _ : / @ -`, {
+    recovery: 'choose a name like lab-mac-1',
+    details: { test_machine: name },
+  });
+}
+
 /** Adds a machine and pins its host key. */
 export async function addTestMachine(
   deps: { db: Kysely<Database>; ssh: SshTimeouts },
   input: AddTestMachineInput,
 ): Promise<TestMachineView> {
   const { db } = deps;
-  if (!NAME.test(input.name)) {
-    throw usageError(
-      'invalid_test_machine_name',
-      `test machine name "${input.name}" must be letters, digits and . _ : / @ -`,
-      {
-        recovery: 'choose a name like lab-mac-1',
-        details: { test_machine: input.name },
-      },
-    );
-  }
+  requireMachineName(input.name);
   if (!CREDENTIAL_PATTERN.test(input.credential)) {
     throw usageError(
       'invalid_credential',
@@ -203,6 +203,8 @@ export async function addTestMachineCopyingKey(
   deps: { db: Kysely<Database>; ssh: SshTimeouts },
   input: Omit<AddTestMachineInput, 'credential'> & { identityFile: string },
 ): Promise<TestMachineView & { credential_key_file: string; note: string }> {
+  // the key is copied as the machine's name: a bad name is named as such, not as a bad credential
+  requireMachineName(input.name);
   const key = readIdentity(input.identityFile);
   await requireAdmin(deps.db, `add test machine ${input.name}`);
   const installed = installCredentialKey(deps.ssh.keyDir ?? sshKeyDir(), input.name, key);

@@ -3,6 +3,7 @@ import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
+import { connectedActor } from '../../db/actors';
 import { storedWatermarks } from '../../db/sessionUsage';
 import { registerHistoricalSessions } from '../../db/sessions';
 import { usageError } from '../../domain/errors';
@@ -59,12 +60,25 @@ const REGISTER_BATCH = 500;
 /** Sessions in flight per fold thread: enough that a thread is never idle while a batch is written. */
 const FOLDS_PER_THREAD = 8;
 
+/**
+ * Whose sessions a backfill registers (issue 13): the connected role, proven by Postgres; an
+ * admin's connection is shared, so it registers them for the local user (issue 16), or for the
+ * actor it names. A user naming another actor is refused by Postgres, as `sessions register` is.
+ */
+async function backfillActor(db: Kysely<Database>, named: string | undefined): Promise<string> {
+  if (named !== undefined) return named;
+  const connected = await connectedActor(db);
+  return connected.admin ? userInfo().username : connected.actor;
+}
+
 export async function backfillUsage(
   deps: { db: Kysely<Database> },
   input: {
     harness: BackfillHarness;
     dir?: string;
     machine?: string;
+    /** Issue 13: another actor than the connected role, an admin's choice only. */
+    actor?: string;
     threads?: number;
     onSession?: (result: BackfillSessionResult, progress: BackfillProgress) => void;
     onStart?: (progress: BackfillProgress) => void;
@@ -108,7 +122,7 @@ export async function backfillUsage(
   }
   const bytesTotal = [...sizes.values()].reduce((a, b) => a + b, 0);
 
-  const actor = userInfo().username;
+  const actor = await backfillActor(deps.db, input.actor);
   const machine = input.machine ?? hostname();
   const registered = new Set<string>();
   for (let i = 0; i < found.length; i += REGISTER_BATCH) {

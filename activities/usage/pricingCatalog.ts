@@ -40,7 +40,9 @@ const RateSchema = z
     cache_write_long: z.number().nonnegative(),
     output: z.number().nonnegative(),
   })
-  .partial();
+  .partial()
+  // a misspelt bucket (`outptu`) would leave that bucket unpriced in a revision that can never change
+  .strict();
 export const PricingFile = z
   .object({
     revision_id: z.string().min(1),

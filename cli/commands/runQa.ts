@@ -87,9 +87,10 @@ export function registerRunQa(dr: Command): void {
             details: { run_id: runId, status: report.status },
           });
         }
-        const pending = report.members.length > 0 || report.run_obligations.some((x) => x.status === 'pending');
-        if (!pending && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
-        return { ...report, advanced: !pending && report.status === 'executing' };
+        // Q4: pending or recorded failed, a blocking obligation is unresolved
+        const unresolved = !report.nothing_outstanding;
+        if (!unresolved && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
+        return { ...report, advanced: !unresolved && report.status === 'executing' };
       });
       const text = await lines(r);
       emit(!!o.json, r, () =>

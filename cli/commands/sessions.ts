@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { HARNESSES } from '../../domain/harnesses';
 import { sessionActivities } from '../../activities/sessions';
-import { actingSession, BaseOptions, commandAction, nonEmpty, parseOptions, wholeNumber } from '../context';
+import { actingSession, BaseOptions, commandAction, contextWindow, nonEmpty, parseOptions } from '../context';
 import { usageError } from '../../domain/errors';
 import { table } from '../output';
 import { claimTarget } from '../render';
@@ -19,7 +19,7 @@ const RegisterOptions = SessionOpt.extend({
   probe: z.boolean().optional(),
   model: nonEmpty.optional(),
   effort: nonEmpty.optional(),
-  window: wholeNumber.pipe(z.number().int().positive()).optional(),
+  window: contextWindow.optional(),
 });
 
 /** The session to register: --session S or YOKE_SESSION_ID, held to the column's 200 characters either way. */

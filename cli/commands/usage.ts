@@ -12,7 +12,7 @@ import {
   parseOptions,
   withDb,
   type CommandContext,
-  wholeNumber,
+  contextWindow,
 } from '../context';
 import { emit, table } from '../output';
 
@@ -30,7 +30,8 @@ async function usage(ctx: CommandContext) {
  */
 async function flushPendingServed(ctx: CommandContext, sessionId: string): Promise<void> {
   const { clearPending, readPending } = await import('../pendingAttestation');
-  const pending = readPending(sessionId);
+  const { databaseRole } = await import('../../config/databaseUrl');
+  const pending = readPending(sessionId, databaseRole(ctx.config.databaseUrl));
   if (!pending?.model) return;
   const { sessionActivities } = await import('../../activities/sessions');
   try {
@@ -41,8 +42,10 @@ async function flushPendingServed(ctx: CommandContext, sessionId: string): Promi
       effort: pending.effort ?? undefined,
     });
     clearPending(sessionId);
-  } catch {
-    // kept for the next hook; the fold goes on
+  } catch (err) {
+    // kept for the next hook while Postgres is out of reach; one it refused would be refused
+    // again (U4), so those facts go. The fold goes on either way.
+    if (err instanceof YokeError && err.kind !== 'unreachable') clearPending(sessionId);
   }
 }
 
@@ -143,7 +146,7 @@ export function registerUsage(program: Command): void {
         BaseOptions.extend({
           session: nonEmpty,
           model: nonEmpty,
-          window: wholeNumber.pipe(z.number().int().positive()).optional(),
+          window: contextWindow.optional(),
           effort: nonEmpty.optional(),
         }),
         { ...raw, session: actingSession(raw) },
@@ -151,7 +154,10 @@ export function registerUsage(program: Command): void {
       // U4: facts a hook could not write before (status line or this one) are written with
       // these; this statement's facts win, the pending ones fill the gaps.
       const { clearPending, readPending, recordPending } = await import('../pendingAttestation');
-      const before = readPending(o.session);
+      const { databaseRole } = await import('../../config/databaseUrl');
+      const { loadConfig } = await import('../../config/yokeConfig');
+      const role = databaseRole(loadConfig().databaseUrl);
+      const before = readPending(o.session, role);
       const facts = {
         model: o.model,
         window: o.window ?? before?.window ?? undefined,
@@ -174,6 +180,7 @@ export function registerUsage(program: Command): void {
         if (!(err instanceof YokeError) || err.kind !== 'unreachable') throw err;
         const pending = recordPending(
           o.session,
+          role,
           { model: facts.model, window: facts.window ?? null, effort: facts.effort ?? null },
           err.message,
         );
@@ -238,6 +245,10 @@ export function registerUsage(program: Command): void {
     .requiredOption('--harness <harness>', 'claude | codex')
     .option('--dir <dir>', "transcript directory (default: the harness's own: ~/.claude/projects, ~/.codex/sessions)")
     .option('--machine <machine>', 'machine id of the sessions it registers (default: this host name)')
+    .option(
+      '--actor <actor>',
+      "actor of the sessions it registers (default: the connected role; an admin's connection: the local user)",
+    )
     .option('--json', 'print JSON lines')
     .action(async (raw) => {
       const o = parseOptions(
@@ -245,6 +256,7 @@ export function registerUsage(program: Command): void {
           harness: z.enum(BACKFILL_HARNESSES),
           dir: nonEmpty.optional(),
           machine: nonEmpty.optional(),
+          actor: nonEmpty.max(200).optional(),
         }),
         raw,
       );
@@ -264,6 +276,7 @@ export function registerUsage(program: Command): void {
               harness: o.harness,
               dir: o.dir,
               machine: o.machine,
+              actor: o.actor,
               threads,
               onStart: (p) => (bar ? bar.draw(p) : line('start', p)),
               onSession: (session, p) => (bar ? bar.draw(p) : line('session', { ...session, progress: p })),

@@ -10,12 +10,12 @@ import { user } from './0043_claimperf_lean_claims';
  * has it), so the function runs only to refuse; the settlement's end of a holder session (S3,
  * 0029) is still tested last, in the WHEN, on the statement's snapshot.
  */
-const guarded = `(${user}
+export const guarded = `(${user}
         AND (OLD.actor_id <> session_user OR NEW.session_id <> OLD.session_id OR NEW.actor_id <> OLD.actor_id
              OR NEW.registered_by <> OLD.registered_by)
         AND NOT yoke_settlement_session_end(OLD, NEW))`;
 
-const ownOnly = (when: string) =>
+export const ownOnly = (when: string) =>
   sql.raw(`
     DROP TRIGGER sessions_own_only ON sessions;
     CREATE TRIGGER sessions_own_only BEFORE UPDATE ON sessions FOR EACH ROW

@@ -169,6 +169,17 @@ test('D5 an explicit requirement id no member has is refused in plain words (no 
     code: 'unknown_requirement',
     message: 'no member (WEB-1) has a QA case nosuch (from --requirement-id nosuch)',
   });
+  // D5: an id naming an item the run does not carry says so, not that the item lacks the case
+  const notMember = await run([
+    ...releaseRunArgs('a1b2c3f', 'd5-not-member', ['WEB-1']),
+    ...['--requirement-id', 'WEB-2/gift-smoke', '--json'],
+  ]);
+  expect(notMember.code).toBe(1);
+  expect(jsonError(notMember)).toMatchObject({
+    code: 'unknown_requirement',
+    message: 'item WEB-2 is not a member of the run (members: WEB-1) (from --requirement-id WEB-2/gift-smoke)',
+    recovery: 'add the item with --item WEB-2, or drop --requirement-id WEB-2/gift-smoke',
+  });
 });
 
 test("C9 sessions end names the holder actor's own release for a kept sticky claim, not only an operator", async () => {

@@ -398,3 +398,39 @@ test('issue 4 R1: a CLI run with YOKE_DRIVER_FRESH_SECONDS set decides by its ow
   // the admin's own 5 s: 7 s after alice's heartbeat the run is free
   expect(outcome(await bossBeats({ YOKE_DRIVER_FRESH_SECONDS: '5' }))).toBe('allowed');
 }, 60_000);
+
+test("C1 I13 W7 joining a machine's waiting line with another actor's session is refused in the claim's own words, never a row-security message, and no wait is written", async () => {
+  expect((await boss.run(addMachineArgs('lab-8', ['--credential', 'lab-8']))).code).toBe(0);
+  const held = await alice.run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-8', '--json'], {
+    YOKE_SESSION_ID: 'a1',
+  });
+  expect(outcome(held)).toBe('allowed');
+  try {
+    const r = await carol.run([
+      'coordination-claim',
+      'acquire',
+      '--key',
+      'QA_HOST:lab-8',
+      '--session',
+      'a1',
+      '--wait',
+      '--wait-timeout',
+      '2',
+      '--json',
+    ]);
+    expect(r.code).toBe(1);
+    expect(jsonError(r)).toMatchObject({
+      code: 'permission_denied',
+      message: `${carol.name} cannot take a claim for session a1 of actor ${alice.name}: claims are taken with your own session`,
+    });
+    const waits = await t.db
+      .selectFrom('qa_test_machine_waits')
+      .select('wait_id')
+      .where('test_machine', '=', 'lab-8')
+      .execute();
+    expect(waits).toEqual([]);
+  } finally {
+    const claimId = String(json<{ claim_id: number }>(held).claim_id);
+    await alice.run(['claims', 'work', 'release', '--claim-id', claimId, '--reason', 'test over', '--session', 'a1']);
+  }
+});

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -178,6 +179,19 @@ test("I13 test-machine add: a credential that is a path (traversal, absolute, an
   const text = await run([...base, '--identity-file', notAKey]);
   expectUsage(text, '--identity-file');
   expect(jsonError(text)).toMatchObject({ code: 'identity_file_not_a_key' });
+  // W3: the .pub beside a key parses as a key, but every login with it would fail
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'id_lab')]);
+  const pub = await run([...base, '--identity-file', join(dir, 'id_lab.pub')]);
+  expectUsage(pub, '--identity-file');
+  expect(jsonError(pub)).toMatchObject({ code: 'identity_file_not_a_key' });
+  expect(jsonError(pub).message).toContain('public key');
+  // C3: with a good key, a bad machine name is named as such (not as a credential it cannot be copied to)
+  const badName = await run([
+    ...['test-machine', 'add', 'lab 9', '--host', '127.0.0.1', '--port', '22', '--user', 'u'],
+    ...['--identity-file', join(dir, 'id_lab'), '--json'],
+  ]);
+  expect(badName.code).toBe(2);
+  expect(jsonError(badName)).toMatchObject({ code: 'invalid_test_machine_name' });
   expect(existsSync(join(testKeyDir, 'lab2'))).toBe(false);
   expect(await count('test_machines')).toBe(0);
 });

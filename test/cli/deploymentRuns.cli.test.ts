@@ -87,9 +87,17 @@ test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 w
   expect(conflict.code).toBe(1);
   expect(conflict.stderr).toMatch(
     new RegExp(
-      `^idempotency_key_conflict: idempotency key cli-1 already created run ${receipt.run_id} with a different items`,
+      `^idempotency_key_conflict: idempotency key cli-1 already created run ${receipt.run_id} with different items`,
     ),
   );
+  // I1: the replay returns the original run as it is now, members included, not the request's echo
+  const removed = await run(['deployment-runs', 'remove-item', receipt.run_id, 'WEB-1', '--reason', 'moved out']);
+  expect(removed.code).toBe(0);
+  expect(json(await run([...createArgs('cli-1'), '--json']))).toMatchObject({
+    run_id: receipt.run_id,
+    replayed: true,
+    member_items: [],
+  });
   const missingKey = await run([
     'deployment-runs',
     'create',
@@ -413,6 +421,53 @@ test('Q4 Q5 issue 10: an apply after execute that removes the approval stage bef
     expect(watched.stdout).toContain('"status":"held"');
   } finally {
     await run(['apply', '-f', file]);
+    await run(
+      ['deployment-runs', 'terminalize', runId, '--disposition', 'cancelled', '--reason', 'test over'],
+      noWorker,
+    );
+  }
+}, 60_000);
+
+test('Q4 O4 a blocking check recorded failed after its QA stage passed holds the run before its completing stage: qa-pending says held, advance exits 5 naming it (never "advancing"), the workflow hold counts it, and passing it again releases the hold', async () => {
+  const noWorker = { YOKE_TASK_QUEUE: 'nobody-polls-this' };
+  const runId = json(await run([...createArgs('failed-after-1'), '--json'])).run_id as string;
+  expect((await run(['deployment-runs', 'execute', runId], noWorker)).code).toBe(0);
+  const r = deploymentRunActivities({ db: t.db });
+  try {
+    for (const check of ['smoke-test', 'WEB-1/checkout-e2e'])
+      expect(
+        (await run(['deployment-runs', 'qa-verdict', runId, '--check', check, '--status', 'passed'], noWorker)).code,
+      ).toBe(0);
+    // deploy-stage, stage-qa and signoff done (no worker walks it): the run is at its completing stage
+    for (const ordinal of [0, 1, 2]) {
+      await r.beginStage({ runId, ordinal, walk: 1 });
+      await r.finishStage({ runId, ordinal, walk: 1, result: { ok: true, detail: 'test' } });
+    }
+    expect((await r.blockingQaHold({ runId })).unresolved).not.toContainEqual(expect.stringContaining('smoke-test'));
+    const failed = await run(
+      ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke-test', '--status', 'failed'],
+      noWorker,
+    );
+    expect(failed.code).toBe(0);
+    expect((await r.blockingQaHold({ runId })).unresolved).toContain('smoke-test (failed)');
+    const pending = json(await run(['deployment-runs', 'qa-pending', runId, '--json'], noWorker));
+    expect(pending).toMatchObject({ held: true, completing_stage: 'deploy-production', nothing_outstanding: false });
+    expect(pending.run_obligations).toContainEqual({
+      check_name: 'smoke-test',
+      stage_name: 'stage-qa',
+      status: 'failed',
+    });
+    expect(pending.recovery).toContain('while it reads failed, the run is held before deploy-production');
+    const advance = await run(['deployment-runs', 'advance', runId], noWorker);
+    expect(advance.code).toBe(5);
+    expect(advance.stdout).not.toContain('advancing');
+    expect(advance.stdout).toContain('run obligation smoke-test at stage-qa: failed');
+    expect(
+      (await run(['deployment-runs', 'qa-verdict', runId, '--check', 'smoke-test', '--status', 'passed'], noWorker))
+        .code,
+    ).toBe(0);
+    expect((await r.blockingQaHold({ runId })).unresolved).not.toContainEqual(expect.stringContaining('smoke-test'));
+  } finally {
     await run(
       ['deployment-runs', 'terminalize', runId, '--disposition', 'cancelled', '--reason', 'test over'],
       noWorker,

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { join } from 'node:path';
 import { actorFactory } from '../helpers/actors';
@@ -626,4 +626,116 @@ test('U4 a database that accepts and never answers costs the prompt one bounded 
   } finally {
     silent.close();
   }
+});
+
+test("U4 issue 13 a status-line write Postgres refuses (another actor's session) is not kept for a retry, and facts kept under one role are never written by another role's hook", async () => {
+  const [alice, bob] = [await actors.add('alice_u4'), await actors.add('bob_u4')];
+  const home = fixtureDir();
+  expect((await alice.run(['sessions', 'register', '--session', 'u4-own', '--harness', 'claude'])).code).toBe(0);
+  const served = () =>
+    t.db
+      .selectFrom('sessions')
+      .select(['served_model', 'served_window'])
+      .where('session_id', '=', 'u4-own')
+      .executeTakeFirstOrThrow();
+  const file = join(home, 'pending-attestations', 'u4-own.json');
+  const forged = await withStdin(
+    ['hooks', 'status-line'],
+    JSON.stringify({ session_id: 'u4-own', model: { id: 'claude-evil' }, context_window: { context_window_size: 5 } }),
+    { DATABASE_URL: bob.url, YOKE_HOME: home },
+  );
+  expect(forged.code).toBe(0);
+  expect(forged.stdout).toContain('served facts refused');
+  expect(forged.stdout).not.toContain('pending');
+  expect(existsSync(file)).toBe(false);
+  // a record Bob's hook kept while Postgres was away (written here as the hook writes it) is his
+  mkdirSync(join(home, 'pending-attestations'), { recursive: true });
+  writeFileSync(
+    file,
+    JSON.stringify({
+      session_id: 'u4-own',
+      model: 'claude-evil',
+      window: 5,
+      failed_at: new Date().toISOString(),
+      error: 'connect ECONNREFUSED',
+      attempts: 1,
+      role: bob.name,
+    }),
+  );
+  const own = await withStdin(
+    ['hooks', 'status-line'],
+    JSON.stringify({ session_id: 'u4-own', model: { id: 'claude-sonnet-4-5' } }),
+    { DATABASE_URL: alice.url, YOKE_HOME: home },
+  );
+  expect(own.stdout).not.toContain('pending');
+  expect(await served()).toEqual({ served_model: 'claude-sonnet-4-5', served_window: null });
+});
+
+test('U2 U3 issue 9 the status line takes any JSON without failing the prompt: null, a list or a string states nothing; a window past the column (2^31-1) or counts sent as strings are shown, never stored or added', async () => {
+  const home = fixtureDir();
+  await run(['sessions', 'register', '--session', 'u3-odd', '--actor', 'alice', '--harness', 'claude']);
+  for (const payload of ['null', '[]', '"text"', '42']) {
+    const r = await withStdin(['hooks', 'status-line'], payload, { YOKE_HOME: home, YOKE_SESSION_ID: 'u3-odd' });
+    expect({ payload, code: r.code, out: r.stdout.trim(), err: r.stderr }).toEqual({
+      payload,
+      code: 0,
+      out: 'model ?',
+      err: '',
+    });
+  }
+  const huge = await withStdin(
+    ['hooks', 'status-line'],
+    JSON.stringify({
+      session_id: 'u3-odd',
+      model: { id: 'claude-opus-4-5' },
+      context_window: { context_window_size: 99_999_999_999, total_input_tokens: '1200', total_output_tokens: 34 },
+    }),
+    { YOKE_HOME: home },
+  );
+  expect(huge.code).toBe(0);
+  expect(huge.stdout.trim()).toBe('claude-opus-4-5 · 34 tokens');
+  expect(existsSync(join(home, 'pending-attestations', 'u3-odd.json'))).toBe(false);
+  const row = await t.db
+    .selectFrom('sessions')
+    .select(['served_model', 'served_window'])
+    .where('session_id', '=', 'u3-odd')
+    .executeTakeFirstOrThrow();
+  expect(row).toEqual({ served_model: 'claude-opus-4-5', served_window: null });
+  // typed by a person, the same window is bad input naming the option (exit 2), nothing written
+  for (const args of [
+    ['sessions', 'register', '--session', 'u3-odd2', '--window', '99999999999'],
+    ['hooks', 'served-model', '--session', 'u3-odd', '--model', 'claude-opus-4-5', '--window', '99999999999'],
+  ]) {
+    const refused = await run([...args, '--json']);
+    expect({ args, code: refused.code }).toEqual({ args, code: 2 });
+    expect(jsonError(refused).message).toContain('--window');
+    expect(jsonError(refused).message).toContain('2147483647');
+  }
+  expect(
+    await t.db.selectFrom('sessions').select('session_id').where('session_id', '=', 'u3-odd2').executeTakeFirst(),
+  ).toBeUndefined();
+});
+
+test('U12 pricing import refuses a rate bucket it does not know (a misspelt `outptu` would leave output unpriced in a revision that never changes), naming the model and the key', async () => {
+  const file = join(fixtureDir(), 'typo.json');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      revision_id: 'typo-rev',
+      effective_at: '2099-01-01T00:00:00Z',
+      source: 'test',
+      rates: { 'claude-sonnet-4-5': { input: 3, outptu: 15, cached_input: 0.3 } },
+    }),
+  );
+  const r = await run(['pricing', 'import', file, '--json']);
+  expect(r.code).toBe(2);
+  expect(jsonError(r)).toMatchObject({ code: 'invalid_pricing_file' });
+  expect(jsonError(r).message).toContain('rates.claude-sonnet-4-5');
+  expect(jsonError(r).message).toContain('outptu');
+  const stored = await t.db
+    .selectFrom('pricing_revisions')
+    .select('revision_id')
+    .where('revision_id', '=', 'typo-rev')
+    .executeTakeFirst();
+  expect(stored).toBeUndefined();
 });

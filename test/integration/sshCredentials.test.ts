@@ -43,6 +43,7 @@ test('I13 a credential reads only a key file inside the key directory', () => {
     'borrowed', // a link out of the directory
     'missing',
     'notes', // not a key
+    'lab-1.pub', // W3: a public key parses, but no login can be signed with it
   ])
     expect([attack, code(() => readCredential(attack, keyDir))]).toEqual([attack, 'credential_unknown']);
 });
