@@ -104,7 +104,10 @@ function refuseEmptyIds(cmd: Command): void {
       const path = [];
       for (let c: Command | null = action; c?.parent; c = c.parent) path.unshift(c.name());
       throw usageError('invalid_argument', `${argument}: an empty value names nothing`, {
-        recovery: `pass the ${arg.description || arg.name()} (see yoke ${path.join(' ')} --help)`,
+        // the argument's help text is a phrase of its own ("only this machine"), not a noun to quote
+        recovery: arg.required
+          ? `pass ${argument}, ${arg.description || arg.name()} (see yoke ${path.join(' ')} --help)`
+          : `pass ${argument} (${arg.description || arg.name()}), or leave it out (see yoke ${path.join(' ')} --help)`,
         details: { argument, value },
       });
     });

@@ -19,7 +19,10 @@ const MachineName = Name.transform(testMachineName);
  */
 export const HostAddress = z
   .string()
-  .regex(/^[A-Za-z0-9_.:[\]][A-Za-z0-9_.:[\]-]{0,252}$/, 'a host name or address (it cannot start with "-")');
+  .regex(
+    /^[A-Za-z0-9_.:[\]][A-Za-z0-9_.:[\]-]{0,252}$/,
+    'expected a host name or address: letters, digits and . _ : [ ] -, not empty, no spaces, not starting with "-"',
+  );
 
 /** Deployment targets and environments are web origins: http or https, nothing else. */
 export const WebUrl = z

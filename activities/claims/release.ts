@@ -125,11 +125,16 @@ export async function releaseWorkClaim(deps: LineDeps, input: WorkReleaseInput):
     }
     const holderProjectId = await holderProjectIdOf(trx, claim);
     if (holderProjectId === null) {
+      // the holder's own session may have ended: any live session of its actor releases it
+      const holder = await sessionById(trx, claim.session_id);
+      const live = holder && !holder.ended_at && !holder.terminated_at;
       throw refusal(
         'not_claim_holder',
         `claim ${claim.claim_id} is held by session ${claim.session_id}, not ${input.actingSessionId}`,
         {
-          recovery: `act as the holder (--session ${claim.session_id})`,
+          recovery: live
+            ? `act as the holder (--session ${claim.session_id}), or from another live session of actor ${holder.actor_id}`
+            : `session ${claim.session_id} has ended: release it from a live session of actor ${holder?.actor_id ?? '(unknown)'}: yoke claims work release --claim-id ${claim.claim_id} --reason R --session S`,
           details: { claim_id: claim.claim_id, holder_session_id: claim.session_id },
         },
       );

@@ -73,10 +73,15 @@ test('issue 2 issue 4: an empty RUN, EXECUTION, SESSION or NAME is a usage error
     expect(err).toMatchObject({ code: 'invalid_argument', details: { argument } });
     expect(err.message).toBe(`${argument}: an empty value names nothing`);
     expect(err.recovery).toContain(`--help`);
+    expect(err.recovery).toMatch(new RegExp(`^pass ${argument}[ ,(]`));
     const text = await run(args);
     expect(text.stderr).toContain(`invalid_argument: ${argument}: an empty value names nothing`);
   }
   expect(await db().selectFrom('project_grants').selectAll().execute()).toEqual([]);
+  // an optional NAME may also be left out; its help phrase reads as one
+  expect(jsonError(await run(['test-machine', 'waits', '', '--json'])).recovery).toBe(
+    'pass NAME (only this machine), or leave it out (see yoke test-machine waits --help)',
+  );
 });
 
 test("issue 2: the base options written before the command (yoke --json CMD, yoke --session S CMD) are the command's own", async () => {

@@ -275,3 +275,24 @@ test('an unreachable Postgres exits 3 with the recovery', async () => {
   expect(jsonError(r)).toMatchObject({ code: 'postgres_unreachable' });
   expect(jsonError(r).recovery).toContain('npm start');
 });
+
+test("C9 a release by another actor's session of a claim with no project says whose live session may release it, and once the holder's session has ended it does not send you to that session", async () => {
+  await setUp(run, [
+    ['sessions', 'register', '--session', 'np-h', '--actor', 'dora'],
+    ['sessions', 'register', '--session', 'np-o', '--actor', 'eve'],
+  ]);
+  await addTestMachines(services(t.db), ['np-lab']);
+  const held = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:np-lab', '--session', 'np-h', '--json']);
+  const claimId = String(json<{ claim_id: number }>(held).claim_id);
+  const release = () =>
+    run(['claims', 'work', 'release', '--claim-id', claimId, '--reason', 'r', '--session', 'np-o', '--json']);
+  const live = jsonError(await release());
+  expect(live).toMatchObject({ code: 'not_claim_holder' });
+  expect(live.recovery).toBe('act as the holder (--session np-h), or from another live session of actor dora');
+  // QA_HOST holds are sticky (C5): the claim outlives its session's end
+  expect((await run(['sessions', 'end', '--session', 'np-h'])).code).toBe(0);
+  const ended = jsonError(await release());
+  expect(ended.recovery).toBe(
+    `session np-h has ended: release it from a live session of actor dora: yoke claims work release --claim-id ${claimId} --reason R --session S`,
+  );
+});

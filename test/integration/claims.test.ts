@@ -470,9 +470,14 @@ describe('coordination claims', () => {
 
   test("C8 operator release follows the hold's stored project, not the project its holder's session moved to", async () => {
     const qa = await s.acquireCoordinationClaim({ sessionId: 'w1', key: 'QA_HOST:lab-1' });
-    // the holder's session leaves web for api; the claim stays under web's authority
-    await s.registerSession({ sessionId: 'w1', actorId: 'alice', project: 'api' });
+    // the holder's session leaves web for api (an admin moves it: registering again keeps a
+    // session's project, session_identity_conflict); the claim stays under web's authority
     await s.registerSession({ sessionId: 'opa', actorId: 'ops', project: 'api' });
+    await t.db
+      .updateTable('sessions')
+      .set({ project_id: (eb) => eb.selectFrom('projects').select('project_id').where('name', '=', 'api') })
+      .where('session_id', '=', 'w1')
+      .execute();
     await s.takeSteeringSeat({ sessionId: 'opa', project: 'api' });
     await s.grantPermission({ project: 'api', actor: 'ops', permission: 'claims.release' });
     const viaApi = await refusalOf(
