@@ -81,12 +81,17 @@ export function readAsDelivered(run: DoneGateFacts['readRun']): boolean {
  * walk reads the closing run's membership again.
  */
 function readRunRecovery(item: string, read: { run_id: string; status: string }, closingRunId: string): string {
-  const settle =
-    read.status === 'created'
-      ? `yoke deployment-runs execute ${read.run_id}`
-      : `yoke deployment-runs watch ${read.run_id}`;
-  if (read.run_id === closingRunId) return `settle run ${read.run_id}: ${settle}`;
-  return `settle run ${read.run_id} (${settle}), or let ${closingRunId} deliver ${item}: yoke deployment-runs remove-item ${read.run_id} ${item} --reason R`;
+  const leave = `let ${closingRunId} deliver ${item}: yoke deployment-runs remove-item ${read.run_id} ${item} --reason R`;
+  if (read.status === 'created') {
+    const execute = `yoke deployment-runs execute ${read.run_id}`;
+    if (read.run_id === closingRunId) return `settle run ${read.run_id}: ${execute}`;
+    // O1: a newer run to the same origins cannot execute while the closing run occupies them,
+    // so the way that moves now comes first
+    return `${leave}; or settle run ${read.run_id} once ${closingRunId} no longer occupies its origins (${execute})`;
+  }
+  const watch = `yoke deployment-runs watch ${read.run_id}`;
+  if (read.run_id === closingRunId) return `settle run ${read.run_id}: ${watch}`;
+  return `settle run ${read.run_id} (${watch}), or ${leave}`;
 }
 
 /** The done gate (S2, S6): every reason this member cannot be written done through this run. */

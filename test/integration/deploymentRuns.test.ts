@@ -752,6 +752,19 @@ describe('occupancy, drivers and lifecycle', () => {
     ]);
   });
 
+  test('O2 a holder past its last stage (a flow without QA keeps its origins until it is terminal) is named settling, not deploying a stage it finished', async () => {
+    const first = await create({ flow: 'preview-a', target: 'preview-a', idempotencyKey: 's1', items: [] });
+    const second = await create({ flow: 'preview-a', target: 'preview-a', idempotencyKey: 's2', items: [] });
+    await r.executeRun({ sessionId: 'd1', runId: first.run_id });
+    await stageStep(first.run_id, 0);
+    const refused = await refusalOf(r.executeRun({ sessionId: 'd1', runId: second.run_id }));
+    expect(refused.code).toBe('target_occupied');
+    expect(refused.message).toContain(
+      `occupied by run ${first.run_id} (project web, stage go): settling: every stage passed`,
+    );
+    expect(refused.details).toMatchObject({ holder: { open_lines: ['settling: every stage passed'] } });
+  });
+
   test('O2 race: two runs on environments sharing one origin started at the same instant: exactly one executes', async () => {
     const web = await create();
     const api = await create({ project: 'api', items: ['API-1'], idempotencyKey: 'api' });

@@ -11,12 +11,12 @@ const facts = (readRun: DoneGateFacts['readRun']): DoneGateFacts => ({
   unmetDependencies: [],
 });
 
-test('D8 issue 12 audit: a completion authority reading a newer created run names execute or remove-item, not watch', () => {
+test('D8 O1 issue 12 audit: a completion authority reading a newer created run names remove-item first (executing it waits for the closing run to free its origins), then execute, not watch', () => {
   const [reason] = doneGateReasons(facts({ run_id: 'run-5', status: 'created', settling: false }));
   expect(reason).toMatchObject({
     code: 'delivery_not_discharged',
     recovery:
-      'settle run run-5 (yoke deployment-runs execute run-5), or let run-3 deliver SHOP-3: yoke deployment-runs remove-item run-5 SHOP-3 --reason R',
+      'let run-3 deliver SHOP-3: yoke deployment-runs remove-item run-5 SHOP-3 --reason R; or settle run run-5 once run-3 no longer occupies its origins (yoke deployment-runs execute run-5)',
   });
   const [executing] = doneGateReasons(facts({ run_id: 'run-5', status: 'executing', settling: false }));
   expect(executing!.recovery).toContain('yoke deployment-runs watch run-5');
