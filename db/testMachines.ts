@@ -26,6 +26,15 @@ export async function insertTestMachine(db: Executor, machine: Insertable<TestMa
     .execute();
 }
 
+/** Issue 3: a re-imaged machine's new host key replaces the pinned one; the machine and its line stay. */
+export async function updateHostKey(
+  db: Executor,
+  name: string,
+  key: { host_key: string; host_key_fingerprint: string; host_key_source: TestMachineRow['host_key_source'] },
+): Promise<void> {
+  await db.updateTable('test_machines').set(key).where('name', '=', name).execute();
+}
+
 export async function deleteTestMachine(db: Executor, name: string): Promise<void> {
   await db.deleteFrom('test_machines').where('name', '=', name).execute();
 }

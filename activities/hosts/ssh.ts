@@ -81,7 +81,7 @@ function roleLabel(role: SshHostRole): string {
 
 /**
  * A pinned host key that no longer matches: named for what the host is, with the way to re-pin
- * it. A test machine is re-added; a deploy host's key lives in the project definition (issue 10).
+ * it. A test machine is re-pinned in place; a deploy host's key lives in the project definition (issue 10).
  */
 export function hostKeyMismatch(target: SshTarget, pinned: string, presented: string) {
   const role = target.role ?? 'test_machine';
@@ -90,7 +90,7 @@ export function hostKeyMismatch(target: SshTarget, pinned: string, presented: st
     recovery:
       role === 'deploy_host'
         ? `if the host was legitimately re-imaged, point host ${target.name}'s host_key_file in the project definition (hosts:) at its new public key, then re-apply the definition: yoke apply -f FILE`
-        : `if the machine was legitimately re-imaged, re-pin it: yoke test-machine remove ${target.name}, then yoke test-machine add ${target.name} ... --host-key-file NEW_KEY.pub`,
+        : `if the machine was legitimately re-imaged, re-pin it (its waiting line is kept): yoke test-machine repin ${target.name} --host-key-file NEW_KEY.pub, then yoke test-machine verify ${target.name}`,
     details:
       role === 'deploy_host'
         ? { deploy_host: target.name, pinned, presented }

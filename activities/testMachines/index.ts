@@ -5,7 +5,14 @@ import { testMachineName } from '../../domain/testMachineName';
 import type { SshTimeouts } from '../hosts/ssh';
 import { lineDeps, type LineOptions } from '../waitingLine';
 import { beginCheck, expireReservation, finishCheck, runCheckCommand, type CheckDeps } from './checks';
-import { addTestMachine, addTestMachineCopyingKey, listTestMachines, listWaits, removeTestMachine } from './machines';
+import {
+  addTestMachine,
+  addTestMachineCopyingKey,
+  listTestMachines,
+  listWaits,
+  removeTestMachine,
+  repinHostKey,
+} from './machines';
 
 export type { CheckOutcome } from './checks';
 export type { CheckRecord, TestMachineView, WaitView } from './machines';
@@ -33,6 +40,7 @@ export function testMachineActivities(deps: {
       addTestMachineCopyingKey(d, named(input)),
     listTestMachines: (filter?: { name?: string }) => listTestMachines(d, filter && named(filter)),
     removeTestMachine: (input: { name: string }) => removeTestMachine(d, named(input)),
+    repinHostKey: (input: { name: string; hostKeyFile: string }) => repinHostKey(d, named(input)),
     listWaits: (filter: Parameters<typeof listWaits>[1]) => listWaits(d, machine(filter)),
     beginCheck: (input: Parameters<typeof beginCheck>[1]) => beginCheck(d, machine(input)),
     runCheckCommand: (input: Parameters<typeof runCheckCommand>[1], control?: Parameters<typeof runCheckCommand>[2]) =>

@@ -8,6 +8,7 @@ import {
   liveTestMachineHolder,
   testMachineByName,
   testMachines,
+  updateHostKey,
 } from '../../db/testMachines';
 import { isUnhealthy, lockLine, waitingCount, waitViews, type WaitView } from '../../db/waits';
 import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
@@ -24,6 +25,7 @@ import {
 import { closeLine, inLineTransaction, type LineDeps } from '../waitingLine';
 import { installCredentialKey, uninstallCredentialKey } from '../hosts/installKey';
 import { requireAdmin } from '../../db/actors';
+import { recordEvent } from '../../db/events';
 import { sshKeyDir } from '../../config/paths';
 
 export interface AddTestMachineInput {
@@ -98,27 +100,26 @@ export async function machineRow(db: Kysely<Database>, name: string): Promise<Te
   return row;
 }
 
+/** The host key a --host-key-file holds, in its stored form. */
+function hostKeyFromFile(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw usageError('invalid_host_key_file', `cannot read host key file ${file}: ${(err as Error).message}`, {
+      recovery: "pass the host's public key file with --host-key-file",
+      details: { file },
+    });
+  }
+  return formatHostKey(parseHostKeyText(text, file));
+}
+
 /** The host key to pin: read from --host-key-file, or presented on a first connection (trust on first use). */
 async function hostKeyToPin(
   input: AddTestMachineInput,
   ssh: SshTimeouts,
 ): Promise<{ hostKey: string; source: TestMachineRow['host_key_source'] }> {
-  if (input.hostKeyFile) {
-    let text: string;
-    try {
-      text = readFileSync(input.hostKeyFile, 'utf8');
-    } catch (err) {
-      throw usageError(
-        'invalid_host_key_file',
-        `cannot read host key file ${input.hostKeyFile}: ${(err as Error).message}`,
-        {
-          recovery: "pass the host's public key file with --host-key-file",
-          details: { file: input.hostKeyFile },
-        },
-      );
-    }
-    return { hostKey: formatHostKey(parseHostKeyText(text, input.hostKeyFile)), source: 'host_key_file' };
-  }
+  if (input.hostKeyFile) return { hostKey: hostKeyFromFile(input.hostKeyFile), source: 'host_key_file' };
   const probe: SshTarget = {
     name: input.name,
     host: input.host,
@@ -286,6 +287,36 @@ export async function removeTestMachine(
     return { name: input.name, cancelled_waits: effects.cancelled.length };
   });
   return value;
+}
+
+/**
+ * Issue 3 (W3, W8): a machine re-imaged with a new host key is re-pinned in place, its waiting
+ * line and holds kept (removing and adding it again cancelled every wait). The key comes from
+ * a file, never from a connection: a changed key is exactly what trust on first use must not
+ * accept. Audited (TestMachineRepinned, both fingerprints). The machine's record of checks is
+ * kept: one that failed stays unhealthy until a verify with the new key passes (W8).
+ */
+export async function repinHostKey(
+  deps: LineDeps,
+  input: { name: string; hostKeyFile: string },
+): Promise<TestMachineView & { previous_host_key_fingerprint: string }> {
+  const before = await machineRow(deps.db, input.name);
+  await requireAdmin(deps.db, `re-pin test machine ${input.name}`);
+  const hostKey = hostKeyFromFile(input.hostKeyFile);
+  const pinned = fingerprint(parseStoredHostKey(hostKey));
+  await deps.db.transaction().execute(async (trx) => {
+    await updateHostKey(trx, input.name, {
+      host_key: hostKey,
+      host_key_fingerprint: pinned,
+      host_key_source: 'host_key_file',
+    });
+    await recordEvent(trx, {
+      event_type: 'TestMachineRepinned',
+      payload: { test_machine: input.name, from: before.host_key_fingerprint, to: pinned },
+    });
+  });
+  const [view] = await listTestMachines(deps, { name: input.name });
+  return { ...view!, previous_host_key_fingerprint: before.host_key_fingerprint };
 }
 
 export type { WaitView };

@@ -185,6 +185,20 @@ export function registerTestMachine(program: Command): void {
       ),
     );
 
+  tm.command('repin')
+    .description("re-pin a re-imaged machine's new host key in place: its waiting line and holds are kept (W3)")
+    .argument('<name>', 'machine')
+    .requiredOption('--host-key-file <file>', "the machine's new public host key (e.g. from ssh-keyscan)")
+    .action(
+      commandAction(
+        BaseOptions.extend({ hostKeyFile: nonEmpty }),
+        async (ctx, o, [name]) => (await machines(ctx)).repinHostKey({ name: name!, hostKeyFile: o.hostKeyFile }),
+        (m) =>
+          `re-pinned ${m.name}: host key ${m.host_key_fingerprint} (was ${m.previous_host_key_fingerprint}); ` +
+          `its line is kept${m.healthy ? '' : `; it is unhealthy until a verify passes: yoke test-machine verify ${m.name}`}`,
+      ),
+    );
+
   for (const [command, kind] of [
     ['verify', 'verification'],
     ['golden-capture', 'golden_capture'],

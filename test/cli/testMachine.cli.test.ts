@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -479,3 +479,40 @@ function runInBackground(args: string[]): Promise<CliResult> {
     child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
   });
 }
+
+test('W3 W8 issue 3 a re-imaged machine is re-pinned in place: repin keeps its waiting line, its failed verification stands until a verify with the new key passes, and the change is audited', async () => {
+  const keys = mkdtempSync(join(tmpdir(), 'yoke-repin-'));
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(keys, 'old_host_key')]);
+  expect((await run(addArgs('lab-rp', ['--host-key-file', join(keys, 'old_host_key.pub')]))).code).toBe(0);
+  await run(['test-machine', 'verify', 'lab-rp', '--session', 'op', '--json']);
+  const machine = async () =>
+    json<{ name: string; healthy: boolean; waiting: number; last_verification: { reason: string | null } }[]>(
+      await run(['test-machine', 'list', '--json']),
+    ).find((m) => m.name === 'lab-rp')!;
+  expect(await machine()).toMatchObject({ healthy: false, last_verification: { reason: 'host_key_mismatch' } });
+  // q1 waits for it and keeps its place when its own wait times out
+  const waited = await run([
+    ...['coordination-claim', 'acquire', '--key', 'QA_HOST:lab-rp', '--session', 'q1'],
+    ...['--wait', '--wait-timeout', '1', '--json'],
+  ]);
+  expect(jsonError(waited).code).toBe('wait_timeout');
+  const repinned = await run(['test-machine', 'repin', 'lab-rp', '--host-key-file', host.hostKeyFile, '--json']);
+  expect(repinned.code).toBe(0);
+  const view = json<{ host_key_fingerprint: string; previous_host_key_fingerprint: string }>(repinned);
+  expect(view).toMatchObject({ name: 'lab-rp', host_key_source: 'host_key_file', healthy: false, waiting: 1 });
+  expect(view.host_key_fingerprint).not.toBe(view.previous_host_key_fingerprint);
+  const waits = json<{ session_id: string }[]>(await run(['test-machine', 'waits', 'lab-rp', '--json']));
+  expect(waits.map((x) => x.session_id)).toEqual(['q1']);
+  const verified = await run(['test-machine', 'verify', 'lab-rp', '--session', 'op', '--json']);
+  expect(json(verified)).toMatchObject({ check: { passed: true } });
+  const events = json<{ payload: Record<string, unknown> }[]>(
+    await run(['events', 'list', '--type', 'TestMachineRepinned', '--json']),
+  );
+  expect(events.map((e) => e.payload)).toEqual([
+    { test_machine: 'lab-rp', from: view.previous_host_key_fingerprint, to: view.host_key_fingerprint },
+  ]);
+  // a machine nobody added is named as such
+  expect(
+    jsonError(await run(['test-machine', 'repin', 'nosuch', '--host-key-file', host.hostKeyFile, '--json'])).code,
+  ).toBe('test_machine_not_found');
+});

@@ -7,7 +7,7 @@ import { startSshHost, type SshHost } from '../helpers/sshd';
 
 /**
  * Issue 10: a changed host key is refused with the way to re-pin it, and that way depends on
- * what the host is: a test machine is re-added with `yoke test-machine`; a deploy host's key is
+ * what the host is: a test machine is re-pinned with `yoke test-machine repin`; a deploy host's key is
  * its `host_key_file` in the project definition, re-applied with `yoke apply`.
  */
 let app: SshHost;
@@ -56,12 +56,15 @@ test('issue 10 host_key_mismatch on a deploy host names the deploy host and re-p
   expect(err.details).toMatchObject({ deploy_host: 'badkey' });
 });
 
-test('issue 10 host_key_mismatch on a test machine names the test machine and re-adding it', async () => {
+test('issue 10 issue 3 host_key_mismatch on a test machine names the test machine and re-pinning it in place', async () => {
   for (const role of [undefined, 'test_machine'] as const) {
     const err = await mismatchAs(role);
     expect(err.code).toBe('host_key_mismatch');
     expect(err.message).toMatch(/^test machine badkey \(127\.0\.0\.1:\d+\) presented host key /);
-    expect(err.recovery).toMatch(/yoke test-machine remove badkey, then yoke test-machine add badkey/);
+    expect(err.recovery).toMatch(
+      /yoke test-machine repin badkey --host-key-file NEW_KEY\.pub, then yoke test-machine verify badkey/,
+    );
+    expect(err.recovery).not.toMatch(/test-machine remove/);
     expect(err.details).toMatchObject({ test_machine: 'badkey' });
   }
 });
