@@ -305,17 +305,19 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     const out = new Map<string, UsageFields>();
     if (sessionIds.length === 0) return out;
     const [rows, catalog] = await Promise.all([usageOfSessions(db, sessionIds), currentCatalog(db)]);
-    const unavailable = (why: string): UsageFields => ({
+    const withNote = (note: string): UsageFields => ({
       usage_tokens: null,
       usage_status: 'unavailable',
       usage_cost_usd: null,
       usage_cost_status: 'unavailable',
-      usage_note: usageNote('unavailable', [why]),
+      usage_note: note,
       cost_caveat: null,
     });
+    const unavailable = (why: string) => withNote(usageNote('unavailable', [why]));
     for (const r of rows) {
       if (!r.visible) {
-        out.set(r.session_id, unavailable("your actor has no grant on this session's project (U13)"));
+        // U13: hidden, not missing: the note must not say no source was found
+        out.set(r.session_id, withNote("usage not shown: your actor has no grant on this session's project (U13)"));
         continue;
       }
       if (!r.status) {

@@ -53,7 +53,12 @@ test('U13 issue 15: an actor without a grant on web reads none of its usage, wit
   const roster = json<{ session_id: string; usage_tokens: number | null; usage_status: string }[]>(
     await bob.run(['sessions', 'list', '--json']),
   );
-  expect(roster.find((s) => s.session_id === 'va1')).toMatchObject({ usage_tokens: null, usage_status: 'unavailable' });
+  expect(roster.find((s) => s.session_id === 'va1')).toMatchObject({
+    usage_tokens: null,
+    usage_status: 'unavailable',
+    // hidden, not missing: the note says why it is not shown, never that no source was found
+    usage_note: "usage not shown: your actor has no grant on this session's project (U13)",
+  });
   // The grant holder and an admin still read it.
   for (const run of [alice.run, asAdmin]) {
     const listed = json<{ session_id: string; usage_tokens: number | null }[]>(
