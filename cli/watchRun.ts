@@ -68,11 +68,14 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
 
 /**
  * What the watcher does next, where the run cannot move on by itself: a created run waits to be
- * executed; a blocking obligation recorded failed fails its QA stage, retry after retry, until a
+ * executed; a taken-over run continues as its successor; a blocking obligation recorded failed fails its QA stage, retry after retry, until a
  * new verdict replaces it (failedQaRecovery). Null otherwise.
  */
 function nextStep(view: RunView): string | null {
   if (view.status === 'created') return executeRunCommand(view.run_id);
+  // T2: a taken-over run's work goes on under its successor, which the watcher follows next
+  if (view.superseded_by_run_id)
+    return `taken over by ${view.superseded_by_run_id}, which carries its members and QA: yoke deployment-runs watch ${view.superseded_by_run_id}`;
   return failedQaRecovery(view, view.qa, view.stages);
 }
 

@@ -104,4 +104,12 @@ test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit sta
     });
     expect(jsonError(again).recovery).toContain(`yoke deployment-runs get ${succ}`);
   }
+  // T2: watching the predecessor ends there and points to the successor that carries its work
+  const watched = await run(['deployment-runs', 'watch', pred, '--timeout', '10']);
+  expect(watched.code).toBe(1);
+  expect(watched.stdout).toContain(
+    `next: taken over by ${succ}, which carries its members and QA: yoke deployment-runs watch ${succ}`,
+  );
+  const watchedJson = await run(['deployment-runs', 'watch', pred, '--timeout', '10', '--json']);
+  expect(watchedJson.stdout).toContain(`"recovery":"taken over by ${succ}`);
 }, 120_000);
