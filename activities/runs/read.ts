@@ -9,7 +9,7 @@ import { qaRowsOf } from '../../db/runQa';
 import { driverAttachmentLive, environmentById, listRunRows, runById, runFlow } from '../../db/runs';
 import { stagesOf } from '../../db/runStages';
 import { effectsOf } from '../../db/settlementEffects';
-import { drivesNothing, type RunStatus } from '../../domain/runStatuses';
+import { drivesNothing, isTerminalRunStatus, type RunStatus } from '../../domain/runStatuses';
 import { qaAttemptsOf, takeoverChain } from '../../db/takeover';
 import { usageError } from '../../domain/errors';
 import { failedQaRecovery } from '../../domain/qaStages';
@@ -272,7 +272,8 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
             name: s.name,
             kind: s.kind,
             target_env: s.target,
-            status: 'pending',
+            // a run that ended before executing never runs its stages: they read cancelled, as a failed run's rest do
+            status: isTerminalRunStatus(run.status) ? 'cancelled' : 'pending',
             started_at: null,
             finished_at: null,
             detail: null,

@@ -474,3 +474,24 @@ test('Q4 O4 a blocking check recorded failed after its QA stage passed holds the
     );
   }
 }, 60_000);
+
+test('issue 4 a run cancelled before it executed reads its stages cancelled (they will never run), as a failed run reads the stages it did not reach', async () => {
+  const runId = json(await run([...createArgs('never-executed'), '--json'])).run_id as string;
+  const pending = json<{ stages: { status: string }[] }>(await run(['deployment-runs', 'get', runId, '--json']));
+  expect(new Set(pending.stages.map((s) => s.status))).toEqual(new Set(['pending']));
+  const ended = await run([
+    'deployment-runs',
+    'terminalize',
+    runId,
+    '--disposition',
+    'cancelled',
+    '--reason',
+    'not needed',
+  ]);
+  expect(ended.code).toBe(0);
+  const view = json<{ status: string; stages: { status: string }[] }>(
+    await run(['deployment-runs', 'get', runId, '--json']),
+  );
+  expect(view.status).toBe('cancelled');
+  expect(new Set(view.stages.map((s) => s.status))).toEqual(new Set(['cancelled']));
+});
