@@ -4,7 +4,7 @@ import { yokeHome } from '../config/paths';
 
 /**
  * U4: a served-facts write the status line or the served-model hook could not make (database
- * down, timed out, refused) is recorded on this machine and retried by the session's next
+ * down or timed out) is recorded on this machine and retried by the session's next
  * hook (either of them), never swallowed. One small file per session under `$YOKE_HOME/pending-attestations/`; facts
  * merge newest first (a later statement's model or window wins, an absent one keeps the
  * earlier), so a retry never unlearns a fact. Loads only node:fs, like the status line.
@@ -34,7 +34,8 @@ function fileOf(sessionId: string): string {
 export function readPending(sessionId: string, role: string): PendingAttestation | undefined {
   try {
     const pending = JSON.parse(readFileSync(fileOf(sessionId), 'utf8')) as PendingAttestation;
-    return pending.role === undefined || pending.role === role ? pending : undefined;
+    // a record naming no role (an older build's) is no one's to replay
+    return pending.role === role ? pending : undefined;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     return undefined; // a torn or foreign file holds no fact worth more than the next statement

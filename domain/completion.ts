@@ -85,9 +85,9 @@ function readRunRecovery(item: string, read: { run_id: string; status: string },
   if (read.status === 'created') {
     const execute = `yoke deployment-runs execute ${read.run_id}`;
     if (read.run_id === closingRunId) return `settle run ${read.run_id}: ${execute}`;
-    // O1: a newer run to the same origins cannot execute while the closing run occupies them,
-    // so the way that moves now comes first
-    return `${leave}; or settle run ${read.run_id} once ${closingRunId} no longer occupies its origins (${execute})`;
+    // O1: a newer run sharing an origin the closing run still occupies cannot execute yet, so
+    // the way that moves now comes first
+    return `${leave}; or settle run ${read.run_id}: ${execute} (it waits while ${closingRunId} occupies an origin they share)`;
   }
   const watch = `yoke deployment-runs watch ${read.run_id}`;
   if (read.run_id === closingRunId) return `settle run ${read.run_id}: ${watch}`;

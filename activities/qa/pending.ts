@@ -65,8 +65,7 @@ function report(
   const obligations = rows
     .filter((r) => r.subject_kind === 'run_obligation')
     .map((r) => ({ check_name: r.subject, stage_name: r.stage_name, status: r.status }));
-  // Q4: a blocking obligation recorded failed is as unresolved as a pending one
-  const unresolved = rows.length > 0;
+  const unresolved = rows.some(holdsCompletingStage);
   return {
     run_id: run.run_id,
     status: run.status,
@@ -148,17 +147,28 @@ async function readIn(db: Executor, input: { runId: string; stage?: string | nul
 }
 
 /**
+ * Q4: what holds the completing stage: a pending subject, or a blocking obligation of a QA
+ * stage recorded failed (failed after its stage passed, it must not let the run deploy on). A
+ * failed obligation naming no stage is settlement's: the done gate refuses it (S2).
+ */
+function holdsCompletingStage(r: OutstandingRow): boolean {
+  return r.status === 'pending' || r.stage_name !== null;
+}
+
+/**
  * The hold itself (Q4), for the run workflow: blocking QA anywhere on the run still pending, or
  * recorded failed (one failed after its stage passed must not let the completing stage start).
  */
 export async function blockingQaUnresolved(db: Executor, runId: string): Promise<string[]> {
-  return (await qaStageOutstanding(db, runId, null)).map((r) =>
-    r.subject_kind === 'member'
-      ? `${r.subject} (${r.blockers.join(', ')})`
-      : r.status === 'failed'
-        ? `${r.subject} (failed)`
-        : r.subject,
-  );
+  return (await qaStageOutstanding(db, runId, null))
+    .filter(holdsCompletingStage)
+    .map((r) =>
+      r.subject_kind === 'member'
+        ? `${r.subject} (${r.blockers.join(', ')})`
+        : r.status === 'failed'
+          ? `${r.subject} (failed)`
+          : r.subject,
+    );
 }
 
 /** One line per unresolved obligation, as `watch` and `advance` print them. */

@@ -143,11 +143,11 @@ export function runCreationActivities(deps: {
       member_items: memberItems,
       warnings,
     });
-    // I1: a replay (an I2 repeat too) answers as the original did: D6's untargeted obligations
-    // and D7's unsatisfied dependencies, read again now.
-    const replayWarnings = async (run: RunRow) => {
+    // I1: a replay (an I2 repeat too) answers for the original run as it is now: D6's untargeted
+    // obligations of its current members and D7's unsatisfied dependencies, read again.
+    const replayWarnings = async (run: RunRow, current: { item_id: number }[]) => {
       const warnings: CreateReceipt['warnings'] = [];
-      for (const m of members)
+      for (const m of current)
         warnings.push(...untargetedObligations(await obligationsOf(trx, [m.item_id]), flow.stages));
       warnings.push(...dependencyWarnings(await composition(trx, run, flow, 'create')));
       return warnings;
@@ -158,14 +158,16 @@ export function runCreationActivities(deps: {
         const differing = differingFields(request, existing.create_request);
         // I1: the original run as it is now: its status and its members (an add-item, a
         // remove-item or a takeover since the create changed them), not the request's echo
-        if (differing.length === 0)
+        if (differing.length === 0) {
+          const current = await membersOf(trx, existing.run_id);
           return receipt(
             existing.run_id,
             existing.status,
             true,
-            await replayWarnings(await runById(trx, existing.run_id)),
-            (await membersOf(trx, existing.run_id)).map((m) => m.item),
+            await replayWarnings(await runById(trx, existing.run_id), current),
+            current.map((m) => m.item),
           );
+        }
         throw refusal(
           'idempotency_key_conflict',
           `idempotency key ${input.idempotencyKey} already created run ${existing.run_id} with different ${differing.join(', ')}`,

@@ -87,8 +87,10 @@ export function registerRunQa(dr: Command): void {
             details: { run_id: runId, status: report.status },
           });
         }
-        // Q4: pending or recorded failed, a blocking obligation is unresolved
-        const unresolved = !report.nothing_outstanding;
+        // Q4: what holds the completing stage (pending, or failed at a QA stage) is what `held` reads
+        const unresolved =
+          report.members.length > 0 ||
+          report.run_obligations.some((x) => x.status === 'pending' || x.stage_name !== null);
         if (!unresolved && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
         return { ...report, advanced: !unresolved && report.status === 'executing' };
       });

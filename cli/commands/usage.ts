@@ -176,8 +176,12 @@ export function registerUsage(program: Command): void {
         );
       } catch (err) {
         // Postgres out of reach: like the status line, the facts are kept on this machine for
-        // the session's next hook (exit 0: a hook never breaks the harness), never dropped.
-        if (!(err instanceof YokeError) || err.kind !== 'unreachable') throw err;
+        // the session's next hook (exit 0: a hook never breaks the harness), never dropped. A
+        // refusal would be refused again: what was kept goes with it (U4).
+        if (!(err instanceof YokeError) || err.kind !== 'unreachable') {
+          if (before && err instanceof YokeError) clearPending(o.session);
+          throw err;
+        }
         const pending = recordPending(
           o.session,
           role,

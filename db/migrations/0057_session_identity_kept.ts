@@ -45,7 +45,7 @@ const ownOnlyFunction = (identity: string) =>
 const identityRefusal = `IF ${identityChanged} THEN
         PERFORM yoke_refuse('permission_denied',
           format('session %s keeps what it was registered as: its start, project, machine, harness and probe mark', OLD.session_id),
-          'register a new session for other facts, or ask an admin');
+          'register a new session for other facts');
       END IF;`;
 
 export async function up(db: Kysely<any>): Promise<void> {

@@ -97,6 +97,7 @@ test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 w
     run_id: receipt.run_id,
     replayed: true,
     member_items: [],
+    warnings: [], // WEB-1's untargeted prod-canary went with it
   });
   const missingKey = await run([
     'deployment-runs',

@@ -669,6 +669,14 @@ test("U4 issue 13 a status-line write Postgres refuses (another actor's session)
   );
   expect(own.stdout).not.toContain('pending');
   expect(await served()).toEqual({ served_model: 'claude-sonnet-4-5', served_window: null });
+  // a record naming no role (as older builds wrote them) is no one's to replay either
+  const { role: _bobs, ...roleless } = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  writeFileSync(file, JSON.stringify({ ...roleless, model: 'claude-evil', window: 5 }));
+  await withStdin(['hooks', 'status-line'], JSON.stringify({ session_id: 'u4-own' }), {
+    DATABASE_URL: alice.url,
+    YOKE_HOME: home,
+  });
+  expect(await served()).toEqual({ served_model: 'claude-sonnet-4-5', served_window: null });
 });
 
 test('U2 U3 issue 9 the status line takes any JSON without failing the prompt: null, a list or a string states nothing; a window past the column (2^31-1) or counts sent as strings are shown, never stored or added', async () => {

@@ -16,7 +16,7 @@ test('D8 O1 issue 12 audit: a completion authority reading a newer created run n
   expect(reason).toMatchObject({
     code: 'delivery_not_discharged',
     recovery:
-      'let run-3 deliver SHOP-3: yoke deployment-runs remove-item run-5 SHOP-3 --reason R; or settle run run-5 once run-3 no longer occupies its origins (yoke deployment-runs execute run-5)',
+      'let run-3 deliver SHOP-3: yoke deployment-runs remove-item run-5 SHOP-3 --reason R; or settle run run-5: yoke deployment-runs execute run-5 (it waits while run-3 occupies an origin they share)',
   });
   const [executing] = doneGateReasons(facts({ run_id: 'run-5', status: 'executing', settling: false }));
   expect(executing!.recovery).toContain('yoke deployment-runs watch run-5');
