@@ -167,16 +167,9 @@ export async function statusLine(): Promise<number> {
   const sent = input.context_window?.context_window_size;
   const window = Number.isInteger(sent) && sent! > 0 && sent! <= MAX_CONTEXT_WINDOW ? sent : undefined;
   const model = typeof input.model?.id === 'string' && input.model.id.trim() ? input.model.id : undefined;
-  let tokens: number | null = null;
-  let pending: PendingAttestation | undefined;
-  let refused = false;
-  if (sessionId) {
-    const facts = { model: model ?? null, window: window ?? null };
-    const result = await attest(sessionId, facts);
-    tokens = result.tokens;
-    pending = result.pending;
-    refused = !!result.refused;
-  }
+  const { tokens, pending, refused } = sessionId
+    ? await attest(sessionId, { model: model ?? null, window: window ?? null })
+    : { tokens: null, pending: undefined, refused: false };
   const parts = [(typeof input.model?.display_name === 'string' && input.model.display_name) || model || 'model ?'];
   if (window) parts.push(`${compact(window)} ctx`);
   const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0); // a string is no count

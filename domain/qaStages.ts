@@ -15,6 +15,15 @@ export function qaStageNotFound(runId: string, stages: readonly NamedStage[], st
   });
 }
 
+/**
+ * Q4: what holds the completing stage: a pending subject, or a blocking obligation of a QA
+ * stage recorded failed (failed after its stage passed, it must not let the run deploy on). A
+ * failed obligation naming no stage is settlement's: the done gate refuses it (S2).
+ */
+export function holdsCompletingStage(r: { status: string; stage_name: string | null }): boolean {
+  return r.status === 'pending' || r.stage_name !== null;
+}
+
 /** A run obligation as the blocking-QA report and `get` show it (the report lists only blocking, open ones). */
 interface RunObligation {
   check_name: string;

@@ -5,7 +5,7 @@ import type { Executor } from '../../db/pool';
 import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
 import { runById, runFlow } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
-import { failedQaRecovery, qaStageNotFound } from '../../domain/qaStages';
+import { failedQaRecovery, holdsCompletingStage, qaStageNotFound } from '../../domain/qaStages';
 import { refusal } from '../../domain/errors';
 import { qaBeginCommand } from '../../domain/qaPlan';
 
@@ -144,15 +144,6 @@ async function readIn(db: Executor, input: { runId: string; stage?: string | nul
   const rows = await qaStageOutstanding(db, run.run_id, stage);
   const named = flow.stages.map((s, ordinal) => ({ name: s.name, status: statusOf(ordinal) }));
   return report(run, stage, completing, rows, atCompleting, named);
-}
-
-/**
- * Q4: what holds the completing stage: a pending subject, or a blocking obligation of a QA
- * stage recorded failed (failed after its stage passed, it must not let the run deploy on). A
- * failed obligation naming no stage is settlement's: the done gate refuses it (S2).
- */
-function holdsCompletingStage(r: OutstandingRow): boolean {
-  return r.status === 'pending' || r.stage_name !== null;
 }
 
 /**

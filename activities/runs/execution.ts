@@ -40,7 +40,7 @@ import {
   type DependencyWarning,
   type SupplementalWarning,
 } from './composition';
-import { openLines, SETTLING } from './occupancy';
+import { openLines } from './occupancy';
 import { abortLiveExecutionsOfRun, noQaEffects, notifyQa, type QaEffects, type QaNotifier } from '../qa/ending';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
@@ -297,7 +297,7 @@ export function runExecutionActivities(deps: {
     const lines = await openLines(trx, holder.run_id);
     return refusal(
       'target_occupied',
-      `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? (lines[0] === SETTLING ? 'all passed' : 'not started')}): ${lines.join('; ')}`,
+      `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
       {
         recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
         details: {

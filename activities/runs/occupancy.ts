@@ -21,7 +21,7 @@ export async function stageOutstanding(
 }
 
 /** O2: the open line of a holder whose every stage passed: it is settling (or its settlement is blocked). */
-export const SETTLING = 'settling: every stage passed';
+const SETTLING = 'settling: every stage passed';
 
 /**
  * What a holding run still has open (O2): `deploying: stage <name>` before its first QA
@@ -32,11 +32,7 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
   const flow = await runFlow(db, run);
   // past its last stage (a flow without QA holds its origins until it is terminal): settling
   const stages = await stageStatuses(db, runId);
-  if (
-    stages.length >= flow.stages.length &&
-    flow.stages.every((_, i) => stages.find((s) => s.ordinal === i)?.status === 'passed')
-  )
-    return [SETTLING];
+  if (flow.stages.every((_, i) => stages.find((s) => s.ordinal === i)?.status === 'passed')) return [SETTLING];
   const firstQa = flow.stages.findIndex((s) => s.kind === 'qa');
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
   if (firstQa < 0 || run.cursor_ordinal < firstQa) return [`deploying: stage ${stageName}`];

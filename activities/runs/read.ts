@@ -220,6 +220,30 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         containment_attestation: m.containment_attestation,
       });
     }
+    const stageViews = stages.length
+      ? stages.map((s) => ({
+          ordinal: s.ordinal,
+          name: s.name,
+          kind: s.kind,
+          target_env: s.target_env,
+          status: s.status,
+          started_at: iso(s.started_at),
+          finished_at: iso(s.finished_at),
+          detail: s.detail,
+          approved_by_actor_id: s.approved_by_actor_id,
+        }))
+      : flow.stages.map((s, ordinal) => ({
+          ordinal,
+          name: s.name,
+          kind: s.kind,
+          target_env: s.target,
+          // a run that ended before executing never runs its stages: they read cancelled, as a failed run's rest do
+          status: isTerminalRunStatus(run.status) ? 'cancelled' : 'pending',
+          started_at: null,
+          finished_at: null,
+          detail: null,
+          approved_by_actor_id: null,
+        }));
     const view: RunView = {
       run_id: run.run_id,
       project: project.name,
@@ -255,30 +279,7 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
         occupying,
         open_lines: occupying ? await openLines(db, run.run_id) : [],
       },
-      stages: stages.length
-        ? stages.map((s) => ({
-            ordinal: s.ordinal,
-            name: s.name,
-            kind: s.kind,
-            target_env: s.target_env,
-            status: s.status,
-            started_at: iso(s.started_at),
-            finished_at: iso(s.finished_at),
-            detail: s.detail,
-            approved_by_actor_id: s.approved_by_actor_id,
-          }))
-        : flow.stages.map((s, ordinal) => ({
-            ordinal,
-            name: s.name,
-            kind: s.kind,
-            target_env: s.target,
-            // a run that ended before executing never runs its stages: they read cancelled, as a failed run's rest do
-            status: isTerminalRunStatus(run.status) ? 'cancelled' : 'pending',
-            started_at: null,
-            finished_at: null,
-            detail: null,
-            approved_by_actor_id: null,
-          })),
+      stages: stageViews,
       qa: qa.map((q) => ({
         check_name: q.check_name,
         source: q.source,
@@ -302,14 +303,13 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       release_lineage: lineage,
       takeover_chain: await takeoverChain(db, run.run_id),
       qa_executions: await qaAttempts(db, run.run_id),
-      recovery: null,
+      // the run's stages tell an obligation failed after its stage passed (a hold, not a failure)
+      recovery: failedQaRecovery(
+        run,
+        qa.map((q) => ({ ...q, retracted: q.retraction })),
+        stageViews,
+      ),
     };
-    // the run's stages tell an obligation failed after its stage passed (a hold, not a failure)
-    view.recovery = failedQaRecovery(
-      run,
-      qa.map((q) => ({ ...q, retracted: q.retraction })),
-      view.stages,
-    );
     if (input.includeMemberClosure || input.fields?.includes('member_closure'))
       view.member_closure = await memberClosure(db, run.run_id);
     if (!input.fields?.length) return view;

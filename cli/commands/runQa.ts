@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { QaPendingReport } from '../../activities/qa/pending';
 import { actingSession, BaseOptions, commandAction, nonEmpty, parseOptions, withDb } from '../context';
 import { refusal } from '../../domain/errors';
+import { holdsCompletingStage } from '../../domain/qaStages';
 import { emit } from '../output';
 
 async function lines(r: QaPendingReport): Promise<string[]> {
@@ -87,10 +88,8 @@ export function registerRunQa(dr: Command): void {
             details: { run_id: runId, status: report.status },
           });
         }
-        // Q4: what holds the completing stage (pending, or failed at a QA stage) is what `held` reads
-        const unresolved =
-          report.members.length > 0 ||
-          report.run_obligations.some((x) => x.status === 'pending' || x.stage_name !== null);
+        // Q4: the rule `held` and the workflow's hold read (pending, or failed at a QA stage)
+        const unresolved = report.members.length > 0 || report.run_obligations.some(holdsCompletingStage);
         if (!unresolved && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
         return { ...report, advanced: !unresolved && report.status === 'executing' };
       });

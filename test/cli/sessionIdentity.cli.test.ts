@@ -71,30 +71,11 @@ test('U13 U2 re-registering a live session with another --project, --machine or 
 
 test("U12 U13 issue 13 a user's raw UPDATE of its own session cannot move its start (the pricing revision), project, machine or harness, or drop its probe mark; a heartbeat and an end still work", async () => {
   const bob = await raw.add('bob');
-  await asAdmin([
-    'sessions',
-    'register',
-    '--session',
-    'raw1',
-    '--actor',
-    bob.name,
-    '--project',
-    'web',
-    '--machine',
-    'm1',
+  const registered = await asAdmin([
+    ...['sessions', 'register', '--session', 'raw1', '--actor', bob.name],
+    ...['--project', 'web', '--machine', 'm1', '--harness', 'claude', '--probe'],
   ]);
-  const again = await asAdmin([
-    'sessions',
-    'register',
-    '--session',
-    'raw1',
-    '--actor',
-    bob.name,
-    '--harness',
-    'claude',
-    '--probe',
-  ]);
-  expect(again.code).toBe(0);
+  expect(registered.code).toBe(0);
   for (const change of [
     "offered_at = '2099-06-01'",
     "project_id = (SELECT project_id FROM projects WHERE name = 'docs')",
