@@ -44,6 +44,10 @@ export interface UsageReportRow {
   machine_id: string | null;
   model: string;
   usage: UsageTotals[string];
+  /** the session's reading: a partial one makes every sum it enters partial */
+  usage_status: 'measured' | 'partial';
+  /** what the fold noted against the session's cost (cost_caveat of session_usage) */
+  cost_caveat: string | null;
 }
 
 /**
@@ -108,7 +112,8 @@ export async function readUsageReport(
     revisions: PricingRevisionRow[] | null;
   }>`
     SELECT (SELECT jsonb_agg(x ORDER BY x.offered_at, x.session_id, x.model) FROM (
-              SELECT s.session_id, s.offered_at, p.name AS project, s.machine_id, m.key AS model, m.value AS usage
+              SELECT s.session_id, s.offered_at, p.name AS project, s.machine_id, m.key AS model, m.value AS usage,
+                     u.status AS usage_status, u.cost_caveat
                 FROM sessions s
                 JOIN session_usage u ON u.session_id = s.session_id AND u.status <> 'unavailable'
                 LEFT JOIN projects p ON p.project_id = s.project_id

@@ -239,7 +239,6 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
           stream.close();
           conn.end();
         }, opts.commandTimeoutMs);
-        if (opts.onProgress) progress = setInterval(opts.onProgress, 2_000);
         stream.on('close', (code: number | null, signal: string | null) => {
           // W3: a stream that closes with neither an exit status nor a signal lost its connection
           // (sshd died, the network dropped): the host is unavailable, not the command failed.
@@ -270,6 +269,9 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
         });
       });
     });
+    // the heartbeat covers the handshake too: a host that accepts TCP and never speaks SSH is
+    // ssh_unavailable at connectTimeoutMs, not a worker Temporal thinks has died
+    if (opts.onProgress) progress = setInterval(opts.onProgress, 2_000);
     conn.connect(config);
   });
 }

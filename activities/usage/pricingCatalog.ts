@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
+import { requireAdmin } from '../../db/actors';
 import type { Database } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import {
@@ -103,6 +104,9 @@ export async function importPricing(db: Kysely<Database>, input: PricingImport) 
       details: { file: input.file ?? null, genai_prices: !!input.genaiPrices },
     });
   }
+  // the catalog is an admin's (Postgres refuses anyone else's write); asked first, so no other
+  // refusal sends a user to a flag they cannot use (--backdate)
+  await requireAdmin(db, 'import a pricing revision');
   if (input.genaiPrices) return importGenaiPrices(db, input);
   const file = input.file!;
   let document: unknown;
@@ -163,11 +167,14 @@ async function storeRevision(db: Kysely<Database>, document: unknown, origin: st
   }
   const existing = await pricingRevisionById(db, r.revision_id);
   if (existing) {
-    if (await sameRates(db, r.revision_id, JSON.stringify(r.rates)))
+    // a re-import is a replay only when it says what the stored revision says: its rates and
+    // the instant it takes effect (another date would re-price other sessions)
+    const sameDate = new Date(existing.effective_at).getTime() === Date.parse(r.effective_at);
+    if (sameDate && (await sameRates(db, r.revision_id, JSON.stringify(r.rates))))
       return { revision_id: r.revision_id, imported: false };
     throw refusal(
       'pricing_revision_immutable',
-      `pricing revision ${r.revision_id} already exists with other rates; revisions are immutable`,
+      `pricing revision ${r.revision_id} already exists with ${sameDate ? 'other rates' : `another effective_at (${new Date(existing.effective_at).toISOString()})`}; revisions are immutable`,
       {
         recovery: 'import the new prices as a new revision_id with its own effective_at',
         details: { revision_id: r.revision_id },

@@ -70,6 +70,8 @@ export interface MachineUsage {
   usage_status: 'measured' | 'partial' | 'unavailable';
   /** How many of 24H SESSIONS have measured usage. */
   measured_sessions: number;
+  /** U12: the caveats of the sessions' costs summed here (a back-dated or estimated revision), or null. */
+  cost_caveat: string | null;
 }
 
 /** The session whose actor's grants bound what a usage read shows (U13); absent for an operator at the control plane. */
@@ -383,6 +385,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         measured: number;
         partial: boolean;
         cost_status: Set<string>;
+        caveats: Set<string>;
       }
     >();
     for (const c of cohort) {
@@ -394,6 +397,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         measured: 0,
         partial: false,
         cost_status: new Set<string>(),
+        caveats: new Set<string>(),
       };
       const f = fields.get(c.session_id)!;
       m.sessions += 1;
@@ -407,6 +411,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         m.cost += f.usage_cost_usd;
       }
       m.cost_status.add(f.usage_cost_status);
+      if (f.cost_caveat) m.caveats.add(f.cost_caveat);
       machines.set(c.machine_id, m);
     }
     return [...machines.entries()]
@@ -419,6 +424,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         cost_status: m.cost_status.size === 1 ? [...m.cost_status][0]! : 'partial',
         usage_status: !m.measured ? 'unavailable' : m.partial || m.measured < m.sessions ? 'partial' : 'measured',
         measured_sessions: m.measured,
+        cost_caveat: m.caveats.size ? [...m.caveats].join('; ') : null,
       }));
   }
 

@@ -58,6 +58,10 @@ interface ReportRow {
   total_tokens: number;
   cost_usd: number | null;
   cost_status: 'priced' | 'partial' | 'unavailable';
+  /** `partial` when a session summed here has a partial reading (its tokens are a floor) */
+  usage_status: 'measured' | 'partial';
+  /** U12: what this row's cost rests on beyond the catalog's current prices (a back-dated or estimated revision), or null */
+  cost_caveat: string | null;
 }
 
 /** `--since` / `--until`: a day (YYYY-MM-DD or YYYYMMDD, UTC) or an ISO timestamp. */
@@ -173,17 +177,26 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
     const read = await readUsageReport(db, { sinceAt: since?.at ?? null, untilAt }, input.viewer?.sessionId);
     requireViewer(input.viewer, read.viewer_actor);
     const catalog = pricingCatalog(read.revisions);
-    const groups = new Map<
-      string,
-      { sessions: Set<string>; models: Set<string>; buckets: Buckets; usd: number; statuses: Set<string> }
-    >();
-    const all = {
+    type Group = {
+      sessions: Set<string>;
+      models: Set<string>;
+      buckets: Buckets;
+      usd: number;
+      statuses: Set<string>;
+      partial: boolean;
+      caveats: Set<string>;
+    };
+    const group = (): Group => ({
       sessions: new Set<string>(),
       models: new Set<string>(),
       buckets: zeroBuckets(),
       usd: 0,
       statuses: new Set<string>(),
-    };
+      partial: false,
+      caveats: new Set<string>(),
+    });
+    const groups = new Map<string, Group>();
+    const all = group();
     for (const r of read.rows) {
       const offered = new Date(r.offered_at).toISOString();
       const key =
@@ -198,25 +211,24 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
                 : (r.project ?? '(no project)');
       const revision: PricingRevision | undefined = revisionAt(catalog, offered);
       const cost = costOf({ [r.model]: r.usage }, revision);
-      for (const g of [
-        groups.get(key) ?? {
-          sessions: new Set<string>(),
-          models: new Set<string>(),
-          buckets: zeroBuckets(),
-          usd: 0,
-          statuses: new Set<string>(),
-        },
-        all,
-      ]) {
+      // U12: every cost a back-dated (or estimated) revision prices names it
+      const caveats = [
+        r.cost_caveat,
+        cost.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
+        backdateCaveat(revision, new Date(offered)),
+      ].filter((c): c is string => !!c);
+      for (const g of [groups.get(key) ?? group(), all]) {
         g.sessions.add(r.session_id);
         g.models.add(r.model);
         g.buckets = addBuckets(g.buckets, r.usage.all);
         g.usd += cost.usd ?? 0;
         g.statuses.add(cost.status);
+        g.partial ||= r.usage_status === 'partial';
+        for (const c of caveats) g.caveats.add(c);
         if (g !== all) groups.set(key, g);
       }
     }
-    const row = (key: string, g: typeof all): ReportRow => {
+    const row = (key: string, g: Group): ReportRow => {
       const status =
         g.statuses.size === 0
           ? 'priced'
@@ -231,6 +243,8 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
         total_tokens: BILLABLE_BUCKETS.reduce((sum, b) => sum + g.buckets[b], 0),
         cost_usd: status === 'unavailable' ? null : Math.round(g.usd * 1e6) / 1e6,
         cost_status: status,
+        usage_status: g.partial ? 'partial' : 'measured',
+        cost_caveat: g.caveats.size ? [...g.caveats].join('; ') : null,
       };
     };
     return {

@@ -314,15 +314,19 @@ export function registerUsage(program: Command): void {
           return (await usage(ctx)).machinesUsage(viewerId ? { sessionId: viewerId } : undefined);
         },
         (rows) =>
-          table(
-            ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
-            rows.map((m) => [
-              m.machine_id,
-              machineTokens(m),
-              `${m['24H API COST'] === null ? '–' : `$${m['24H API COST'].toFixed(4)}`}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
-              m['24H SESSIONS'],
-            ]),
-          ),
+          [
+            table(
+              ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
+              rows.map((m) => [
+                m.machine_id,
+                machineTokens(m),
+                `${m['24H API COST'] === null ? '–' : `$${m['24H API COST'].toFixed(4)}`}${m.cost_status === 'priced' ? '' : ` (${m.cost_status})`}`,
+                m['24H SESSIONS'],
+              ]),
+            ),
+            // U12: a cost resting on a back-dated or estimated revision says so under the table
+            ...rows.filter((m) => m.cost_caveat).map((m) => `caveat ${m.machine_id}: ${m.cost_caveat}`),
+          ].join('\n'),
       ),
     );
 }

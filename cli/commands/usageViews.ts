@@ -84,34 +84,38 @@ export function registerUsageViews(program: Command): void {
         async (ctx, o) =>
           (await views(ctx)).usageReport({ by: o.by, since: o.since, until: o.until, viewer: viewerOf(o.session) }),
         (r, o) =>
-          table(
-            [
-              o.by.toUpperCase(),
-              'SESSIONS',
-              'INPUT',
-              'CACHED',
-              'CACHE 5M',
-              'CACHE 1H',
-              'OUTPUT',
-              'REASONING',
-              'TOKENS',
-              'COST',
-              'STATUS',
-            ],
-            [...r.rows, r.totals].map((x) => [
-              x.key,
-              x.sessions,
-              x.buckets.input,
-              x.buckets.cached_input,
-              x.buckets.cache_write,
-              x.buckets.cache_write_long,
-              x.buckets.output,
-              x.buckets.reasoning,
-              x.total_tokens,
-              usd(x.cost_usd),
-              x.cost_status,
-            ]),
-          ),
+          [
+            table(
+              [
+                o.by.toUpperCase(),
+                'SESSIONS',
+                'INPUT',
+                'CACHED',
+                'CACHE 5M',
+                'CACHE 1H',
+                'OUTPUT',
+                'REASONING',
+                'TOKENS',
+                'COST',
+                'STATUS',
+              ],
+              [...r.rows, r.totals].map((x) => [
+                x.key,
+                x.sessions,
+                x.buckets.input,
+                x.buckets.cached_input,
+                x.buckets.cache_write,
+                x.buckets.cache_write_long,
+                x.buckets.output,
+                x.buckets.reasoning,
+                x.total_tokens,
+                usd(x.cost_usd),
+                x.usage_status === 'partial' ? `${x.cost_status}, usage partial` : x.cost_status,
+              ]),
+            ),
+            // U12: a cost resting on a back-dated or estimated revision says so under the table
+            ...r.rows.filter((x) => x.cost_caveat).map((x) => `caveat ${x.key}: ${x.cost_caveat}`),
+          ].join('\n'),
       ),
     );
 }

@@ -138,6 +138,14 @@ test('I13 probe: self-grant, projects, apply, test machines and back-dated prici
       expect([name, who.name, outcome(await op(who))]).toEqual([name, who.name, 'permission_denied']);
     expect([name, outcome(await op(boss))]).toEqual([name, 'allowed']);
   }
+  // U12: a user's import is refused as theirs to make first, never with a recovery (--backdate)
+  // that would only be refused next
+  const older = join(dir, 'older.json');
+  writeFileSync(
+    older,
+    JSON.stringify({ revision_id: 'r-older', effective_at: '2020-01-01T00:00:00Z', source: 'x', rates: {} }),
+  );
+  expect(outcome(await alice.run(['pricing', 'import', older, '--json']))).toBe('permission_denied');
   const grants = await t.db
     .selectFrom('project_grants')
     .select('actor_id')

@@ -46,6 +46,8 @@ export async function startTestWorker(
   opts: {
     reservationLifetimeMs?: number;
     commandTimeoutMs?: number;
+    /** The SSH handshake's bound (3 s unless a test needs one past the check's heartbeat timeout). */
+    connectTimeoutMs?: number;
     /** Wraps the worker's activities (a test that must act at an exact moment inside one). */
     wrap?: (activities: ReturnType<typeof createActivities>) => ReturnType<typeof createActivities>;
   } = {},
@@ -65,7 +67,7 @@ export async function startTestWorker(
         db,
         temporal: { client, taskQueue },
         reservationLifetimeMs: opts.reservationLifetimeMs,
-        ssh: { connectTimeoutMs: 3_000, commandTimeoutMs: opts.commandTimeoutMs ?? 30_000 },
+        ssh: { connectTimeoutMs: opts.connectTimeoutMs ?? 3_000, commandTimeoutMs: opts.commandTimeoutMs ?? 30_000 },
       }),
     ),
   });

@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import { sessionActivities } from '../../activities/sessions';
 import { fold as readerFold } from '../../activities/usage/readers';
 import { sessionUsageActivities } from '../../activities/usage/sessionUsage';
+import { usageViewActivities } from '../../activities/usage/usageViews';
 import { UNRECORDED_USAGE_UNDERCOUNT } from '../../domain/usage/buckets';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf } from '../helpers/fixtures';
@@ -701,6 +702,20 @@ describe('cost and views', () => {
       backdated: false,
     });
     expect((await fields('c1')).usage_cost_usd).toBe(28.8); // a later revision does not reprice this session
+    // the same id and rates with another effective_at is no replay: it would re-price other sessions
+    writeFileSync(
+      revision,
+      JSON.stringify({
+        revision_id: 'future',
+        effective_at: '2098-01-01T00:00:00Z',
+        source: 'test',
+        rates: { 'claude-sonnet-4-5': { input: 1000, output: 1000 } },
+      }),
+    );
+    expect(await refusalOf(u.importPricing({ file: revision }))).toMatchObject({
+      code: 'pricing_revision_immutable',
+      message: expect.stringContaining('another effective_at'),
+    });
     writeFileSync(
       revision,
       JSON.stringify({
@@ -753,6 +768,22 @@ describe('cost and views', () => {
     expect(after.usage_cost_usd).toBe(0);
     expect(after.cost_caveat).toContain('back-dated revision all-zero');
     expect(after.cost_caveat).toContain('vendor refunded the hour');
+    // every cost the revision prices names it: the report's rows and total, and the machine's 24-hour sum
+    const report = await usageViewActivities({ db: t.db }).usageReport({ by: 'session' });
+    expect(report.rows).toEqual([
+      expect.objectContaining({
+        key: 'c1',
+        cost_usd: 0,
+        cost_caveat: expect.stringContaining('back-dated revision all-zero'),
+      }),
+    ]);
+    expect(report.totals.cost_caveat).toContain('back-dated revision all-zero');
+    expect(await u.machinesUsage()).toEqual([
+      expect.objectContaining({
+        machine_id: 'm1',
+        cost_caveat: expect.stringContaining('back-dated revision all-zero'),
+      }),
+    ]);
     const audit = await t.db
       .selectFrom('events')
       .select('payload')

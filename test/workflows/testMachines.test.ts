@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { temporalLineNotifier } from '../../temporal/lineSignals';
@@ -55,10 +56,10 @@ afterAll(async () => {
   await t.drop();
 });
 
-function check(testMachine: string, kind: CheckKind = 'verification', sessionId = 'op') {
-  return w.client.workflow.execute('testMachineCheck', {
+function check(testMachine: string, kind: CheckKind = 'verification', sessionId = 'op', worker: TestWorker = w) {
+  return worker.client.workflow.execute('testMachineCheck', {
     workflowId: checkWorkflowId(testMachine, kind, randomUUID()),
-    taskQueue: w.taskQueue,
+    taskQueue: worker.taskQueue,
     args: [{ testMachine, sessionId, kind }],
   }) as Promise<{ check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome }>;
 }
@@ -233,5 +234,30 @@ test('W3 sshd dying mid-check (its connection dropped before the command reporte
   } finally {
     await beta.start();
     rmSync(dir, { recursive: true, force: true });
+  }
+}, 60_000);
+
+test('W3 a host that accepts TCP but never speaks SSH is recorded ssh_unavailable at the connect timeout, not taken for a dead worker', async () => {
+  const sockets: Socket[] = [];
+  const silent = createServer((socket) => sockets.push(socket)); // accepts, never sends a banner
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  // a handshake bound past the check's 6 s heartbeat timeout, as the default 10 s is
+  const patient = await startTestWorker(t.db, { connectTimeoutMs: 9_000 });
+  try {
+    await s.addTestMachine({
+      name: 'silent',
+      host: '127.0.0.1',
+      port: (silent.address() as AddressInfo).port,
+      user: beta.user,
+      credential: beta.credential,
+      hostKeyFile: beta.hostKeyFile,
+    });
+    const { check: recorded } = await check('silent', 'verification', 'op', patient);
+    expect(recorded).toMatchObject({ kind: 'verification', passed: false, reason: 'ssh_unavailable' });
+    expect(await healthOf('silent')).toBe(false);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+    await patient.shutdown();
   }
 }, 60_000);
