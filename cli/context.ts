@@ -71,8 +71,19 @@ export function actingSession(opts: { session?: string }): string {
         'pass --session S or set YOKE_SESSION_ID (register one with: yoke sessions register --session S --actor A)',
     });
   }
+  // no session is registered under a longer id (the column holds 200), so it is bad input, not
+  // an unregistered session whose recovery (register it) would be refused too
+  if (id.length > MAX_SESSION_ID) {
+    throw usageError('invalid_argument', `--session: at most ${MAX_SESSION_ID} characters (${id.length} given)`, {
+      recovery: 'pass the id the session was registered with (yoke sessions list shows them)',
+      details: { option: '--session', length: id.length },
+    });
+  }
   return id;
 }
+
+/** sessions.session_id's length. */
+const MAX_SESSION_ID = 200;
 
 /** C11: commands run from an agent hook are marked so; operator releases refuse there. */
 export function inHookContext(): boolean {
@@ -88,10 +99,36 @@ export function parseOptions<S extends z.ZodType>(schema: S, value: unknown): z.
   const flag = issue.path.length
     ? `--${String(issue.path[0]).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
     : 'input';
-  throw usageError('invalid_argument', `${flag}: ${issue.message}`, {
-    recovery: 'correct the value (see --help for the command)',
+  const empty = isEmptyValue(issue);
+  throw usageError('invalid_argument', `${flag}: ${plainMessage(issue)}`, {
+    recovery: empty
+      ? `give ${flag} a value (see --help for the command)`
+      : 'correct the value (see --help for the command)',
     details: { option: flag },
   });
+}
+
+/** An empty (or blank, once trimmed) string where a value is required. */
+function isEmptyValue(issue: z.core.$ZodIssue): boolean {
+  return issue.code === 'too_small' && issue.origin === 'string' && Number(issue.minimum) === 1;
+}
+
+/**
+ * zod's own wording for a bound ("Too small: expected string to have >=1 characters") said the
+ * way a person reads a command line; a message a schema wrote itself is kept as it is.
+ */
+function plainMessage(issue: z.core.$ZodIssue): string {
+  if (isEmptyValue(issue)) return 'an empty value is not accepted';
+  if (!/^Too (small|big):/.test(issue.message)) return issue.message;
+  if (issue.code === 'too_small') {
+    const bound = issue.inclusive ? 'at least' : 'more than';
+    return issue.origin === 'string' ? `${bound} ${issue.minimum} characters` : `must be ${bound} ${issue.minimum}`;
+  }
+  if (issue.code === 'too_big') {
+    const bound = issue.inclusive ? 'at most' : 'less than';
+    return issue.origin === 'string' ? `${bound} ${issue.maximum} characters` : `must be ${bound} ${issue.maximum}`;
+  }
+  return issue.message;
 }
 
 /**
@@ -130,7 +167,7 @@ export function parseArgument<S extends z.ZodType>(name: string, schema: S, valu
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const argument = name.toUpperCase();
-  throw usageError('invalid_argument', `${argument}: ${parsed.error.issues[0]!.message}`, {
+  throw usageError('invalid_argument', `${argument}: ${plainMessage(parsed.error.issues[0]!)}`, {
     recovery: 'correct the value (see --help for the command)',
     // `option` is what these details said before the argument was named (kept for readers of it).
     details: { argument, value, option: `--${name}` },

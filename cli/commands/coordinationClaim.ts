@@ -120,7 +120,7 @@ export function registerCoordinationClaim(parent: Command): void {
                 // alone never ends: the hint names the verify that serves the line.
                 const unhealthy =
                   err.code === 'test_machine_unhealthy'
-                    ? `; the machine is unhealthy, so no turn is reserved until a verification passes: once it is fixed, yoke test-machine verify ${key.testMachine} --session ${sessionId}`
+                    ? `; the machine is unhealthy, so no turn is reserved until a verification (or a golden capture) passes: once it is fixed, yoke test-machine verify ${key.testMachine} --session ${sessionId}`
                     : '';
                 throw new YokeError(
                   err.kind,

@@ -236,7 +236,7 @@ export function registerTestMachine(program: Command): void {
             'refusal',
             'host_key_mismatch',
             `${name} presented a host key other than the pinned one; recorded as a failed verification`,
-            `if the machine was re-imaged, re-pin it: yoke test-machine remove ${name}, then add it again with --host-key-file`,
+            `if the machine was legitimately re-imaged, re-pin it (its waiting line is kept): yoke test-machine repin ${name} --host-key-file NEW_KEY.pub, then yoke test-machine verify ${name} --session ${sessionId}`,
             { test_machine: name },
           );
         }
@@ -246,7 +246,7 @@ export function registerTestMachine(program: Command): void {
             `${kind}_failed`,
             `${kind.replace('_', ' ')} of ${name} failed: ${report.check.reason}`,
             // The way back is a passing verification, so the hint names the command that records one.
-            `inspect the machine, then verify it again: yoke test-machine verify ${name} --session ${sessionId}; ${report.check.kind === 'verification' ? 'it stays unhealthy (its line waits) until a verification passes' : 'its health is unchanged'}`,
+            `inspect the machine, then verify it again: yoke test-machine verify ${name} --session ${sessionId}; ${report.check.kind === 'verification' ? 'it stays unhealthy (its line waits) until a verification or a golden capture passes' : 'its health is unchanged'}`,
             { test_machine: name, reason: report.check.reason },
           );
         }

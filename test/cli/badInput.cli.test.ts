@@ -54,6 +54,28 @@ test('session id over 200 characters is a usage error naming --session; nothing 
   expect(await count('sessions')).toBe(before);
 });
 
+test('issue 9 a session id over 200 characters given to any session command is a usage error naming --session, never session_not_registered', async () => {
+  const long = 's'.repeat(201);
+  for (const args of [
+    ['sessions', 'heartbeat'],
+    ['sessions', 'end'],
+    ['hooks', 'usage', '--harness', 'claude', '--artifact', join(dir, 'none.jsonl')],
+  ]) {
+    const r = await run([...args, '--session', long, '--json']);
+    expectUsage(r, '--session');
+    expect(jsonError(r).message).toContain('at most 200 characters');
+  }
+});
+
+test('issue 9 an empty option value is named in plain words, with a recovery that asks for a value', async () => {
+  const r = await run(['deployment-runs', 'takeover', 'run-1', '--successor', '', '--json']);
+  expectUsage(r, '--successor');
+  expect(jsonError(r)).toMatchObject({
+    message: '--successor: an empty value is not accepted',
+    recovery: 'give --successor a value (see --help for the command)',
+  });
+});
+
 test('a YAML alias bomb is refused as an invalid definition, not parsed to exhaustion', async () => {
   const lines = ['project: bomb', 'a: &a ["x","x","x","x","x","x","x","x","x","x"]'];
   for (let i = 1; i <= 9; i++) {

@@ -484,7 +484,11 @@ test('W3 W8 issue 3 a re-imaged machine is re-pinned in place: repin keeps its w
   const keys = mkdtempSync(join(tmpdir(), 'yoke-repin-'));
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(keys, 'old_host_key')]);
   expect((await run(addArgs('lab-rp', ['--host-key-file', join(keys, 'old_host_key.pub')]))).code).toBe(0);
-  await run(['test-machine', 'verify', 'lab-rp', '--session', 'op', '--json']);
+  // the refusal's recovery re-pins in place, never remove-and-add (which cancels the line)
+  const mismatch = jsonError(await run(['test-machine', 'verify', 'lab-rp', '--session', 'op', '--json']));
+  expect(mismatch.code).toBe('host_key_mismatch');
+  expect(mismatch.recovery).toContain('yoke test-machine repin lab-rp --host-key-file');
+  expect(mismatch.recovery).not.toContain('remove');
   const machine = async () =>
     json<{ name: string; healthy: boolean; waiting: number; last_verification: { reason: string | null } }[]>(
       await run(['test-machine', 'list', '--json']),
