@@ -9,7 +9,8 @@ import {
   type ActorRow,
 } from '../db/actors';
 import type { Database } from '../db/database';
-import { refusal, usageError } from '../domain/errors';
+import { refusal, usageError, YokeError } from '../domain/errors';
+import { refusalFromPostgres } from '../domain/sqlRefusal';
 
 /** Role names yoke creates: lowercase, so the actor id and the connection's user read the same. */
 const ACTOR_NAME = /^[a-z_][a-z0-9_.-]{0,62}$/;
@@ -42,7 +43,11 @@ export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: strin
     }
     // The password is shown once, inside the connection string; Postgres keeps only its hash.
     const secret = randomBytes(18).toString('base64url');
-    await addActorRole(db, input.actor, secret, input.kind);
+    try {
+      await addActorRole(db, input.actor, secret, input.kind);
+    } catch (err) {
+      throw await refinedExists(err, input.actor);
+    }
     return {
       actor: input.actor,
       kind: input.kind,
@@ -55,6 +60,19 @@ export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: strin
    * not read as done); the refusal keeps the success answer's fields in its details.
    */
   async function removeActor(input: { actor: string }): Promise<{ actor: string; removed: true }> {
+    const me = await connectedActor(db);
+    // Postgres cannot drop the role a connection is logged in as (a non-admin is refused by
+    // the removal itself, as for any other actor)
+    if (me.admin && me.actor === input.actor) {
+      throw refusal(
+        'actor_in_use',
+        `${input.actor} is the actor this connection is logged in as; nothing was removed`,
+        {
+          recovery: `connect as another admin (its DATABASE_URL) and run: yoke actors remove ${input.actor}`,
+          details: { actor: input.actor, removed: false },
+        },
+      );
+    }
     if (!(await removeActorRole(db, input.actor))) {
       throw refusal('actor_not_found', `no actor is named ${input.actor}; nothing was removed`, {
         recovery: 'check the name against yoke actors list',
@@ -64,12 +82,30 @@ export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: strin
     return { actor: input.actor, removed: true };
   }
 
+  /**
+   * actor_exists says to remove the existing actor first; for a role yoke did not add (a group
+   * role, a superuser, another application's login) that removal is refused, so the recovery
+   * says to choose another name.
+   */
+  async function refinedExists(err: unknown, actor: string): Promise<unknown> {
+    const code = err instanceof YokeError ? err.code : refusalFromPostgres(err)?.code;
+    if (code !== 'actor_exists') return err;
+    if ((await listActorRoles(db)).some((a) => a.actor === actor)) return err;
+    return refusal('actor_exists', `a Postgres role named ${actor} exists already, and it is not a yoke actor`, {
+      recovery: 'choose another name (yoke never removes a role it did not add)',
+      details: { actor },
+    });
+  }
+
   async function listActors(): Promise<ActorRow[]> {
     return listActorRoles(db);
   }
 
-  async function whoAmI(): Promise<{ actor: string; admin: boolean }> {
-    return connectedActor(db);
+  /** The connected actor and its kind as `actors list` names it (a superuser, which no list names, is an admin). */
+  async function whoAmI(): Promise<{ actor: string; admin: boolean; kind: ActorKind }> {
+    const [me, roles] = await Promise.all([connectedActor(db), listActorRoles(db)]);
+    const kind = roles.find((a) => a.actor === me.actor)?.kind ?? (me.admin ? 'admin' : 'user');
+    return { ...me, kind };
   }
 
   return { addActor, removeActor, listActors, whoAmI };

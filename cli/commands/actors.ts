@@ -77,7 +77,7 @@ export function registerActors(program: Command): void {
       commandAction(
         BaseOptions,
         (ctx) => actorsOf(ctx).whoAmI(),
-        (r) => `${r.actor}${r.admin ? ' (admin)' : ''}`,
+        (r) => `${r.actor} (${r.kind})`,
       ),
     );
 }

@@ -41,8 +41,17 @@ test('I13 actors add prints a connection string that connects as that role; list
       expect.objectContaining({ actor: admin.name, kind: 'admin' }),
     ]),
   );
-  expect(json(await alice.run(['actors', 'whoami', '--json']))).toEqual({ actor: alice.name, admin: false });
-  expect(json(await admin.run(['actors', 'whoami', '--json']))).toEqual({ actor: admin.name, admin: true });
+  expect(json(await alice.run(['actors', 'whoami', '--json']))).toEqual({
+    actor: alice.name,
+    admin: false,
+    kind: 'user',
+  });
+  expect(json(await bob.run(['actors', 'whoami', '--json']))).toEqual({ actor: bob.name, admin: false, kind: 'agent' });
+  expect(json(await admin.run(['actors', 'whoami', '--json']))).toEqual({
+    actor: admin.name,
+    admin: true,
+    kind: 'admin',
+  });
 });
 
 test('I13 only an admin adds or removes actors; a bad name is a usage error', async () => {
@@ -58,6 +67,15 @@ test('I13 only an admin adds or removes actors; a bad name is a usage error', as
   const dup = await asAdmin(['actors', 'add', alice.name, '--json']);
   expect(dup.code).toBe(1);
   expect(jsonError(dup).code).toBe('actor_exists');
+  // a role yoke did not add is never removed by yoke, so its recovery is another name, not removal
+  const group = jsonError(await asAdmin(['actors', 'add', 'yoke_admin', '--json']));
+  expect(group.code).toBe('actor_exists');
+  expect(group.recovery).toContain('choose another name');
+  expect(group.recovery).not.toContain('actors remove');
+  // an admin cannot remove the actor it is connected as: named, not internal_error
+  const self = await admin.run(['actors', 'remove', admin.name, '--json']);
+  expect(self.code).toBe(1);
+  expect(jsonError(self)).toMatchObject({ code: 'actor_in_use', details: { actor: admin.name, removed: false } });
   // An admin actor (not a superuser) manages actors through the same path.
   const carol = await admin.run(['actors', 'add', `carol_${process.pid}`, '--json']);
   expect(carol.code).toBe(0);
