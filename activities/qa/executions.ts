@@ -20,7 +20,7 @@ import {
   runningExecutionsOf,
 } from '../../db/qaExecutions';
 import { isMember } from '../../db/runMembers';
-import { runById, runFlow, stageEnvironment } from '../../db/runs';
+import { runById, runFlow, stageEnvironment, successorOf } from '../../db/runs';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import { insertCheck, lastCheck, testMachineByName } from '../../db/testMachines';
 import { isUnhealthy, waitViews, type WaitView } from '../../db/waits';
@@ -698,11 +698,16 @@ export function qaExecutionActivities(deps: {
   ) {
     const e = await executionById(db, input.executionId);
     if (input.runId && input.runId !== e.run_id) {
+      // T2: a takeover moves live executions to the successor; the caller names the run it began under
+      const successor = await successorOf(db, input.runId);
+      const moved = successor ? `: it moved to run ${e.run_id} when run ${successor} took over run ${input.runId}` : '';
       throw refusal(
         'qa_execution_wrong_run',
-        `QA plan execution ${e.execution_id} belongs to run ${e.run_id}, not ${input.runId}`,
+        `QA plan execution ${e.execution_id} belongs to run ${e.run_id}, not ${input.runId}${moved}`,
         {
-          recovery: `record it against its own run, or find the execution of ${input.runId}: yoke deployment-runs qa-pending ${input.runId}`,
+          recovery: moved
+            ? `repeat it with --run ${e.run_id} (or without --run)`
+            : `record it against its own run, or find the execution of ${input.runId}: yoke deployment-runs qa-pending ${input.runId}`,
           details: { execution_id: e.execution_id, run_id: e.run_id, named_run_id: input.runId },
         },
       );

@@ -4,6 +4,7 @@ import { recordEvent } from '../../db/events';
 import { insertOperatorCheck } from '../../db/runQa';
 import { runById, runFlow } from '../../db/runs';
 import { refusal } from '../../domain/errors';
+import { qaClosedRefusal } from '../../domain/runRefusals';
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
 import { requireRunAuthority } from './authority';
 
@@ -28,9 +29,10 @@ export function runObligationActivities(deps: { db: Kysely<Database>; driverFres
       const run = await runById(trx, input.runId, { lock: true });
       await requireRunAuthority(trx, run, input.sessionId, freshMs, `add QA check ${input.check}`);
       if (run.status !== 'created' && run.status !== 'executing') {
-        throw refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}; its QA is closed`, {
-          recovery: 'add QA to a live run',
-          details: { run_id: run.run_id },
+        throw qaClosedRefusal(run, {
+          live: 'add QA to a live run',
+          onSuccessor: (next) =>
+            `add it to the successor: yoke deployment-runs qa add ${next} --check ${input.check}${input.stage ? ` --stage ${input.stage}` : ''}${input.blocking ? '' : ' --non-blocking'}`,
         });
       }
       const flow = await runFlow(trx, run);

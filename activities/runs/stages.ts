@@ -14,6 +14,7 @@ import {
   startStage,
 } from '../../db/runStages';
 import { refusal, usageError, YokeError } from '../../domain/errors';
+import { qaClosedRefusal } from '../../domain/runRefusals';
 import type { DeployActionDefinition } from '../../domain/projectDefinition';
 import { readCredential, runOverSsh, SshUnavailable, type SshTimeouts } from '../hosts/ssh';
 import { markTerminal } from './execution';
@@ -270,9 +271,10 @@ export function runStageActivities(deps: {
       `${input.status === 'waived' ? 'waive' : `record ${input.status} on`} QA check ${input.checkName}`,
     );
     if (run.status === 'succeeded' || run.status === 'cancelled') {
-      throw refusal(`run_${run.status}`, `run ${run.run_id} is ${run.status}; its QA is closed`, {
-        recovery: 'record verdicts on a live run',
-        details: { run_id: run.run_id },
+      throw qaClosedRefusal(run, {
+        live: 'record verdicts on a live run',
+        onSuccessor: (next) =>
+          `record it on the successor: yoke deployment-runs qa-verdict ${next} --check ${input.checkName} --status ${input.status}`,
       });
     }
     const row = await recordRunQaVerdict(db, input.runId, input.checkName, input.status);

@@ -391,13 +391,22 @@ export function takeoverActivities(deps: {
     return warnings;
   }
 
-  /** Refusal for a lock the bound gave up on: nothing was written; repeating is safe. */
+  /**
+   * Refusal for a lock the bound gave up on: nothing was written; repeating is safe. The repeat
+   * carries the attestation the takeover was judged on (without it, a project git cannot read
+   * refuses containment_unknown).
+   */
   function busy(prepared: PreparedTakeover) {
+    const c = prepared.containment;
+    const attested =
+      c.basis === 'attestation'
+        ? ` --containment-attestation '${JSON.stringify({ predecessor_commit: c.predecessor_commit, successor_commit: c.successor_commit, contained: c.contained, attested_by: c.source })}'`
+        : '';
     return refusal(
       'takeover_lock_timeout',
       `run ${prepared.predecessor_run_id} or ${prepared.successor_run_id} stayed locked by other work for ${lockTimeoutMs} ms; nothing was moved`,
       {
-        recovery: `repeat: yoke deployment-runs takeover ${prepared.predecessor_run_id} --successor ${prepared.successor_run_id}`,
+        recovery: `repeat: yoke deployment-runs takeover ${prepared.predecessor_run_id} --successor ${prepared.successor_run_id}${attested}`,
         details: { ...prepared, lock_timeout_ms: lockTimeoutMs },
       },
     );

@@ -104,6 +104,26 @@ test('T1 T2 T3 yoke deployment-runs takeover: refusals named with their exit sta
     });
     expect(jsonError(again).recovery).toContain(`yoke deployment-runs get ${succ}`);
   }
+  // T2: its QA moved with it: a verdict or a check for the predecessor names the successor and repeats there
+  const verdict = await run([
+    'deployment-runs',
+    'qa-verdict',
+    pred,
+    '--check',
+    'smoke-test',
+    '--status',
+    'failed',
+    '--json',
+  ]);
+  expect(verdict.code).toBe(1);
+  expect(jsonError(verdict)).toMatchObject({
+    code: 'run_superseded',
+    recovery: `record it on the successor: yoke deployment-runs qa-verdict ${succ} --check smoke-test --status failed`,
+    details: { run_id: pred, superseded_by_run_id: succ },
+  });
+  const added = await run(['deployment-runs', 'qa', 'add', pred, '--check', 'late', '--stage', 'stage-qa', '--json']);
+  expect(jsonError(added)).toMatchObject({ code: 'run_superseded', details: { superseded_by_run_id: succ } });
+  expect(jsonError(added).recovery).toContain(`yoke deployment-runs qa add ${succ} --check late --stage stage-qa`);
   // T2: watching the predecessor ends there and points to the successor that carries its work
   const watched = await run(['deployment-runs', 'watch', pred, '--timeout', '10']);
   expect(watched.code).toBe(1);

@@ -424,6 +424,17 @@ test('T3 the takeover waits for a held lock only as long as its bound, then refu
   await release();
   expect(refused.code).toBe('takeover_lock_timeout');
   expect(await snapshot(t.db)).toEqual(before);
+  // T3: a takeover judged on a relayed attestation is repeated with it (without it, a project git
+  // cannot read refuses containment_unknown)
+  const attested = { ...prepared.containment, basis: 'attestation' as const, source: 'lane /tmp/checkout' };
+  const repeat = bounded.busy({ ...prepared, containment: attested }).recovery;
+  expect(repeat).toContain(`yoke deployment-runs takeover ${pred} --successor ${succ} --containment-attestation '`);
+  expect(JSON.parse(repeat!.split("--containment-attestation '")[1]!.slice(0, -1))).toEqual({
+    predecessor_commit: attested.predecessor_commit,
+    successor_commit: attested.successor_commit,
+    contained: true,
+    attested_by: 'lane /tmp/checkout',
+  });
 });
 
 test('T1 two takeovers of one run race: one wins; the loser is refused run_superseded naming the winner, writing nothing', async () => {

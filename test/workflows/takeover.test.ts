@@ -52,7 +52,14 @@ test('T2 after commit the predecessor workflow ends superseded (YokeRunStatus) a
       sessionId: 'w1',
       runId: pred.run_id,
     }),
-  ).rejects.toMatchObject({ code: 'qa_execution_wrong_run' });
+  ).rejects.toMatchObject({
+    code: 'qa_execution_wrong_run',
+    // T2: the refusal says the execution moved with the takeover and repeats under the successor
+    message: expect.stringContaining(
+      `it moved to run ${succ.run_id} when run ${succ.run_id} took over run ${pred.run_id}`,
+    ),
+    recovery: `repeat it with --run ${succ.run_id} (or without --run)`,
+  });
   // recorded in Postgres (as the CLI does), the workflow only nudged to read it
   await qa.recordHumanVerdict({
     executionId: begun.execution_id,
