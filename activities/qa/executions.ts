@@ -690,6 +690,34 @@ export function qaExecutionActivities(deps: {
     return value;
   }
 
+  /**
+   * The host reset and the human gate run first (their plan order): a human verdict on a later
+   * step before they passed would record a case tested on a host not reset, or before the
+   * gate's go-ahead. A waiver is a decision about the step, not a test, and is not held.
+   */
+  async function requireEarlierStepsDone(e: ExecutionRow, step: PlanStep) {
+    const first = planSteps(e.plan).filter(
+      (s) => s.ordinal < step.ordinal && (s.kind === 'host_reset' || s.kind === 'gate'),
+    );
+    if (first.length === 0) return;
+    const done = new Set(
+      (await resultsOf(db, e.execution_id)).filter((r) => r.verdict !== 'failed').map((r) => r.case_name),
+    );
+    const pending = first.find((s) => !done.has(s.name));
+    if (!pending) return;
+    throw refusal(
+      'qa_step_pending',
+      `case ${step.name} of execution ${e.execution_id} waits for its ${pending.kind === 'gate' ? 'gate' : 'host reset'} (${pending.name}), which runs first`,
+      {
+        recovery:
+          pending.kind === 'gate'
+            ? `answer the gate first: yoke qa verdict ${e.execution_id} --case ${pending.name} --verdict passed (see yoke qa get ${e.execution_id})`
+            : `wait for the host reset: yoke qa watch ${e.execution_id}`,
+        details: { execution_id: e.execution_id, case: step.name, pending_step: pending.name },
+      },
+    );
+  }
+
   async function recordHuman(
     input: { executionId: number; case: string; sessionId: string; runId?: string },
     verdict: 'passed' | 'failed' | 'waived',
@@ -736,6 +764,7 @@ export function qaExecutionActivities(deps: {
         details: { execution_id: e.execution_id, case: step.name },
       });
     }
+    if (verdict !== 'waived') await requireEarlierStepsDone(e, step);
     const session = await requireLiveSession(db, input.sessionId);
     await authorize(e, session);
     const served = await probe(e);

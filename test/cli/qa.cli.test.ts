@@ -257,6 +257,15 @@ describe('start identity and served revision', () => {
     const text = await run(['qa', 'watch', id, '--timeout', '2']);
     expect(text.code).toBe(3);
     expect(text.stdout).toContain(`awaits a verdict: yoke qa verdict ${id} --case gate --verdict passed|failed`);
+    // the gate runs first: a case's verdict before it is refused, nothing recorded
+    const early = await run(['qa', 'verdict', id, '--case', 'looks-right', '--verdict', 'passed', '--json'], 'q1');
+    expect(early.code).toBe(1);
+    expect(jsonError(early)).toMatchObject({
+      code: 'qa_step_pending',
+      recovery: expect.stringContaining(`yoke qa verdict ${id} --case gate --verdict passed`),
+      details: { case: 'looks-right', pending_step: 'gate' },
+    });
+    expect(json(ok(await run(['qa', 'get', id, '--json']))).steps[1]).toMatchObject({ verdict: null });
     ok(await run(['qa', 'verdict', id, '--case', 'gate', '--verdict', 'passed'], 'q1'));
     const lines = (await run(['qa', 'watch', id, '--timeout', '2', '--json'])).stdout
       .trim()
