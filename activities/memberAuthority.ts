@@ -91,9 +91,13 @@ export function memberAuthorityActivities(deps: { db: Kysely<Database> }) {
   async function requireStoredMember(executor: Executor, runId: string, item: ItemRow): Promise<StoredMembership> {
     const m = await storedMembership(executor, runId, item.item_id);
     if (m) return m;
-    await runById(executor, runId); // an unknown run is named as such (run_not_found)
+    const run = await runById(executor, runId); // an unknown run is named as such (run_not_found)
+    // an ended run takes no new members, so only a live one is offered to add it to
+    const addIt = isTerminalRunStatus(run.status)
+      ? ''
+      : `, or add it: yoke deployment-runs add-item ${runId} ${item.item}`;
     throw refusal('run_member_unknown', `item ${item.item} was never a member of run ${runId}`, {
-      recovery: `name a run ${item.item} is or was a member of (yoke items get ${item.item}), or add it: yoke deployment-runs add-item ${runId} ${item.item}`,
+      recovery: `name a run ${item.item} is or was a member of (yoke items get ${item.item})${addIt}`,
       details: { run_id: runId, item: item.item },
     });
   }

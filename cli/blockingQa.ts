@@ -1,14 +1,9 @@
-import { DEFAULT_QA_READ_DEADLINE_MS, type QaPendingReport } from '../activities/qa/pending';
+import type { QaPendingReport } from '../activities/qa/pending';
 import { refusal, YokeError } from '../domain/errors';
 import type { CommandContext } from './context';
 
 /** Bounded backoff between re-reads of a blocking-QA read that ran past its deadline (Q5). */
 const BACKOFF_MS = [200, 400, 800];
-
-function deadlineMs(): number {
-  const v = Number(process.env.YOKE_QA_READ_DEADLINE_MS ?? '');
-  return Number.isFinite(v) && v > 0 ? v : DEFAULT_QA_READ_DEADLINE_MS;
-}
 
 /**
  * Q5: the driver's blocking-QA read. A read answering read_deadline_exceeded is re-read after
@@ -23,9 +18,10 @@ export async function readBlockingQa(
   rerun: string,
 ): Promise<QaPendingReport> {
   const { readQaPending } = await import('../activities/qa/pending');
+  const deadlineMs = ctx.config.qaReadDeadlineMs;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await readQaPending(ctx.db, { runId, stage }, deadlineMs());
+      return await readQaPending(ctx.db, { runId, stage }, deadlineMs);
     } catch (err) {
       if (!(err instanceof YokeError) || err.code !== 'read_deadline_exceeded') throw err;
       if (attempt < BACKOFF_MS.length) {
@@ -34,10 +30,10 @@ export async function readBlockingQa(
       }
       throw refusal(
         'read_deadline_exceeded',
-        `could not evaluate blocking QA of run ${runId}: ${attempt + 1} reads ran past their ${deadlineMs()} ms deadline`,
+        `could not evaluate blocking QA of run ${runId}: ${attempt + 1} reads ran past their ${deadlineMs} ms deadline`,
         {
           recovery: `rerun: ${rerun} (or raise YOKE_QA_READ_DEADLINE_MS)`,
-          details: { run_id: runId, attempts: attempt + 1, deadline_ms: deadlineMs(), rerun },
+          details: { run_id: runId, attempts: attempt + 1, deadline_ms: deadlineMs, rerun },
         },
       );
     }

@@ -1,5 +1,6 @@
 import {
   DEFAULT_DRIVER_FRESH_MS,
+  DEFAULT_QA_READ_DEADLINE_MS,
   DEFAULT_RESERVATION_LIFETIME_MS,
   DEFAULT_SSH_TIMEOUTS,
   DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS,
@@ -56,6 +57,7 @@ const Env = z.object({
     .default(DEFAULT_DRIVER_FRESH_MS / 1000),
   YOKE_CREATE_TIMEOUT_SECONDS: z.coerce.number().positive().default(60),
   YOKE_TAKEOVER_LOCK_TIMEOUT_MS: z.coerce.number().int().positive().default(DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS),
+  YOKE_QA_READ_DEADLINE_MS: z.coerce.number().int().positive().default(DEFAULT_QA_READ_DEADLINE_MS),
   YOKE_APPLY_MAX_BYTES: z.coerce
     .number()
     .int()
@@ -109,6 +111,8 @@ export interface YokeConfig {
   takeoverLockTimeoutMs: number;
   /** The largest project definition `yoke apply` reads. */
   applyMaxBytes: number;
+  /** Q5: one blocking-QA read's deadline. */
+  qaReadDeadlineMs: number;
 }
 
 export {
@@ -179,5 +183,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): YokeConfig {
     createTimeoutMs: e.YOKE_CREATE_TIMEOUT_SECONDS * 1000,
     takeoverLockTimeoutMs: e.YOKE_TAKEOVER_LOCK_TIMEOUT_MS,
     applyMaxBytes: e.YOKE_APPLY_MAX_BYTES,
+    qaReadDeadlineMs: e.YOKE_QA_READ_DEADLINE_MS,
   };
 }

@@ -14,3 +14,6 @@ export const DEFAULT_TAKEOVER_LOCK_TIMEOUT_MS = 5_000;
 
 /** W9: how long a reserved waiting-line turn waits to be consumed before it passes on. */
 export const DEFAULT_RESERVATION_LIFETIME_MS = 300_000;
+
+/** Q5: one blocking-QA read's statement deadline (YOKE_QA_READ_DEADLINE_MS). */
+export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;

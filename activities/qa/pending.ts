@@ -9,7 +9,7 @@ import { failedQaRecovery, holdsCompletingStage, qaStageNotFound } from '../../d
 import { refusal } from '../../domain/errors';
 import { qaBeginCommand } from '../../domain/qaPlan';
 
-export const DEFAULT_QA_READ_DEADLINE_MS = 5_000;
+export { DEFAULT_QA_READ_DEADLINE_MS } from '../../domain/timeouts';
 
 export interface QaPendingReport {
   run_id: string;

@@ -120,6 +120,8 @@ test('C10 a terminal run keeps its members authority; a run the item never joine
   const never = await refusalOf(upload(runId, 'WEB-2'));
   expect(never).toMatchObject({ code: 'run_member_unknown', details: { run_id: runId, item: 'WEB-2' } });
   expect(never.message).toContain('WEB-2');
+  // C10: a terminal run takes no new member, so its recovery does not offer add-item
+  expect(never.recovery).toBe('name a run WEB-2 is or was a member of (yoke items get WEB-2)');
   expect((await refusalOf(m.readRequirements({ item: 'WEB-2', runId }))).code).toBe('run_member_unknown');
   expect((await refusalOf(upload('no-such-run', 'WEB-1'))).code).toBe('run_not_found');
   expect((await m.listArtifacts({ runId })).map((a) => a.item)).toEqual(['WEB-1']);
