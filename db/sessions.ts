@@ -147,6 +147,18 @@ export interface HistoricalSession {
  * Registers sessions found after the fact (a usage backfill) in one statement; a session id
  * already known is left exactly as it is. Returns the ids this registered.
  */
+/**
+ * Of `ids`, the sessions another actor owns that this connection may not write for (a user's or
+ * agent's connection; admins and the worker act for every actor), with their owners.
+ */
+export async function sessionsOfOtherActors(db: Executor, ids: string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await sql<{ session_id: string; actor_id: string }>`
+    SELECT session_id, actor_id FROM sessions
+     WHERE session_id = ANY(${ids}::text[]) AND actor_id <> session_user AND NOT yoke_is_service()`.execute(db);
+  return new Map(rows.map((r) => [r.session_id, r.actor_id]));
+}
+
 export async function registerHistoricalSessions(db: Executor, rows: HistoricalSession[]): Promise<string[]> {
   if (rows.length === 0) return [];
   const inserted = await db

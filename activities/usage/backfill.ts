@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { connectedActor } from '../../db/actors';
 import { storedWatermarks } from '../../db/sessionUsage';
-import { registerHistoricalSessions } from '../../db/sessions';
+import { registerHistoricalSessions, sessionsOfOtherActors } from '../../db/sessions';
 import { usageError } from '../../domain/errors';
 import { foldPool } from './foldPool';
 import { claudeArtifacts } from './readers';
@@ -125,6 +125,9 @@ export async function backfillUsage(
   const actor = await backfillActor(deps.db, input.actor);
   const machine = input.machine ?? hostname();
   const registered = new Set<string>();
+  // a transcript named like another actor's session is not folded into it (issue 13: Postgres
+  // would refuse the write with its row-security text); it is named as failed, with its owner
+  const foreign = new Map<string, string>();
   for (let i = 0; i < found.length; i += REGISTER_BATCH) {
     const batch = found.slice(i, i + REGISTER_BATCH).map((t) => ({
       session_id: t.sessionId,
@@ -136,6 +139,11 @@ export async function backfillUsage(
       end_reason: `usage backfill: transcript ${t.path} last written at ${t.lastWrittenAt.toISOString()}`,
     }));
     for (const id of await registerHistoricalSessions(deps.db, batch)) registered.add(id);
+    const owners = await sessionsOfOtherActors(
+      deps.db,
+      batch.map((b) => b.session_id),
+    );
+    for (const [id, owner] of owners) foreign.set(id, owner);
   }
 
   const pool = foldPool({ threads: input.threads, bytes: bytesTotal });
@@ -188,9 +196,17 @@ export async function backfillUsage(
   // results are reported in order.
   const batch = pool.threads * FOLDS_PER_THREAD;
   let previous: Promise<void> = Promise.resolve();
+  for (const t of found.filter((f) => foreign.has(f.sessionId)))
+    report(
+      t,
+      new Error(
+        `session ${t.sessionId} is registered to actor ${foreign.get(t.sessionId)}, not ${actor}: its transcript is not folded into another actor's session (permission_denied)`,
+      ),
+    );
+  const mine = found.filter((f) => !foreign.has(f.sessionId));
   try {
-    for (let i = 0; i < found.length; i += batch) {
-      const chunk = found.slice(i, i + batch);
+    for (let i = 0; i < mine.length; i += batch) {
+      const chunk = mine.slice(i, i + batch);
       const results = usage.foldSessionsUsage(
         chunk.map((t) => ({ sessionId: t.sessionId, harness: input.harness, artifacts: [t.path] })),
       );

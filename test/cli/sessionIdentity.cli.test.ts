@@ -126,4 +126,18 @@ test('issue 13 issue 16 usage backfill run by a user registers its sessions for 
   const other = await backfill((args) => alice.run(args), ['--actor', 'carol']);
   expect(other.code).toBe(1);
   expect(jsonError(other).code).toBe('permission_denied');
+  // a transcript named like another actor's session is named as such, not folded into it
+  const again = await backfill((args) => alice.run(args));
+  const lines = again.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  expect(lines).toContainEqual(
+    expect.objectContaining({
+      session_id: 'bf-admin',
+      status: 'failed',
+      error: expect.stringContaining(`registered to actor carol, not ${alice.name}`),
+    }),
+  );
+  expect(lines.find((l) => l.session_id === 'bf-admin')!.error).not.toContain('row-level security');
 });
