@@ -3,6 +3,7 @@ import type { Executor } from '../../db/pool';
 import { qaStageOutstanding } from '../../db/qaOutstanding';
 import { runById, runFlow } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
+import { holdsCompletingStage } from '../../domain/qaStages';
 
 /**
  * What a QA stage still waits for, through the one reader (Q5, deployment_qa_stage_outstanding):
@@ -33,8 +34,19 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
   // past its last stage (a flow without QA holds its origins until it is terminal): settling
   const stages = await stageStatuses(db, runId);
   if (flow.stages.every((_, i) => stages.find((s) => s.ordinal === i)?.status === 'passed')) return [SETTLING];
+  if (run.status === 'created') {
+    // only a takeover's successor holds origins before it executes (T2): it has deployed nothing
+    return [`waiting to execute, holding the origins of run ${run.supersedes_run_id ?? '(none)'} it took over`];
+  }
   const firstQa = flow.stages.findIndex((s) => s.kind === 'qa');
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
+  const last = flow.stages.length - 1;
+  if (flow.stages.every((_, i) => i === last || stages.find((s) => s.ordinal === i)?.status === 'passed')) {
+    // Q4: every earlier stage passed and blocking QA holds the completing stage (a QA stage itself,
+    // which the cursor has not entered): the line says so, not that it is still deploying
+    const held = (await qaStageOutstanding(db, runId, null)).filter(holdsCompletingStage).map((r) => r.subject);
+    if (held.length) return [`held by blocking QA before stage ${flow.stages[last]!.name}: ${held.join(', ')}`];
+  }
   if (firstQa < 0 || run.cursor_ordinal < firstQa) return [`deploying: stage ${stageName}`];
   const lines: string[] = [];
   const rows = (await qaStageOutstanding(db, runId, null)).filter((r) => r.status === 'pending');

@@ -680,6 +680,24 @@ describe('the pinned flow (issue 10)', () => {
     }
     expect(await outstanding()).toEqual(before);
   });
+
+  test('O2 Q4 a holder held by blocking QA before its completing QA stage is named held, naming the QA, not deploying the stage it passed', async () => {
+    await apply(
+      withReleaseStages([
+        { name: 'deploy-stage', kind: 'deploy', target: 'stage', action: deployTo('http://stage.example.test') },
+        { name: 'stage-qa', kind: 'qa', target: 'stage', scope: 'run', checks: [{ name: 'smoke-test' }] },
+      ]),
+    );
+    const held = await create({ items: [] });
+    await r.executeRun({ sessionId: 'd1', runId: held.run_id });
+    await stageStep(held.run_id, 0); // deployed; the workflow holds before stage-qa (Q4)
+    const other = await create({ idempotencyKey: 'k-held', items: [] });
+    const refused = await refusalOf(r.executeRun({ sessionId: 'd2', runId: other.run_id }));
+    expect(refused.code).toBe('target_occupied');
+    expect(refused.details).toMatchObject({
+      holder: { open_lines: ['held by blocking QA before stage stage-qa: smoke-test'] },
+    });
+  });
 });
 
 describe('occupancy, drivers and lifecycle', () => {

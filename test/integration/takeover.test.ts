@@ -241,6 +241,10 @@ test('T2 the takeover moves unclosed members, QA and executions with their lease
   const occupied = await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }));
   expect(occupied.code).toBe('target_occupied');
   expect(occupied.details).toMatchObject({ holder: { run_id: succ } });
+  // O2 T2: the successor has deployed nothing yet: its line says it waits to execute, not that it deploys
+  expect(occupied.details).toMatchObject({
+    holder: { open_lines: [`waiting to execute, holding the origins of run ${pred} it took over`] },
+  });
   // the check of 0022, of 0025 (one snapshot) and of 0025 started from the live rows name the
   // same holder; each migrates down and up
   const holder = async () => (await refusalOf(r.executeRun({ sessionId: 'd2', runId: third }))).details;
