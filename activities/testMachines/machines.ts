@@ -170,12 +170,7 @@ export async function addTestMachine(
   // Issue 13: test machines are admins'; anyone else is refused before the CLI dials the host
   // with a key of the worker's (it said ssh_unavailable or credential_unknown, then refused).
   await requireAdmin(db, `add test machine ${input.name}`);
-  if (await testMachineByName(db, input.name)) {
-    throw refusal('test_machine_exists', `test machine ${input.name} is already added`, {
-      recovery: `to change it: yoke test-machine remove ${input.name}, then add it again`,
-      details: { test_machine: input.name },
-    });
-  }
+  await requireNewMachine(db, input.name);
   const { hostKey, source } = await hostKeyToPin(input, deps.ssh);
   await insertTestMachine(db, {
     name: input.name,
@@ -193,6 +188,16 @@ export async function addTestMachine(
   return view!;
 }
 
+/** A name already added is refused as such, before anything (a key copy) is written for it. */
+async function requireNewMachine(db: Kysely<Database>, name: string): Promise<void> {
+  if (await testMachineByName(db, name)) {
+    throw refusal('test_machine_exists', `test machine ${name} is already added`, {
+      recovery: `to re-pin its host key: yoke test-machine repin ${name} --host-key-file K; to change anything else: yoke test-machine remove ${name}, then add it again`,
+      details: { test_machine: name },
+    });
+  }
+}
+
 /**
  * Issue 3's single-user form, kept under issue 13: `test-machine add NAME --identity-file F`
  * without `--credential` copies F into the worker's key directory as NAME and records credential
@@ -208,6 +213,7 @@ export async function addTestMachineCopyingKey(
   requireMachineName(input.name);
   const key = readIdentity(input.identityFile);
   await requireAdmin(deps.db, `add test machine ${input.name}`);
+  await requireNewMachine(deps.db, input.name);
   const installed = installCredentialKey(deps.ssh.keyDir ?? sshKeyDir(), input.name, key);
   let view: TestMachineView;
   try {

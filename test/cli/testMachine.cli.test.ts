@@ -388,6 +388,18 @@ test("I3 test-machine add --identity-file without --credential copies the key in
   const exists = await run(base('lab-copy', ['--host-key-file', host.hostKeyFile]));
   expect(jsonError(exists).code).toBe('test_machine_exists');
   expect(existsSync(keyFile)).toBe(true);
+  // issue 3: the same name with another key is still the machine that exists, not a key clash
+  const otherKey = join(mkdtempSync(join(tmpdir(), 'yoke-other-')), 'id');
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', otherKey]);
+  const existsOtherKey = await run(
+    addArgs('lab-copy', ['--host-key-file', host.hostKeyFile], ['--identity-file', otherKey]),
+  );
+  expect(jsonError(existsOtherKey)).toMatchObject({
+    code: 'test_machine_exists',
+    details: { test_machine: 'lab-copy' },
+  });
+  expect(jsonError(existsOtherKey).recovery).toContain('yoke test-machine repin lab-copy');
+  expect(readFileSync(keyFile)).toEqual(readFileSync(host.identityFile));
   const unreachable = await run(base('lab-gone', []).map((a) => (a === String(host.port) ? '1' : a)));
   expect(jsonError(unreachable).code).toBe('ssh_unavailable');
   expect(existsSync(join(testKeyDir, 'lab-gone'))).toBe(false);
