@@ -220,6 +220,13 @@ export async function takePaths(
       details: { option: 'PATH' },
     });
   }
+  if (input.item && input.process) {
+    // a path claim is anchored to one thing: the board renders it on the item or on the process
+    throw usageError('invalid_argument', '--item and --process: a path claim is for an item or a process, not both', {
+      recovery: "give one of them: --item for an item's paths, --process for a process's",
+      details: { option: '--process' },
+    });
+  }
   const processKey = input.process ? parseProcessKey(input.process) : null;
   const ref = input.item ? parseItemRef(input.item) : undefined;
   return db.transaction().execute(async (trx) => {

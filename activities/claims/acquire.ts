@@ -69,6 +69,14 @@ export async function acquireCoordinationClaim(
   if (key.kind === 'deploy_serialization') throw deployLockRetired(key.key);
   const wanted: Wanted = { kind: key.kind, label: key.key, key: key.key, project: input.project ?? null };
   const sameSession = (h: Holding) => h.session_id === input.sessionId;
+  if (input.item !== undefined && key.kind !== 'migration_serialization') {
+    // C2: only a migration hold is owned by an item; dropping --item silently would let a caller
+    // believe the hold is the item's (the board's 🔒 KEY (PREFIX-N), C4's re-entry)
+    throw usageError('invalid_argument', `--item: ${key.key} is owned by no item (only LIVE_DB_MIGRATION keys are)`, {
+      recovery: `drop --item: yoke coordination-claim acquire --key ${key.key}${input.project ? ` --project ${input.project}` : ''}`,
+      details: { option: '--item', key: key.key },
+    });
+  }
   switch (key.kind) {
     case 'qa_admission': {
       // C2/C3: a physical machine is one resource whichever project drives it; the project

@@ -296,3 +296,31 @@ test("C9 a release by another actor's session of a claim with no project says wh
     `session np-h has ended: release it from a live session of actor dora: yoke claims work release --claim-id ${claimId} --reason R --session S`,
   );
 });
+
+test('C2 C4 --item names the owner of a migration hold only: on QA_HOST or ROUTE_QUALIFICATION it is a usage error naming --item, nothing taken; a path claim is for an item or a process, not both', async () => {
+  const claimsBefore = await t.db
+    .selectFrom('work_claims')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
+  for (const key of ['QA_HOST:idle', 'ROUTE_QUALIFICATION:checkout']) {
+    const r = await run(
+      ['coordination-claim', 'acquire', '--key', key, '--project', 'web', '--item', 'WEB-1', '--json'],
+      {
+        YOKE_SESSION_ID: 'w1',
+      },
+    );
+    expect(r.code).toBe(2);
+    expect(jsonError(r)).toMatchObject({ code: 'invalid_argument', details: { option: '--item', key } });
+    expect(jsonError(r).recovery).toBe(`drop --item: yoke coordination-claim acquire --key ${key} --project web`);
+  }
+  const both = await run(['claims', 'path', 'take', 'src/x.ts', '--item', 'WEB-1', '--process', 'FEED', '--json'], {
+    YOKE_SESSION_ID: 'w1',
+  });
+  expect(both.code).toBe(2);
+  expect(jsonError(both)).toMatchObject({ code: 'invalid_argument', details: { option: '--process' } });
+  const claimsAfter = await t.db
+    .selectFrom('work_claims')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
+  expect(claimsAfter.n).toBe(claimsBefore.n);
+});
