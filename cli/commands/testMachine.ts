@@ -106,15 +106,33 @@ async function runCheck(ctx: CommandContext, name: string, sessionId: string, ki
     ],
   });
   const { boundedResult } = await import('../temporal');
-  return boundedResult<{ check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome }>(
-    ctx.temporal,
-    handle,
-    {
-      // the SSH connect and command timeouts bound the check itself; a minute more for its records
-      limitMs: ctx.config.ssh.connectTimeoutMs + ctx.config.ssh.commandTimeoutMs + 60_000,
-      what: `the ${kind} of ${testMachine}`,
-    },
-  );
+  // Ctrl-C ends the check, not only this process: left alone, the check would hold the machine
+  // (and run its command on the host) until the SSH command timeout. Cancelling it releases the
+  // machine and records nothing, as a check that did not finish does.
+  const interrupt = (signal: NodeJS.Signals) => {
+    warn(
+      json,
+      `interrupted (${signal}): cancelling the ${kind} of ${testMachine}; nothing is recorded and the machine is released`,
+    );
+    void handle
+      .cancel()
+      .catch(() => undefined)
+      .finally(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupt).once('SIGTERM', interrupt);
+  try {
+    return await boundedResult<{ check: CheckRecord; reservations: Reservation[]; outcome: CheckOutcome }>(
+      ctx.temporal,
+      handle,
+      {
+        // the SSH connect and command timeouts bound the check itself; a minute more for its records
+        limitMs: ctx.config.ssh.connectTimeoutMs + ctx.config.ssh.commandTimeoutMs + 60_000,
+        what: `the ${kind} of ${testMachine}`,
+      },
+    );
+  } finally {
+    process.off('SIGINT', interrupt).off('SIGTERM', interrupt);
+  }
 }
 
 export function registerTestMachine(program: Command): void {

@@ -532,3 +532,29 @@ test('W3 W8 issue 3 a re-imaged machine is re-pinned in place: repin keeps its w
     jsonError(await run(['test-machine', 'repin', 'nosuch', '--host-key-file', host.hostKeyFile, '--json'])).code,
   ).toBe('test_machine_not_found');
 });
+
+test('W3 issue 3 Ctrl-C on test-machine verify cancels the check: the machine is released, nothing is recorded, exit 130', async () => {
+  const started = join(host.dir, `slow-started-${process.pid}`);
+  const added = await run([
+    ...addArgs('lab-slow').filter((a, i, all) => a !== '--verify-command' && all[i - 1] !== '--verify-command'),
+    '--verify-command',
+    `touch ${started}; sleep 300`,
+  ]);
+  expect(added.code).toBe(0);
+  const child = spawn(process.execPath, [yokeBin, 'test-machine', 'verify', 'lab-slow', '--session', 'op'], {
+    env: { PATH: process.env.PATH, DATABASE_URL: t.url, ...env },
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  await until(async () => existsSync(started), 'the verify command to start on the host');
+  child.kill('SIGINT');
+  expect(await exited).toBe(130);
+  expect(stderr).toContain('cancelling the verification of lab-slow');
+  const machine = async () =>
+    json<{ name: string; holder: unknown; last_verification: unknown }[]>(
+      await run(['test-machine', 'list', '--json']),
+    ).find((m) => m.name === 'lab-slow')!;
+  await until(async () => (await machine()).holder === null, 'the check to release lab-slow');
+  expect(await machine()).toMatchObject({ holder: null, last_verification: null });
+}, 120_000);
