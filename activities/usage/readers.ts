@@ -706,5 +706,24 @@ export async function fold(harness: Harness, previous: Checkpoint | undefined, a
         : Object.keys(cp.seen ?? {}).length > 0;
   // Not kept in the checkpoint: the next fold reads on from the watermark and is whole again.
   const stopped = budget.stopped ? [`${budget.stopped}: the totals stop there, the next fold reads on`] : [];
-  return { totals, measured, reasons: [...cp.reasons, ...stopped], cost_caveat: caveat, checkpoint: cp };
+  return {
+    totals,
+    measured,
+    reasons: [...cp.reasons, ...stopped, ...(harness === 'codex' ? unfoundChildren(cp) : [])],
+    cost_caveat: caveat,
+    checkpoint: cp,
+  };
+}
+
+/**
+ * U6 U10: a child thread a sub-agent row named whose rollout was not found (not written yet,
+ * deleted, or past the date folders searched) is usage the totals lack: the reading is partial
+ * until a later fold finds it, never a whole one with the child silently left out.
+ */
+function unfoundChildren(cp: Checkpoint): string[] {
+  const ids = Object.values(cp.files).flatMap((m) => (m as CodexFileMark).named_threads ?? []);
+  if (ids.length === 0) return [];
+  return [
+    `child thread${ids.length === 1 ? '' : 's'} ${ids.join(', ')} named by a sub-agent row but no rollout found in the ${CODEX_CHILD_DAY_FOLDERS} date folders searched: not counted until a fold finds it`,
+  ];
 }

@@ -81,6 +81,7 @@ test('U10 U13 machines usage: a machine whose sessions were never folded is not 
     cost_status: 'unavailable',
     usage_status: 'unavailable',
     measured_sessions: 0,
+    cost_caveat: null,
   });
   expect(rows['box-zero']).toMatchObject({
     '24H TOKENS': 0,
