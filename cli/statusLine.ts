@@ -74,13 +74,17 @@ const ATTEST_AND_READ = `WITH attest AS (
           served_effort = coalesce($4, served_effort), served_attested_at = now()
     WHERE session_id = $1 AND ($2::text IS NOT NULL OR $3::int IS NOT NULL OR $4::text IS NOT NULL)
    RETURNING session_id)
- SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable'`;
+ SELECT (SELECT totals FROM session_usage WHERE session_id = $1 AND status <> 'unavailable') AS totals,
+        EXISTS (SELECT 1 FROM attest) OR EXISTS (SELECT 1 FROM sessions WHERE session_id = $1) AS known`;
 
 /** One round trip: the wire client, or `pg` for what it does not speak (TLS, SCRAM, options). */
-async function attestAndRead(url: string, params: (string | number | null)[]): Promise<UsageTotals | null> {
+async function attestAndRead(
+  url: string,
+  params: (string | number | null)[],
+): Promise<{ totals: UsageTotals | null; known: boolean }> {
   try {
     const rows = await wireQuery(url, ATTEST_AND_READ, params, WAIT_MS);
-    return rows[0]?.[0] ? (JSON.parse(rows[0][0]) as UsageTotals) : null;
+    return { totals: rows[0]?.[0] ? (JSON.parse(rows[0][0]) as UsageTotals) : null, known: rows[0]?.[1] === 't' };
   } catch (err) {
     if (!(err instanceof WireUnsupported)) throw err;
   }
@@ -88,8 +92,8 @@ async function attestAndRead(url: string, params: (string | number | null)[]): P
   const client = new Client({ connectionString: url, connectionTimeoutMillis: WAIT_MS, query_timeout: WAIT_MS });
   try {
     await client.connect();
-    const { rows } = await client.query<{ totals: UsageTotals }>(ATTEST_AND_READ, params);
-    return rows[0]?.totals ?? null;
+    const { rows } = await client.query<{ totals: UsageTotals | null; known: boolean }>(ATTEST_AND_READ, params);
+    return { totals: rows[0]?.totals ?? null, known: rows[0]?.known === true };
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -102,7 +106,7 @@ async function attestAndRead(url: string, params: (string | number | null)[]): P
 async function attest(
   sessionId: string,
   current: { model: string | null; window: number | null },
-): Promise<{ tokens: number | null; pending?: PendingAttestation; refused?: boolean }> {
+): Promise<{ tokens: number | null; pending?: PendingAttestation; refused?: boolean; unknown?: boolean }> {
   const url = databaseUrl();
   const role = databaseRole(url);
   const before = readPending(sessionId, role);
@@ -114,10 +118,11 @@ async function attest(
     effort: before?.effort ?? null,
   };
   try {
-    const totals = await attestAndRead(url, [sessionId, facts.model, facts.window, facts.effort]);
+    const { totals, known } = await attestAndRead(url, [sessionId, facts.model, facts.window, facts.effort]);
     if (before) clearPending(sessionId);
     const tokens = totals ? Object.values(totals).reduce((sum, m) => sum + billableTokens(m.all), 0) : null;
-    return { tokens };
+    // a session yoke does not know (never registered, or not this actor's to read) stores nothing: said, not hidden
+    return { tokens, unknown: !known };
   } catch (err) {
     // U4: only a failed-open write retries. One Postgres refused (another actor's session, a
     // value it does not take) would be refused again: nothing is kept, and what was kept goes too.
@@ -167,9 +172,9 @@ export async function statusLine(): Promise<number> {
   const sent = input.context_window?.context_window_size;
   const window = Number.isInteger(sent) && sent! > 0 && sent! <= MAX_CONTEXT_WINDOW ? sent : undefined;
   const model = typeof input.model?.id === 'string' && input.model.id.trim() ? input.model.id : undefined;
-  const { tokens, pending, refused } = sessionId
+  const { tokens, pending, refused, unknown } = sessionId
     ? await attest(sessionId, { model: model ?? null, window: window ?? null })
-    : { tokens: null, pending: undefined, refused: false };
+    : { tokens: null, pending: undefined, refused: false, unknown: false };
   const parts = [(typeof input.model?.display_name === 'string' && input.model.display_name) || model || 'model ?'];
   if (window) parts.push(`${compact(window)} ctx`);
   const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0); // a string is no count
@@ -179,6 +184,7 @@ export async function statusLine(): Promise<number> {
   if (shown !== null) parts.push(`${compact(shown)} tokens`);
   if (pending) parts.push('served facts pending');
   if (refused) parts.push('served facts refused');
+  if (unknown) parts.push(`session ${sessionId} not registered`);
   process.stdout.write(`${parts.join(' · ')}\n`);
   return 0;
 }

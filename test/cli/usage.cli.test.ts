@@ -305,6 +305,10 @@ test('U3 the status line attests the served model and window and prints model, w
   expect(row!.served).toMatchObject({ model: 'claude-opus-4-6[1m]', window: 1_000_000 });
   const garbage = await withStdin(['hooks', 'status-line'], 'not json');
   expect(garbage.code).toBe(0);
+  // U4: a session yoke does not know stores nothing, and the line says so instead of hiding it
+  const stranger = await withStdin(['hooks', 'status-line'], JSON.stringify({ ...status, session_id: 'nobody-knows' }));
+  expect(stranger.code).toBe(0);
+  expect(stranger.stdout.trim()).toBe('Opus 4.6 · 1M ctx · 10 tokens · session nobody-knows not registered');
 });
 
 test('U3 the status line reaches Postgres through its Unix socket in both forms of URL the CLI takes (?host=/dir, or the directory percent-encoded as the host)', async () => {
