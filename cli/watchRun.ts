@@ -30,7 +30,7 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
     if (json) process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), run_id: runId, ...data })}\n`);
     else process.stdout.write(`${stamp()}  ${text}\n`);
   };
-  return async () => {
+  return async (): Promise<boolean> => {
     let described;
     try {
       const { describeRunWorkflow } = await import('../temporal/runWorkflows');
@@ -39,7 +39,7 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
       note(`cannot reach Temporal (${(err as Error).message.split('\n')[0]}); following the record only`, {
         workflow: 'unknown',
       });
-      return;
+      return false;
     }
     if (described.status !== 'RUNNING') {
       const state = described.status === null ? 'does not exist' : `is ${described.status.toLowerCase()}`;
@@ -54,7 +54,7 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
           },
         );
       }
-      return;
+      return true; // suspect: asked again at the next poll, not HEALTH_EVERY_MS later
     }
     notRunning = 0;
     if (!(await ctx.temporal.hasWorker())) {
@@ -63,6 +63,7 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
         { workflow: 'running', worker: 'none' },
       );
     } else note('', {});
+    return false;
   };
 }
 
@@ -108,6 +109,7 @@ async function followRun(
   const health = workflowHealth(ctx, runId, opts.json);
   const started = Date.now();
   let checked = 0;
+  let suspect = false; // the last check found no running workflow: the next poll asks again
   let lastStatus = '';
   let lastLines = '';
   for (;;) {
@@ -177,9 +179,9 @@ async function followRun(
         return 'held';
       }
     }
-    if (view.status === 'executing' && Date.now() - checked >= HEALTH_EVERY_MS) {
+    if (view.status === 'executing' && (suspect || Date.now() - checked >= HEALTH_EVERY_MS)) {
       checked = Date.now();
-      await health();
+      suspect = await health();
     }
     if (Date.now() - started > opts.timeoutMs) {
       throw unreachable(
