@@ -1,3 +1,4 @@
+import { HIDDEN_USAGE_NOTE } from '../../domain/usage/hiddenUsage';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Kysely } from 'kysely';
@@ -319,7 +320,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
     for (const r of rows) {
       if (!r.visible) {
         // U13: hidden, not missing: the note must not say no source was found
-        out.set(r.session_id, withNote("usage not shown: your actor has no grant on this session's project (U13)"));
+        out.set(r.session_id, withNote(HIDDEN_USAGE_NOTE));
         continue;
       }
       if (!r.status) {

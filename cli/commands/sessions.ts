@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { HARNESSES } from '../../domain/harnesses';
+import { HIDDEN_USAGE_NOTE } from '../../domain/usage/hiddenUsage';
 import { sessionActivities } from '../../activities/sessions';
 import { actingSession, BaseOptions, commandAction, contextWindow, nonEmpty, parseOptions } from '../context';
 import { usageError } from '../../domain/errors';
@@ -171,10 +172,13 @@ export function registerSessions(program: Command): void {
               s.project,
               s.machine_id,
               s.harness,
-              s.usage_tokens ?? s.usage_status,
-              s.usage_cost_usd === null
-                ? s.usage_cost_status
-                : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`,
+              // U13: hidden usage reads "not shown", never the "unavailable" of a session with no source
+              s.usage_note === HIDDEN_USAGE_NOTE ? 'not shown' : (s.usage_tokens ?? s.usage_status),
+              s.usage_note === HIDDEN_USAGE_NOTE
+                ? 'not shown'
+                : s.usage_cost_usd === null
+                  ? s.usage_cost_status
+                  : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`,
               s.ended_at ?? s.terminated_at,
             ]),
           ),

@@ -59,6 +59,10 @@ test('U13 issue 15: an actor without a grant on web reads none of its usage, wit
     // hidden, not missing: the note says why it is not shown, never that no source was found
     usage_note: "usage not shown: your actor has no grant on this session's project (U13)",
   });
+  // the table says so too, not the "unavailable" of a session with no source
+  const line = (await bob.run(['sessions', 'list'])).stdout.split('\n').find((l) => l.startsWith('va1 '))!;
+  expect(line).toContain('not shown');
+  expect(line).not.toContain('unavailable');
   // The grant holder and an admin still read it.
   for (const run of [alice.run, asAdmin]) {
     const listed = json<{ session_id: string; usage_tokens: number | null }[]>(
