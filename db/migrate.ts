@@ -54,6 +54,7 @@ import * as claimUnitIndex from './migrations/0054_claim_unit_index';
 import * as claimUserTriggers from './migrations/0055_claim_user_triggers';
 import * as sessionUpdateGuard from './migrations/0056_session_update_guard';
 import * as sessionIdentityKept from './migrations/0057_session_identity_kept';
+import * as runChangeWording from './migrations/0058_run_change_wording';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -112,6 +113,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0055_claim_user_triggers': claimUserTriggers,
   '0056_session_update_guard': sessionUpdateGuard,
   '0057_session_identity_kept': sessionIdentityKept,
+  '0058_run_change_wording': runChangeWording,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -245,6 +245,8 @@ test('I13 R1 runs: created for projects you may deploy; driven by the driver or 
   const verdict = (who: SqlActor) =>
     who.q("UPDATE deployment_run_qa SET status = 'passed' WHERE run_id = 'r1' AND check_name = 'smoke'");
   expect(await refusalOf(heartbeat(bob))).toBe('run_driven_elsewhere');
+  // the refusal names what was refused in words (0058: it read "cannot change on run")
+  await expect(heartbeat(bob)).rejects.toThrow(`${bob.name} cannot make changes on run r1`);
   expect(await refusalOf(approve(bob))).toBe('run_driven_elsewhere');
   expect(await refusalOf(waive(bob))).toBe('run_driven_elsewhere');
   expect(await refusalOf(bob.q("UPDATE deployment_runs SET driver_session_id = 'b1' WHERE run_id = 'r1'"))).toBe(
