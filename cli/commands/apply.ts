@@ -20,7 +20,10 @@ export function registerApply(program: Command): void {
         },
         (r) => {
           const changed = r.changes.filter((c) => c.action !== 'unchanged');
-          const head = `${r.dry_run ? 'would apply' : 'applied'} ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`;
+          // a dry run says what it would do; an apply says what it did
+          const head = r.dry_run
+            ? `would apply ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`
+            : `applied ${r.project}: ${r.summary.create} created, ${r.summary.update} updated, ${r.summary.unchanged} unchanged`;
           return [
             head,
             ...changed.map(

@@ -30,7 +30,7 @@ function showText(s: SessionShow): string {
   for (const m of s.usage.models) {
     lines.push(
       '',
-      `${m.model} (priced as ${m.rate_key ?? 'no price'}): ${usd(m.usd)}; reasoning ${m.reasoning_tokens} (within output)`,
+      `${m.model} (${m.rate_key ? `priced as ${m.rate_key}` : 'no price in the revision'}): ${usd(m.usd)}; reasoning ${m.reasoning_tokens} (within output)`,
     );
     lines.push(
       table(

@@ -269,7 +269,7 @@ test('issue 4: apply --dry-run shows a changed repository as a change to the pro
   expect(text.stdout).toContain('~ environment stage (url)');
   // the dry run wrote nothing: the same file still shows both changes, and the applied one says it did them
   const applied = await asAdmin(['apply', '-f', moved]);
-  expect(applied.stdout).toMatch(/^applied web: 0 to create, 2 to update/);
+  expect(applied.stdout).toMatch(/^applied web: 0 created, 2 updated/);
   expect(applied.stdout).toContain('~ project web (repository)');
   expect(json(await asAdmin(['apply', '-f', moved, '--dry-run', '--json'])).summary.update).toBe(0);
   // back as it was, for the other tests
