@@ -129,6 +129,16 @@ test('S1 settling_at is recorded while executing, and completion authority reads
   });
 });
 
+test('S3 the effects phase does not end the session that drives the settling run, though its item claim was released', async () => {
+  const claims = claimActivities({ db: t.db });
+  await claims.takeItem({ sessionId: 'd1', item: 'WEB-1' });
+  const runId = await walkedRun(['WEB-1', 'WEB-2']);
+  await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
+  await expect(r.settleNow({ runId })).resolves.toMatchObject({ status: 'succeeded' });
+  const driver = await t.db.selectFrom('sessions').selectAll().where('session_id', '=', 'd1').executeTakeFirstOrThrow();
+  expect(driver).toMatchObject({ ended_at: null, end_reason: null });
+});
+
 test('S2 D7 the commit closes every member once, publishes completed_deliveries and releases the claims; the run then succeeds', async () => {
   const claims = claimActivities({ db: t.db });
   await claims.takeItem({ sessionId: 'w1', item: 'WEB-1' });
