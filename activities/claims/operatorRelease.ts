@@ -191,12 +191,15 @@ export async function operatorRelease(deps: LineDeps, input: OperatorReleaseInpu
     if (key.kind !== 'qa_admission') {
       const project = await requireProject(trx, input.project!);
       if (claim.project_id !== project.project_id) {
+        const owner = claim.project_id === null ? null : (await projectById(trx, claim.project_id)).name;
         throw refusal(
           'claim_project_mismatch',
-          `claim ${claim.claim_id} belongs to another project than ${project.name}`,
+          `claim ${claim.claim_id} belongs to ${owner ? `project ${owner}` : 'no project'}, not ${project.name}`,
           {
-            recovery: `name the holder's project with --project (see yoke coordination-claim list --key ${key.key})`,
-            details: { claim_id: claim.claim_id, project: project.name },
+            recovery: owner
+              ? `name the holder's project: --project ${owner}`
+              : `name the holder's project with --project (see yoke coordination-claim list --key ${key.key})`,
+            details: { claim_id: claim.claim_id, project: project.name, claim_project: owner },
           },
         );
       }

@@ -386,6 +386,9 @@ describe('coordination claims', () => {
       }),
     );
     expect(wrongProject.code).toBe('claim_project_mismatch');
+    // C8: the refusal names the claim's own project, and the recovery passes it
+    expect(wrongProject.message).toBe(`claim ${mig.claim.claim_id} belongs to project web, not api`);
+    expect(wrongProject.recovery).toBe("name the holder's project: --project web");
     expect((await liveRow(mig.claim.claim_id)).released_at).toBeNull();
   });
 
