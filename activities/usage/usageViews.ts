@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
+import { sessionById } from '../../db/sessions';
 import { readSessionShow, readUsageReport } from '../../db/usageViews';
 import { refusal, usageError } from '../../domain/errors';
 import { sessionNotRegistered } from '../../domain/sessionRefusals';
@@ -94,7 +95,20 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
     requireViewer(input.viewer, read.viewer_actor);
     const s = read.rows;
     if (!s) {
-      throw refusal('session_not_found', `no session "${input.sessionId}" is recorded or visible to this session`, {
+      // U13: a session the roster lists but whose detail the viewer may not read is named as such
+      const listed = await sessionById(db, input.sessionId).catch(() => undefined);
+      if (listed) {
+        throw refusal(
+          'session_not_found',
+          `session "${input.sessionId}" is recorded, but its detail is not shown: your actor holds no grant on its project (U13)`,
+          {
+            recovery:
+              'ask an admin for a grant on its project (yoke projects grant P --actor A --permission project.read)',
+            details: { session_id: input.sessionId, visible: false },
+          },
+        );
+      }
+      throw refusal('session_not_found', `no session "${input.sessionId}" is recorded`, {
         recovery: 'list the sessions you may read: yoke sessions list',
         details: { session_id: input.sessionId },
       });

@@ -48,6 +48,8 @@ test('U13 issue 15: an actor without a grant on web reads none of its usage, wit
       code: 1,
       error: 'session_not_found',
     });
+    // U13: listed in the roster, so the refusal says it is hidden, not that it does not exist
+    expect(jsonError(show).message).toContain('is recorded, but its detail is not shown');
   }
   // The plain roster lists every session (U13 bounds the cohort, not the roster) but shows bob no usage of va1.
   const roster = json<{ session_id: string; usage_tokens: number | null; usage_status: string }[]>(
