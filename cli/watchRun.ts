@@ -14,6 +14,12 @@ function stamp(): string {
 
 /** How often watch asks Temporal whether the run's workflow runs and a worker polls. */
 const HEALTH_EVERY_MS = 5_000;
+/**
+ * A workflow found not running is asked about again this much later, not HEALTH_EVERY_MS: long
+ * enough for a run just committed executing to have started its workflow, short enough for a
+ * brief --timeout to name the repair.
+ */
+const CONFIRM_AFTER_MS = 2_000;
 
 /**
  * What stops an executing run from moving on, as Temporal sees it: no running workflow (it
@@ -54,7 +60,7 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
           },
         );
       }
-      return true; // suspect: asked again at the next poll, not HEALTH_EVERY_MS later
+      return true; // suspect: confirmed CONFIRM_AFTER_MS later, not HEALTH_EVERY_MS
     }
     notRunning = 0;
     if (!(await ctx.temporal.hasWorker())) {
@@ -109,7 +115,7 @@ async function followRun(
   const health = workflowHealth(ctx, runId, opts.json);
   const started = Date.now();
   let checked = 0;
-  let suspect = false; // the last check found no running workflow: the next poll asks again
+  let suspect = false; // the last check found no running workflow: asked again CONFIRM_AFTER_MS later
   let lastStatus = '';
   let lastLines = '';
   for (;;) {
@@ -179,7 +185,8 @@ async function followRun(
         return 'held';
       }
     }
-    if (view.status === 'executing' && (suspect || Date.now() - checked >= HEALTH_EVERY_MS)) {
+    const since = Date.now() - checked;
+    if (view.status === 'executing' && (since >= HEALTH_EVERY_MS || (suspect && since >= CONFIRM_AFTER_MS))) {
       checked = Date.now();
       suspect = await health();
     }

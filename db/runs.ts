@@ -256,16 +256,6 @@ export async function executingRunIds(db: Executor): Promise<string[]> {
 }
 
 /** I1: the run a project's idempotency key created, with the request it was created from. */
-/** The run that took `runId` over (T2), or null: also when no run has that id. */
-export async function successorOf(db: Executor, runId: string): Promise<string | null> {
-  const row = await db
-    .selectFrom('deployment_runs')
-    .select('superseded_by_run_id')
-    .where('run_id', '=', runId)
-    .executeTakeFirst();
-  return row?.superseded_by_run_id ?? null;
-}
-
 export async function runByIdempotencyKey(
   db: Executor,
   projectId: number,

@@ -144,10 +144,6 @@ export interface HistoricalSession {
 }
 
 /**
- * Registers sessions found after the fact (a usage backfill) in one statement; a session id
- * already known is left exactly as it is. Returns the ids this registered.
- */
-/**
  * Of `ids`, the sessions another actor owns that this connection may not write for (a user's or
  * agent's connection; admins and the worker act for every actor), with their owners.
  */
@@ -159,6 +155,10 @@ export async function sessionsOfOtherActors(db: Executor, ids: string[]): Promis
   return new Map(rows.map((r) => [r.session_id, r.actor_id]));
 }
 
+/**
+ * Registers sessions found after the fact (a usage backfill) in one statement; a session id
+ * already known is left exactly as it is. Returns the ids this registered.
+ */
 export async function registerHistoricalSessions(db: Executor, rows: HistoricalSession[]): Promise<string[]> {
   if (rows.length === 0) return [];
   const inserted = await db

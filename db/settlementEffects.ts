@@ -109,8 +109,7 @@ export async function effectsOf(db: Executor, runId: string) {
 /**
  * The live sessions whose claims on the item this run's close released (`delivered by run R`)
  * and that now hold no claim at all: the holder_session_end effect ends them. A session that
- * drives a live run is not left empty: it still has that run to finish (this one's replay, S3,
- * is its driver's command), so it is kept.
+ * drives another live run is not left empty: it still has that run to finish, so it is kept.
  */
 export async function holderSessionsLeftEmpty(db: Executor, runId: string, itemId: number): Promise<string[]> {
   const rows = await db
@@ -138,6 +137,7 @@ export async function holderSessionsLeftEmpty(db: Executor, runId: string, itemI
           selectFrom('deployment_runs as r')
             .select('r.run_id')
             .whereRef('r.driver_session_id', '=', 'c.session_id')
+            .where('r.run_id', '<>', runId)
             .where('r.status', 'in', ['created', 'executing']),
         ),
       ),

@@ -20,7 +20,8 @@ import {
   runningExecutionsOf,
 } from '../../db/qaExecutions';
 import { isMember } from '../../db/runMembers';
-import { runById, runFlow, stageEnvironment, successorOf } from '../../db/runs';
+import { runById, runFlow, stageEnvironment } from '../../db/runs';
+import { takeoverChain } from '../../db/takeover';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import { insertCheck, lastCheck, testMachineByName } from '../../db/testMachines';
 import { isUnhealthy, waitViews, type WaitView } from '../../db/waits';
@@ -700,11 +701,20 @@ export function qaExecutionActivities(deps: {
       (s) => s.ordinal < step.ordinal && (s.kind === 'host_reset' || s.kind === 'gate'),
     );
     if (first.length === 0) return;
-    const done = new Set(
-      (await resultsOf(db, e.execution_id)).filter((r) => r.verdict !== 'failed').map((r) => r.case_name),
-    );
-    const pending = first.find((s) => !done.has(s.name));
+    const results = new Map((await resultsOf(db, e.execution_id)).map((r) => [r.case_name, r.verdict]));
+    const pending = first.find((s) => results.get(s.name) !== 'passed' && results.get(s.name) !== 'waived');
     if (!pending) return;
+    if (results.get(pending.name) === 'failed') {
+      // a failed gate or host reset ends the execution failed: no later case is tested
+      throw refusal(
+        'qa_step_failed',
+        `case ${step.name} of execution ${e.execution_id} is not tested: its ${pending.kind === 'gate' ? 'gate' : 'host reset'} (${pending.name}) failed`,
+        {
+          recovery: `see it: yoke qa get ${e.execution_id}; begin the plan again once the cause is fixed`,
+          details: { execution_id: e.execution_id, case: step.name, failed_step: pending.name },
+        },
+      );
+    }
     throw refusal(
       'qa_step_pending',
       `case ${step.name} of execution ${e.execution_id} waits for its ${pending.kind === 'gate' ? 'gate' : 'host reset'} (${pending.name}), which runs first`,
@@ -727,8 +737,11 @@ export function qaExecutionActivities(deps: {
     const e = await executionById(db, input.executionId);
     if (input.runId && input.runId !== e.run_id) {
       // T2: a takeover moves live executions to the successor; the caller names the run it began under
-      const successor = await successorOf(db, input.runId);
-      const moved = successor ? `: it moved to run ${e.run_id} when run ${successor} took over run ${input.runId}` : '';
+      // T2: moved only when the execution's run descends from the named one by takeovers
+      const chain = await takeoverChain(db, e.run_id);
+      const moved = chain.includes(input.runId)
+        ? `: it moved to run ${e.run_id} with the takeover of run ${input.runId} (chain ${chain.join(' -> ')})`
+        : '';
       throw refusal(
         'qa_execution_wrong_run',
         `QA plan execution ${e.execution_id} belongs to run ${e.run_id}, not ${input.runId}${moved}`,
@@ -764,9 +777,9 @@ export function qaExecutionActivities(deps: {
         details: { execution_id: e.execution_id, case: step.name },
       });
     }
-    if (verdict !== 'waived') await requireEarlierStepsDone(e, step);
     const session = await requireLiveSession(db, input.sessionId);
     await authorize(e, session);
+    if (verdict !== 'waived') await requireEarlierStepsDone(e, step);
     const served = await probe(e);
     const { row, recorded } = await db.transaction().execute(async (trx) => {
       const locked = await executionById(trx, e.execution_id, { lock: true });

@@ -41,7 +41,9 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
   const firstQa = flow.stages.findIndex((s) => s.kind === 'qa');
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
   const last = flow.stages.length - 1;
-  if (flow.stages.every((_, i) => i === last || stages.find((s) => s.ordinal === i)?.status === 'passed')) {
+  const statusOf = (ordinal: number) => stages.find((s) => s.ordinal === ordinal)?.status ?? 'pending';
+  // held as the QA reader judges it (pending.ts): every earlier stage passed, the completing one not started
+  if (statusOf(last) === 'pending' && flow.stages.every((_, i) => i === last || statusOf(i) === 'passed')) {
     // Q4: every earlier stage passed and blocking QA holds the completing stage (a QA stage itself,
     // which the cursor has not entered): the line says so, not that it is still deploying
     const held = (await qaStageOutstanding(db, runId, null)).filter(holdsCompletingStage).map((r) => r.subject);

@@ -721,7 +721,12 @@ export async function fold(harness: Harness, previous: Checkpoint | undefined, a
  * until a later fold finds it, never a whole one with the child silently left out.
  */
 function unfoundChildren(cp: Checkpoint): string[] {
-  const ids = Object.values(cp.files).flatMap((m) => (m as CodexFileMark).named_threads ?? []);
+  // a child's replay of its parent's history names its siblings again: a thread folded from any
+  // file is found, whichever file's search missed it
+  const known = new Set(Object.keys(cp.threads ?? {}).map((id) => id.toLowerCase()));
+  const ids = [...new Set(Object.values(cp.files).flatMap((m) => (m as CodexFileMark).named_threads ?? []))].filter(
+    (id) => !known.has(id),
+  );
   if (ids.length === 0) return [];
   return [
     `child thread${ids.length === 1 ? '' : 's'} ${ids.join(', ')} named by a sub-agent row but no rollout found in the ${CODEX_CHILD_DAY_FOLDERS} date folders searched: not counted until a fold finds it`,

@@ -178,12 +178,14 @@ export function registerTestMachine(program: Command): void {
             const added = await (await machines(ctx)).addTestMachine({ name: name!, ...o, credential: o.credential });
             // the worker reads its keys here when it runs on this host (npm start): a missing one
             // is said now, not first at verify (credential_unknown)
-            const { existsSync } = await import('node:fs');
-            const { join } = await import('node:path');
-            if (!existsSync(join(ctx.config.ssh.keyDir, o.credential)))
+            try {
+              (await import('../../activities/hosts/ssh')).readCredential(o.credential, ctx.config.ssh.keyDir);
+            } catch (err) {
+              if (!(err instanceof YokeError) || err.code !== 'credential_unknown') throw err;
               process.stderr.write(
-                `warning: ${ctx.config.ssh.keyDir} has no key named ${o.credential}: a worker reading this key directory cannot log in to ${added.name} until it is there (verify says credential_unknown)\n`,
+                `warning: ${err.message}: a worker reading ${ctx.config.ssh.keyDir} cannot log in to ${added.name} until it can (verify says credential_unknown)\n`,
               );
+            }
             return added;
           }
           // Issue 3's single-user form: an admin's key is copied into the worker's key directory as NAME

@@ -129,14 +129,25 @@ test('S1 settling_at is recorded while executing, and completion authority reads
   });
 });
 
-test('S3 the effects phase does not end the session that drives the settling run, though its item claim was released', async () => {
+test('S3 the effects phase does not end a holder session that drives another live run, though its item claim was released', async () => {
   const claims = claimActivities({ db: t.db });
-  await claims.takeItem({ sessionId: 'd1', item: 'WEB-1' });
+  await claims.takeItem({ sessionId: 'w1', item: 'WEB-1' });
   const runId = await walkedRun(['WEB-1', 'WEB-2']);
+  // w1 also drives another run, created and not yet executed
+  const other = await r.createRun({
+    sessionId: 'w1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: SHA,
+    idempotencyKey: 'k-other',
+    items: [],
+  });
+  await r.heartbeatRun({ sessionId: 'w1', runId: other.run_id });
   await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
   await expect(r.settleNow({ runId })).resolves.toMatchObject({ status: 'succeeded' });
-  const driver = await t.db.selectFrom('sessions').selectAll().where('session_id', '=', 'd1').executeTakeFirstOrThrow();
-  expect(driver).toMatchObject({ ended_at: null, end_reason: null });
+  const holder = await t.db.selectFrom('sessions').selectAll().where('session_id', '=', 'w1').executeTakeFirstOrThrow();
+  expect(holder).toMatchObject({ ended_at: null, end_reason: null });
 });
 
 test('S2 D7 the commit closes every member once, publishes completed_deliveries and releases the claims; the run then succeeds', async () => {

@@ -424,8 +424,18 @@ describe('Codex rollouts', () => {
       codexMeta('cccccccc-0000-0000-0000-000000000003', '2026-11-30T23:59:00Z'),
       codexTurn('gpt-5-codex', '2026-11-30T23:59:01Z'),
       codexTokens('2026-11-30T23:59:02Z', { input: 1000, cached: 0, output: 100, reasoning: 0 }),
+      codexSubAgent('aaaaaaaa-0000-0000-0000-0000000000a1', '2026-11-30T23:59:30Z'),
       codexSubAgent('dddddddd-0000-0000-0000-000000000004', '2026-11-30T23:59:59Z'),
     ]);
+    // a sibling child of the parent's day
+    writeLines(
+      join(sessions, '2026', '11', '30', 'rollout-2026-11-30T23-59-31-aaaaaaaa-0000-0000-0000-0000000000a1.jsonl'),
+      [
+        codexMeta('aaaaaaaa-0000-0000-0000-0000000000a1', '2026-11-30T23:59:31Z', true),
+        codexTurn('gpt-5-codex', '2026-11-30T23:59:32Z'),
+        codexTokens('2026-11-30T23:59:33Z', { input: 100, cached: 0, output: 10, reasoning: 0 }),
+      ],
+    );
     // an unrelated rollout of the same day and a folder from before the parent are not read
     writeLines(
       join(sessions, '2026', '11', '29', 'rollout-2026-11-29T10-00-00-eeeeeeee-0000-0000-0000-000000000005.jsonl'),
@@ -440,11 +450,15 @@ describe('Codex rollouts', () => {
     );
     writeLines(child, [
       codexMeta('dddddddd-0000-0000-0000-000000000004', '2026-12-01T00:00:01Z', true),
+      // its replay of the parent's history names the sibling, whose rollout is a day earlier
+      codexSubAgent('aaaaaaaa-0000-0000-0000-0000000000a1', '2026-11-30T23:59:30Z'),
       codexTurn('gpt-5-codex', '2026-12-01T00:00:02Z'),
       codexTokens('2026-12-01T00:00:03Z', { input: 500, cached: 0, output: 50, reasoning: 0 }),
     ]);
     const r = await u.foldSessionUsage({ sessionId: 'x1', harness: 'codex', artifacts: [parent] });
-    expect(r.totals['gpt-5-codex']!.all).toMatchObject({ input: 1500, output: 150 });
+    expect(r.totals['gpt-5-codex']!.all).toMatchObject({ input: 1600, output: 160 });
+    // U10: every named child was found (the sibling by the parent's search): the reading is whole
+    expect(r).toMatchObject({ status: 'measured', reasons: [] });
   });
 
   test('U6 a Codex child thread named before its rollout is written is summed by a later fold, the parent read only once', async () => {

@@ -56,7 +56,7 @@ test('T2 after commit the predecessor workflow ends superseded (YokeRunStatus) a
     code: 'qa_execution_wrong_run',
     // T2: the refusal says the execution moved with the takeover and repeats under the successor
     message: expect.stringContaining(
-      `it moved to run ${succ.run_id} when run ${succ.run_id} took over run ${pred.run_id}`,
+      `it moved to run ${succ.run_id} with the takeover of run ${pred.run_id} (chain ${pred.run_id} -> ${succ.run_id})`,
     ),
     recovery: `repeat it with --run ${succ.run_id} (or without --run)`,
   });
