@@ -113,6 +113,11 @@ export function report(err: YokeError, json: boolean): number {
 }
 
 /** A plain table: one header row, columns padded to their widest cell. */
+/** U12: a table whose rows' costs carry caveats, each said under it (`caveat KEY: ...`). */
+export function withCaveats(text: string, rows: { key: string; caveat: string | null }[]): string {
+  return [text, ...rows.filter((r) => r.caveat).map((r) => `caveat ${r.key}: ${r.caveat}`)].join('\n');
+}
+
 export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {
   if (rows.length === 0) return '(none)';
   const cells = [headers, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))))];

@@ -704,11 +704,12 @@ export function qaExecutionActivities(deps: {
     const results = new Map((await resultsOf(db, e.execution_id)).map((r) => [r.case_name, r.verdict]));
     const pending = first.find((s) => results.get(s.name) !== 'passed' && results.get(s.name) !== 'waived');
     if (!pending) return;
+    const what = `${pending.kind === 'gate' ? 'gate' : 'host reset'} (${pending.name})`;
     if (results.get(pending.name) === 'failed') {
       // a failed gate or host reset ends the execution failed: no later case is tested
       throw refusal(
         'qa_step_failed',
-        `case ${step.name} of execution ${e.execution_id} is not tested: its ${pending.kind === 'gate' ? 'gate' : 'host reset'} (${pending.name}) failed`,
+        `case ${step.name} of execution ${e.execution_id} is not tested: its ${what} failed`,
         {
           recovery: `see it: yoke qa get ${e.execution_id}; begin the plan again once the cause is fixed`,
           details: { execution_id: e.execution_id, case: step.name, failed_step: pending.name },
@@ -717,7 +718,7 @@ export function qaExecutionActivities(deps: {
     }
     throw refusal(
       'qa_step_pending',
-      `case ${step.name} of execution ${e.execution_id} waits for its ${pending.kind === 'gate' ? 'gate' : 'host reset'} (${pending.name}), which runs first`,
+      `case ${step.name} of execution ${e.execution_id} waits for its ${what}, which runs first`,
       {
         recovery:
           pending.kind === 'gate'
@@ -736,8 +737,8 @@ export function qaExecutionActivities(deps: {
   ) {
     const e = await executionById(db, input.executionId);
     if (input.runId && input.runId !== e.run_id) {
-      // T2: a takeover moves live executions to the successor; the caller names the run it began under
-      // T2: moved only when the execution's run descends from the named one by takeovers
+      // T2: a takeover moves live executions to its successor; the caller may name the run it
+      // began under (moved only when the execution's run descends from the named one)
       const chain = await takeoverChain(db, e.run_id);
       const moved = chain.includes(input.runId)
         ? `: it moved to run ${e.run_id} with the takeover of run ${input.runId} (chain ${chain.join(' -> ')})`

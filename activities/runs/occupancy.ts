@@ -33,7 +33,8 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
   const flow = await runFlow(db, run);
   // past its last stage (a flow without QA holds its origins until it is terminal): settling
   const stages = await stageStatuses(db, runId);
-  if (flow.stages.every((_, i) => stages.find((s) => s.ordinal === i)?.status === 'passed')) return [SETTLING];
+  const statusOf = (ordinal: number) => stages.find((s) => s.ordinal === ordinal)?.status ?? 'pending';
+  if (flow.stages.every((_, i) => statusOf(i) === 'passed')) return [SETTLING];
   if (run.status === 'created') {
     // only a takeover's successor holds origins before it executes (T2): it has deployed nothing
     return [`waiting to execute, holding the origins of run ${run.supersedes_run_id ?? '(none)'} it took over`];
@@ -41,17 +42,18 @@ export async function openLines(db: Executor, runId: string): Promise<string[]> 
   const firstQa = flow.stages.findIndex((s) => s.kind === 'qa');
   const stageName = run.current_stage ?? flow.stages[run.cursor_ordinal]?.name ?? flow.stages[0]!.name;
   const last = flow.stages.length - 1;
-  const statusOf = (ordinal: number) => stages.find((s) => s.ordinal === ordinal)?.status ?? 'pending';
-  // held as the QA reader judges it (pending.ts): every earlier stage passed, the completing one not started
+  // read once, by whichever line needs it first
+  let read: ReturnType<typeof qaStageOutstanding> | undefined;
+  const outstanding = () => (read ??= qaStageOutstanding(db, runId, null));
+  // Q4, held as the QA reader judges it (pending.ts): every earlier stage passed, the completing one
+  // (which the cursor has not entered) not started: the line says so, not that it is still deploying
   if (statusOf(last) === 'pending' && flow.stages.every((_, i) => i === last || statusOf(i) === 'passed')) {
-    // Q4: every earlier stage passed and blocking QA holds the completing stage (a QA stage itself,
-    // which the cursor has not entered): the line says so, not that it is still deploying
-    const held = (await qaStageOutstanding(db, runId, null)).filter(holdsCompletingStage).map((r) => r.subject);
+    const held = (await outstanding()).filter(holdsCompletingStage).map((r) => r.subject);
     if (held.length) return [`held by blocking QA before stage ${flow.stages[last]!.name}: ${held.join(', ')}`];
   }
   if (firstQa < 0 || run.cursor_ordinal < firstQa) return [`deploying: stage ${stageName}`];
   const lines: string[] = [];
-  const rows = (await qaStageOutstanding(db, runId, null)).filter((r) => r.status === 'pending');
+  const rows = (await outstanding()).filter((r) => r.status === 'pending');
   for (const stage of flow.stages.filter((s) => s.kind === 'qa')) {
     const pending = rows.filter((r) => r.stage_name === stage.name).map((r) => r.subject);
     if (pending.length) lines.push(`qa: stage ${stage.name} awaits ${pending.join(', ')}`);

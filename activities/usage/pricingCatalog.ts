@@ -14,7 +14,7 @@ import {
   type PricingRevisionRow,
 } from '../../db/pricingRevisions';
 import { refusal, usageError } from '../../domain/errors';
-import type { PricingRevision } from '../../domain/usage/pricing';
+import type { Cost, PricingRevision } from '../../domain/usage/pricing';
 import { SHIPPED_REVISIONS } from './seedPricing';
 
 /**
@@ -56,6 +56,24 @@ export const PricingFile = z
 
 /** U12: a revision effective this long before its import is back-dated (clock skew is not). */
 const BACKDATE_GRACE_SECONDS = 60;
+
+/**
+ * U12: what a cost rests on beyond the catalog's current prices: what the fold noted (stored),
+ * an estimated revision, a back-dated one. The price gaps of the cost itself come after, where
+ * a view lists them.
+ */
+export function costCaveats(
+  stored: string | null,
+  cost: Pick<Cost, 'estimated' | 'revision_id'> | null,
+  revision: PricingRevision | undefined,
+  offeredAt: Date,
+): string[] {
+  return [
+    stored,
+    cost?.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
+    backdateCaveat(revision, offeredAt),
+  ].filter((c): c is string => !!c);
+}
 
 /** U12: a cost priced by a revision imported after the session began names that revision. */
 export function backdateCaveat(revision: PricingRevision | undefined, offeredAt: Date): string | null {

@@ -1,4 +1,3 @@
-import { HIDDEN_USAGE_NOTE } from '../../domain/usage/hiddenUsage';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Kysely } from 'kysely';
@@ -20,10 +19,11 @@ import { YokeError, usageError } from '../../domain/errors';
 import { harnessMismatch, sessionNotRegistered } from '../../domain/sessionRefusals';
 import { UNRECORDED_USAGE_UNDERCOUNT, totalTokens, type UsageTotals } from '../../domain/usage/buckets';
 import { costOf, revisionAt, type Cost } from '../../domain/usage/pricing';
+import { HIDDEN_USAGE_NOTE } from '../../domain/usage/hiddenUsage';
 import { assertRegularArtifacts } from './artifactFile';
 import type { Folder } from './foldPool';
 import { fold, READER_VERSION, type Harness, type Reading } from './readers';
-import { backdateCaveat, currentCatalog, importPricing, listPricing, type PricingImport } from './pricingCatalog';
+import { costCaveats, currentCatalog, importPricing, listPricing, type PricingImport } from './pricingCatalog';
 
 export interface UsageFields {
   usage_tokens: number | null;
@@ -330,12 +330,7 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
       const totals = r.totals!;
       const revision = revisionAt(catalog, r.offered_at.toISOString());
       const cost = costOf(totals, revision);
-      const caveats = [
-        r.cost_caveat,
-        cost.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
-        backdateCaveat(revision, r.offered_at),
-        ...cost.gaps,
-      ].filter((c): c is string => !!c);
+      const caveats = [...costCaveats(r.cost_caveat, cost, revision, r.offered_at), ...cost.gaps];
       out.set(r.session_id, {
         usage_tokens: r.status === 'unavailable' ? null : totalTokens(totals),
         usage_status: r.status,

@@ -7,7 +7,7 @@ import { sessionNotRegistered } from '../../domain/sessionRefusals';
 import { BILLABLE_BUCKETS, addBuckets, billableTokens, zeroBuckets, type Buckets } from '../../domain/usage/buckets';
 import { modelCost, type ModelCost } from '../../domain/usage/bucketCost';
 import { costOf, revisionAt, type PricingRevision } from '../../domain/usage/pricing';
-import { backdateCaveat, pricingCatalog } from './pricingCatalog';
+import { costCaveats, pricingCatalog } from './pricingCatalog';
 import { usageNote, type UsageViewer } from './sessionUsage';
 
 /**
@@ -96,7 +96,7 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
     const s = read.rows;
     if (!s) {
       // U13: a session the roster lists but whose detail the viewer may not read is named as such
-      const listed = await sessionById(db, input.sessionId).catch(() => undefined);
+      const listed = await sessionById(db, input.sessionId);
       if (listed) {
         throw refusal(
           'session_not_found',
@@ -120,12 +120,7 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
     const measured = s.usage_status && s.usage_status !== 'unavailable';
     const cost = measured ? costOf(totals, revision) : null;
     const models = Object.entries(totals).map(([model, usage]) => modelCost(model, usage, revision));
-    const caveats = [
-      s.cost_caveat,
-      cost?.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
-      backdateCaveat(revision, offered),
-      ...(cost?.gaps ?? []),
-    ].filter((c): c is string => !!c);
+    const caveats = [...costCaveats(s.cost_caveat, cost, revision, offered), ...(cost?.gaps ?? [])];
     const endedAt = s.ended_at ?? s.terminated_at;
     return {
       session_id: s.session_id,
@@ -226,11 +221,7 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
       const revision: PricingRevision | undefined = revisionAt(catalog, offered);
       const cost = costOf({ [r.model]: r.usage }, revision);
       // U12: every cost a back-dated (or estimated) revision prices names it
-      const caveats = [
-        r.cost_caveat,
-        cost.estimated ? `priced with estimated revision ${cost.revision_id}` : null,
-        backdateCaveat(revision, new Date(offered)),
-      ].filter((c): c is string => !!c);
+      const caveats = costCaveats(r.cost_caveat, cost, revision, new Date(offered));
       for (const g of [groups.get(key) ?? group(), all]) {
         g.sessions.add(r.session_id);
         g.models.add(r.model);

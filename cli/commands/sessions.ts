@@ -166,21 +166,24 @@ export function registerSessions(program: Command): void {
         (rows) =>
           table(
             ['SESSION', 'ACTOR', 'PROJECT', 'MACHINE', 'HARNESS', 'TOKENS', 'COST', 'ENDED'],
-            rows.map((s) => [
-              s.session_id,
-              s.actor_id,
-              s.project,
-              s.machine_id,
-              s.harness,
+            rows.map((s) => {
               // U13: hidden usage reads "not shown", never the "unavailable" of a session with no source
-              s.usage_note === HIDDEN_USAGE_NOTE ? 'not shown' : (s.usage_tokens ?? s.usage_status),
-              s.usage_note === HIDDEN_USAGE_NOTE
-                ? 'not shown'
-                : s.usage_cost_usd === null
+              const hidden = s.usage_note === HIDDEN_USAGE_NOTE;
+              const cost =
+                s.usage_cost_usd === null
                   ? s.usage_cost_status
-                  : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`,
-              s.ended_at ?? s.terminated_at,
-            ]),
+                  : `$${s.usage_cost_usd.toFixed(4)}${s.usage_cost_status === 'priced' ? '' : ` (${s.usage_cost_status})`}`;
+              return [
+                s.session_id,
+                s.actor_id,
+                s.project,
+                s.machine_id,
+                s.harness,
+                hidden ? 'not shown' : (s.usage_tokens ?? s.usage_status),
+                hidden ? 'not shown' : cost,
+                s.ended_at ?? s.terminated_at,
+              ];
+            }),
           ),
       ),
     );

@@ -14,7 +14,7 @@ import {
   type CommandContext,
   contextWindow,
 } from '../context';
-import { emit, table } from '../output';
+import { emit, table, withCaveats } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -314,7 +314,7 @@ export function registerUsage(program: Command): void {
           return (await usage(ctx)).machinesUsage(viewerId ? { sessionId: viewerId } : undefined);
         },
         (rows) =>
-          [
+          withCaveats(
             table(
               ['MACHINE', '24H TOKENS', '24H API COST', '24H SESSIONS'],
               rows.map((m) => [
@@ -324,9 +324,8 @@ export function registerUsage(program: Command): void {
                 m['24H SESSIONS'],
               ]),
             ),
-            // U12: a cost resting on a back-dated or estimated revision says so under the table
-            ...rows.filter((m) => m.cost_caveat).map((m) => `caveat ${m.machine_id}: ${m.cost_caveat}`),
-          ].join('\n'),
+            rows.map((m) => ({ key: m.machine_id, caveat: m.cost_caveat })),
+          ),
       ),
     );
 }

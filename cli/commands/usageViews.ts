@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { SessionShow } from '../../activities/usage/usageViews';
 import { BILLABLE_BUCKETS } from '../../domain/usage/buckets';
 import { BaseOptions, commandAction, nonEmpty, type CommandContext } from '../context';
-import { table } from '../output';
+import { table, withCaveats } from '../output';
 
 async function views(ctx: CommandContext) {
   const { usageViewActivities } = await import('../../activities/usage/usageViews');
@@ -84,7 +84,7 @@ export function registerUsageViews(program: Command): void {
         async (ctx, o) =>
           (await views(ctx)).usageReport({ by: o.by, since: o.since, until: o.until, viewer: viewerOf(o.session) }),
         (r, o) =>
-          [
+          withCaveats(
             table(
               [
                 o.by.toUpperCase(),
@@ -113,9 +113,8 @@ export function registerUsageViews(program: Command): void {
                 x.usage_status === 'partial' ? `${x.cost_status}, usage partial` : x.cost_status,
               ]),
             ),
-            // U12: a cost resting on a back-dated or estimated revision says so under the table
-            ...r.rows.filter((x) => x.cost_caveat).map((x) => `caveat ${x.key}: ${x.cost_caveat}`),
-          ].join('\n'),
+            r.rows.map((x) => ({ key: x.key, caveat: x.cost_caveat })),
+          ),
       ),
     );
 }
