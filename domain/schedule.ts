@@ -58,6 +58,12 @@ function itemOrder(a: string, b: string): number {
   return (pa ?? '').localeCompare(pb ?? '') || Number(na) - Number(nb);
 }
 
+/** run-9 before run-10: by number, not as text. */
+function runOrder(a: string, b: string): number {
+  const n = (id: string) => Number(id.slice(id.lastIndexOf('-') + 1));
+  return n(a) - n(b) || a.localeCompare(b);
+}
+
 export function computeSchedule(input: ScheduleInput): Schedule {
   const live = new Set(input.sessions.map((s) => s.session_id));
   const now = Date.parse(input.now);
@@ -71,22 +77,28 @@ export function computeSchedule(input: ScheduleInput): Schedule {
     if (c.kind === 'item' && c.item && !itemHolder.has(c.item)) itemHolder.set(c.item, c.session_id);
     if (c.kind === 'epic_task' && c.item && !taskHolder.has(c.item)) taskHolder.set(c.item, c.session_id);
   }
-  const pinned = new Map<string, { run_id: string; session_id: string | null; basis: StaffingBasis | null }>();
-  for (const run of [...input.runs].sort((a, b) => a.run_id.localeCompare(b.run_id))) {
+  // A live driver's binding wins over the steering seat's fallback whichever run sorts first,
+  // and among runs of one basis an executing run's over a created one's, then the older run's.
+  type Binding = { run: ScheduleInput['runs'][number]; session_id: string | null; basis: StaffingBasis };
+  const bindings = input.runs.flatMap((run): Binding[] => {
     const driverLive =
       run.driver_session_id !== null &&
       live.has(run.driver_session_id) &&
       run.driver_heartbeat_at !== null &&
       now - Date.parse(run.driver_heartbeat_at) <= input.driverFreshMs;
     const seat = seatOf.get(run.project) ?? null;
-    const binding = driverLive
-      ? { session_id: run.driver_session_id, basis: 'pinned_run_driver' as const }
-      : seat
-        ? { session_id: seat, basis: 'steering_fallback' as const }
-        : null;
-    if (!binding) continue;
-    for (const item of run.members) if (!pinned.has(item)) pinned.set(item, { run_id: run.run_id, ...binding });
-  }
+    if (driverLive) return [{ run, session_id: run.driver_session_id, basis: 'pinned_run_driver' }];
+    return seat ? [{ run, session_id: seat, basis: 'steering_fallback' }] : [];
+  });
+  bindings.sort(
+    (a, b) =>
+      Number(b.basis === 'pinned_run_driver') - Number(a.basis === 'pinned_run_driver') ||
+      Number(b.run.status !== 'created') - Number(a.run.status !== 'created') ||
+      runOrder(a.run.run_id, b.run.run_id),
+  );
+  const pinned = new Map<string, { run_id: string; session_id: string | null; basis: StaffingBasis | null }>();
+  for (const { run, session_id, basis } of bindings)
+    for (const item of run.members) if (!pinned.has(item)) pinned.set(item, { run_id: run.run_id, session_id, basis });
   const projects = new Map<string, { project: string; delivered: boolean }>();
   for (const i of input.items) projects.set(i.item, { project: i.project, delivered: i.delivered });
   for (const c of input.claims)

@@ -1,5 +1,5 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
-import { drivesNothing, isTerminalRunStatus } from '../../domain/runStatuses';
+import { drivesNothing, executeRunCommand, isTerminalRunStatus } from '../../domain/runStatuses';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, RunRow } from '../../db/database';
 import type { Executor } from '../../db/pool';
@@ -322,6 +322,13 @@ export function runExecutionActivities(deps: {
         throw run.superseded_by_run_id
           ? supersededRefusal({ ...run, superseded_by_run_id: run.superseded_by_run_id })
           : terminalRefusal(run, 'be driven');
+      // The session that executes becomes the driver: a heartbeat only keeps an attachment
+      // (or takes a lapsed one), so a run nobody has executed is not seized by one.
+      if (run.status === 'created' && run.driver_session_id === null)
+        throw refusal('run_not_executing', `run ${run.run_id} is created and has no driver to heartbeat`, {
+          recovery: `execute it to drive it: ${executeRunCommand(run.run_id)}`,
+          details: { run_id: run.run_id, status: run.status },
+        });
       assertDriver(run, session.session_id, freshMs);
       const row = await attachDriver(trx, run.run_id, session.session_id);
       // C1, R1: a driver's heartbeat is its session's heartbeat too (and its claims', as

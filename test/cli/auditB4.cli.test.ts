@@ -283,7 +283,10 @@ test('R1 C1 issue 4: a driver that heartbeats its run keeps its session alive, s
   const runId = json(
     await asAdmin([...releaseRunArgs('b4b4b4b4b4b4b404', 'driver-alive'), '--json'], { YOKE_SESSION_ID: 'h1' }),
   ).run_id;
-  // the session registered long ago and has only driven its run since
+  // h1 drives the run (as its execute would make it) and registered long ago; it has only driven its run since
+  await sql`UPDATE deployment_runs SET driver_session_id = 'h1', driver_heartbeat_at = now() WHERE run_id = ${runId}`.execute(
+    t.db,
+  );
   await sql`UPDATE sessions SET heartbeat_at = now() - interval '20 minutes' WHERE session_id = 'h1'`.execute(t.db);
   const beat = await asAdmin(['deployment-runs', 'heartbeat', runId, '--json'], { YOKE_SESSION_ID: 'h1' });
   expect(beat.code).toBe(0);

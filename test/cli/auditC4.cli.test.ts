@@ -108,10 +108,13 @@ test("R1 issue 9: ending the driver's session detaches it at once for approvals 
   const created = await run([...releaseRunArgs('a1b2c3d', 'r1-ended-driver', ['WEB-3']), '--json']);
   expect(created.code).toBe(0);
   const runId = json<{ run_id: string }>(created).run_id;
-  await setUp(run, [
-    ['sessions', 'register', '--session', 'e1', '--actor', 'driver', '--project', 'web'],
-    ['deployment-runs', 'heartbeat', runId, '--session', 'e1'],
-  ]);
+  await setUp(run, [['sessions', 'register', '--session', 'e1', '--actor', 'driver', '--project', 'web']]);
+  // e1 drives the run (as its execute would make it)
+  await t.db
+    .updateTable('deployment_runs')
+    .set({ driver_session_id: 'e1', driver_heartbeat_at: new Date() })
+    .where('run_id', '=', runId)
+    .execute();
   // While e1 drives, another actor's session is refused naming the driver.
   const whileDriven = await run(
     ['deployment-runs', 'qa-verdict', runId, '--check', 'smoke-test', '--status', 'passed', '--json'],

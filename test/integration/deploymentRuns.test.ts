@@ -941,6 +941,15 @@ describe('occupancy, drivers and lifecycle', () => {
     });
   });
 
+  test('R1 the session that executes becomes the driver: a heartbeat of a created run nobody drives is refused run_not_executing and attaches nobody', async () => {
+    const run = await create({ items: ['WEB-1'] });
+    const refused = await refusalOf(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id }));
+    expect(refused.code).toBe('run_not_executing');
+    expect(refused.recovery).toContain(`yoke deployment-runs execute ${run.run_id}`);
+    expect((await r.getRun({ runId: run.run_id })).driver).toBeNull();
+    await expect(r.executeRun({ sessionId: 'd1', runId: run.run_id })).resolves.toBeDefined();
+  });
+
   test('R1 issue 4/11: a run-level QA verdict (passed, failed or waived) from a session that neither drives the run nor holds a seat is refused run_driven_elsewhere and changes nothing', async () => {
     const run = await create({ items: ['WEB-1'] });
     await r.executeRun({ sessionId: 'd1', runId: run.run_id });
