@@ -143,7 +143,12 @@ test('S3 the effects phase does not end a holder session that drives another liv
     idempotencyKey: 'k-other',
     items: [],
   });
-  await r.heartbeatRun({ sessionId: 'w1', runId: other.run_id });
+  // w1 is recorded as its driver
+  await t.db
+    .updateTable('deployment_runs')
+    .set({ driver_session_id: 'w1', driver_heartbeat_at: new Date() })
+    .where('run_id', '=', other.run_id)
+    .execute();
   await pass(runId, 'smoke-test', 'WEB-1/checkout-e2e', 'WEB-2/gift-smoke');
   await expect(r.settleNow({ runId })).resolves.toMatchObject({ status: 'succeeded' });
   const holder = await t.db.selectFrom('sessions').selectAll().where('session_id', '=', 'w1').executeTakeFirstOrThrow();
