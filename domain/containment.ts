@@ -27,8 +27,9 @@ export interface Containment {
   source: string;
 }
 
-/** Two spellings of one commit (a short and a full sha) name the same commit. */
+/** Two spellings of one commit (a short sha of at least 7 digits and a full one) name the same commit. */
 export function sameCommit(a: string, b: string): boolean {
   const [x, y] = [a.toLowerCase(), b.toLowerCase()];
-  return x.startsWith(y) || y.startsWith(x);
+  if (x === y) return true;
+  return Math.min(x.length, y.length) >= 7 && (x.startsWith(y) || y.startsWith(x));
 }

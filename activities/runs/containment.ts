@@ -33,6 +33,19 @@ export async function prepareContainment(input: {
   attestation?: ContainmentAttestation;
 }): Promise<Containment> {
   const { predecessorCommit: pred, successorCommit: succ } = input;
+  const a = input.attestation;
+  // An attestation must name exactly these two commits, whether or not git answers for itself:
+  // one relayed for other commits is a mistake to say, not one to drop in silence.
+  if (a && (!sameCommit(a.predecessor_commit, pred) || !sameCommit(a.successor_commit, succ))) {
+    throw refusal(
+      'containment_attestation_mismatch',
+      `the containment attestation judges ${a.predecessor_commit} in ${a.successor_commit}, not predecessor ${pred} in successor ${succ}`,
+      {
+        recovery: 'relay the attestation the lane checkout gave for these two commits',
+        details: { predecessor_commit: pred, successor_commit: succ, attestation: a },
+      },
+    );
+  }
   let gitAnswer: string | null = null;
   if (input.repository) {
     const answer = await isAncestor(input.repository, pred, succ);
@@ -46,18 +59,7 @@ export async function prepareContainment(input: {
       };
     gitAnswer = answer;
   }
-  const a = input.attestation;
-  if (a) {
-    if (!sameCommit(a.predecessor_commit, pred) || !sameCommit(a.successor_commit, succ)) {
-      throw refusal(
-        'containment_attestation_mismatch',
-        `the containment attestation judges ${a.predecessor_commit} in ${a.successor_commit}, not predecessor ${pred} in successor ${succ}`,
-        {
-          recovery: 'relay the attestation the lane checkout gave for these two commits',
-          details: { predecessor_commit: pred, successor_commit: succ, attestation: a },
-        },
-      );
-    }
+  if (a)
     return {
       contained: a.contained,
       basis: 'attestation',
@@ -65,7 +67,6 @@ export async function prepareContainment(input: {
       successor_commit: succ,
       source: a.attested_by,
     };
-  }
   throw refusal(
     'containment_unknown',
     input.repository

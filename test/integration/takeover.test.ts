@@ -122,6 +122,33 @@ test('T1 a successor whose candidate does not contain the predecessor is refused
   expect(await snapshot(t.db)).toEqual(before);
 });
 
+test('T3 an attestation naming other commits is refused containment_attestation_mismatch even where git answers for itself', async () => {
+  const pred = await waitingRun(repo.A);
+  const succ = await createdRun(repo.B);
+  const before = await snapshot(t.db);
+  const attestation = (predecessor_commit: string, successor_commit: string) => ({
+    predecessor_commit,
+    successor_commit,
+    contained: true,
+    attested_by: 'lane x',
+  });
+  const wrong = await refusalOf(
+    r.takeoverRun({ sessionId: 'd1', runId: pred, successorRunId: succ, attestation: attestation(repo.A, repo.D) }),
+  );
+  expect(wrong.code).toBe('containment_attestation_mismatch');
+  // a sha shorter than 7 digits names no commit for sure
+  const short = await refusalOf(
+    r.takeoverRun({
+      sessionId: 'd1',
+      runId: pred,
+      successorRunId: succ,
+      attestation: attestation(repo.A.slice(0, 4), repo.B),
+    }),
+  );
+  expect(short.code).toBe('containment_attestation_mismatch');
+  expect(await snapshot(t.db)).toEqual(before);
+});
+
 test('T3 an unknown commit needs a relayed containment_attestation naming both commits', async () => {
   const pred = await waitingRun(repo.A);
   const succ = await createdRun('f00dfeed1234');
