@@ -46,11 +46,15 @@ const RateSchema = z
   .strict();
 export const PricingFile = z
   .object({
-    revision_id: z.string().min(1),
+    // blank names would be stored in a revision that can never change
+    revision_id: z.string().trim().min(1, 'must not be blank'),
     effective_at: z.string().datetime({ offset: true }),
-    source: z.string().min(1),
+    source: z.string().trim().min(1, 'must not be blank'),
     estimated: z.boolean().default(false),
-    rates: z.record(z.string(), RateSchema.extend({ above_200k: RateSchema.optional() })),
+    rates: z.record(
+      z.string().trim().min(1, 'a model name must not be blank'),
+      RateSchema.extend({ above_200k: RateSchema.optional() }),
+    ),
   })
   .strict();
 
@@ -211,14 +215,36 @@ async function storeRevision(db: Kysely<Database>, document: unknown, origin: st
         },
       );
     }
-    await insertPricingRevision(trx, {
-      revision_id: r.revision_id,
-      effective_at: r.effective_at,
-      source: r.source,
-      estimated: r.estimated,
-      rates: JSON.stringify(r.rates),
-      backdate_reason: past ? input.reason!.trim() : null,
-    });
+    const sameInstant = (other: string) =>
+      refusal(
+        'pricing_effective_at_taken',
+        `pricing revision ${other} is already effective at ${r.effective_at}; one revision takes effect at an instant`,
+        {
+          recovery: `give ${r.revision_id} another effective_at (e.g. a second later) and import it again`,
+          details: { revision_id: r.revision_id, effective_at: r.effective_at, taken_by: other },
+        },
+      );
+    const shippedThen = SHIPPED_REVISIONS.find((s) => Date.parse(s.effective_at) === Date.parse(r.effective_at));
+    if (shippedThen) throw sameInstant(shippedThen.revision_id);
+    try {
+      await insertPricingRevision(trx, {
+        revision_id: r.revision_id,
+        effective_at: r.effective_at,
+        source: r.source,
+        estimated: r.estimated,
+        rates: JSON.stringify(r.rates),
+        backdate_reason: past ? input.reason!.trim() : null,
+      });
+    } catch (err) {
+      const e = err as { code?: string; constraint?: string };
+      if (e.code === '23505' && e.constraint === 'pricing_revisions_effective_at_key')
+        // the transaction is aborted: the holder of that instant is read outside it
+        throw sameInstant(
+          (await currentCatalog(db)).find((c) => Date.parse(c.effective_at) === Date.parse(r.effective_at))
+            ?.revision_id ?? 'another',
+        );
+      throw err;
+    }
     if (past) {
       await recordEvent(trx, {
         event_type: 'PricingRevisionBackdated',

@@ -81,12 +81,20 @@ export function registerRunQa(dr: Command): void {
         const report = await (
           await import('../blockingQa')
         ).readBlockingQa(ctx, runId, null, `yoke deployment-runs advance ${runId}`);
-        // A created run has no stage to hold: its QA is owed, but nothing waits on it yet (Q4).
-        if (report.status === 'created') {
-          throw refusal('run_not_executing', `run ${runId} is created; only an executing run is held by blocking QA`, {
-            recovery: `execute it first: yoke deployment-runs execute ${runId}`,
-            details: { run_id: runId, status: report.status },
-          });
+        // A created run has no stage to hold: its QA is owed, but nothing waits on it yet (Q4);
+        // a cancelled or succeeded one has nothing left to advance (a failed one is told its next step).
+        if (report.status === 'created' || report.status === 'cancelled' || report.status === 'succeeded') {
+          throw refusal(
+            'run_not_executing',
+            `run ${runId} is ${report.status}; only an executing run is held by blocking QA`,
+            {
+              recovery:
+                report.status === 'created'
+                  ? `execute it first: yoke deployment-runs execute ${runId}`
+                  : `nothing to advance; see it: yoke deployment-runs get ${runId}`,
+              details: { run_id: runId, status: report.status },
+            },
+          );
         }
         // Q4: the rule `held` and the workflow's hold read (pending, or failed at a QA stage)
         const unresolved = report.members.length > 0 || report.run_obligations.some(holdsCompletingStage);

@@ -79,6 +79,13 @@ test('issue 11 Q4: advance of a created run refuses run_not_executing (exit 1) i
     code: 'run_not_executing',
     details: { run_id: runId, status: 'created' },
   });
+  // a cancelled run has nothing left to advance: refused too, not exit 0
+  expect(
+    (await run(['deployment-runs', 'terminalize', runId, '--disposition', 'cancelled', '--reason', 'gone'])).code,
+  ).toBe(0);
+  const cancelled = await run(['deployment-runs', 'advance', runId, '--json']);
+  expect(cancelled.code).toBe(1);
+  expect(jsonError(cancelled)).toMatchObject({ code: 'run_not_executing', details: { status: 'cancelled' } });
 });
 
 test('issue 3: test-machine waits NAME of a machine nobody added refuses test_machine_not_found instead of an empty line', async () => {

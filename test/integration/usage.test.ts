@@ -744,6 +744,24 @@ describe('cost and views', () => {
     );
     expect((await refusalOf(u.importPricing({ file: revision }))).code).toBe('pricing_revision_immutable');
     await expect(sql`UPDATE pricing_revisions SET source = 'tampered'`.execute(t.db)).rejects.toThrow(/immutable/);
+    // another revision at the same instant is refused naming the one in force then, not a bug report
+    writeFileSync(
+      revision,
+      JSON.stringify({ revision_id: 'twin', effective_at: '2099-01-01T00:00:00Z', source: 'test', rates: {} }),
+    );
+    expect(await refusalOf(u.importPricing({ file: revision }))).toMatchObject({
+      code: 'pricing_effective_at_taken',
+      details: { revision_id: 'twin', taken_by: 'future' },
+    });
+    // blank names would be stored for good: refused as invalid, nothing imported
+    for (const blank of [
+      { revision_id: '   ', source: 'test', rates: {} },
+      { revision_id: 'blank-model', source: 'test', rates: { ' ': { input: 1 } } },
+    ]) {
+      writeFileSync(revision, JSON.stringify({ ...blank, effective_at: '2099-06-01T00:00:00Z' }));
+      expect((await refusalOf(u.importPricing({ file: revision }))).kind).toBe('usage');
+    }
+    expect((await u.listPricing()).map((r: { revision_id: string }) => r.revision_id)).not.toContain('blank-model');
   });
 
   test('U12 a back-dated revision is refused unless --backdate --reason; then audited and named in cost_caveat', async () => {
