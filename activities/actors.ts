@@ -5,6 +5,7 @@ import {
   connectedActor,
   listActorRoles,
   removeActorRole,
+  requireAdmin,
   type ActorKind,
   type ActorRow,
 } from '../db/actors';
@@ -14,6 +15,16 @@ import { refusalFromPostgres } from '../domain/sqlRefusal';
 
 /** Role names yoke creates: lowercase, so the actor id and the connection's user read the same. */
 const ACTOR_NAME = /^[a-z_][a-z0-9_.-]{0,62}$/;
+
+/**
+ * Names Postgres reserves for roles (pg_*, public, none) or reads as the connection's own role in
+ * the policies that judge every actor (current_user, session_user, ...).
+ */
+function reservedActorName(name: string): boolean {
+  return (
+    name.startsWith('pg_') || ['public', 'none', 'current_user', 'session_user', 'current_role', 'user'].includes(name)
+  );
+}
 
 export interface AddedActor {
   actor: string;
@@ -41,6 +52,14 @@ export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: strin
         { recovery: 'choose a name like alice or agent-7', details: { actor: input.actor } },
       );
     }
+    if (reservedActorName(input.actor)) {
+      throw usageError('invalid_actor_name', `actor name "${input.actor}" is reserved by Postgres`, {
+        recovery:
+          'choose a name like alice or agent-7 (not pg_*, public, none, current_user, session_user, current_role or user)',
+        details: { actor: input.actor },
+      });
+    }
+    await requireAdmin(db, `add actor ${input.actor}`);
     // The password is shown once, inside the connection string; Postgres keeps only its hash.
     const secret = randomBytes(18).toString('base64url');
     try {
@@ -60,9 +79,9 @@ export function actorActivities(deps: { db: Kysely<Database>; databaseUrl: strin
    * not read as done); the refusal keeps the success answer's fields in its details.
    */
   async function removeActor(input: { actor: string }): Promise<{ actor: string; removed: true }> {
+    await requireAdmin(db, `remove actor ${input.actor}`);
     const me = await connectedActor(db);
-    // Postgres cannot drop the role a connection is logged in as (a non-admin is refused by
-    // the removal itself, as for any other actor)
+    // Postgres cannot drop the role a connection is logged in as
     if (me.admin && me.actor === input.actor) {
       throw refusal(
         'actor_in_use',

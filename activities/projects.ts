@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { requireAdmin } from '../db/actors';
 import type { Database, ProjectRow } from '../db/database';
 import {
   insertGrant,
@@ -48,6 +49,8 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
         details: { project: input.name },
       });
     }
+    // said as every admin-only command says it, not as the table's bare permission error
+    await requireAdmin(db, `create project ${input.name}`);
     return db.transaction().execute(async (trx) => {
       const inserted = await insertProject(trx, { name: input.name, itemPrefix: prefix });
       if (inserted) return { project: view(inserted), created: true };
@@ -83,6 +86,7 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
         details: { permission: input.permission },
       });
     }
+    await requireAdmin(db, `grant ${input.permission} on project ${input.project}`);
     const project = await requireProject(db, input.project);
     await insertGrant(db, { projectId: project.project_id, actorId: input.actor, permission: input.permission });
     return {

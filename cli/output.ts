@@ -15,7 +15,8 @@ export function warn(json: boolean, line: string): void {
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET', 'EAI_AGAIN']);
 // Postgres SQLSTATEs meaning "this database is not there for you right now": the connection
 // exception class (08), a server shutting down, crashed or starting (57P0x), too many
-// connections (53300: a refusal that passes when others disconnect), no such database, no login.
+// connections (53300: a refusal that passes when others disconnect), no such database. A login
+// refused (28000, 28P01) is its own answer: no wait or restart fixes the name or password.
 // Not 08P01 (protocol violation): Postgres answers a malformed statement with it (a bind with the
 // wrong parameter count), a bug in yoke that no wait rides out.
 const UNAVAILABLE_SQLSTATES = new Set([
@@ -30,9 +31,8 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '08004',
   '08006',
   '08007',
-  '28000',
-  '28P01',
 ]);
+const LOGIN_REFUSED_SQLSTATES = new Set(['28000', '28P01']);
 
 function networkCode(err: unknown): string | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
@@ -67,6 +67,24 @@ export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
         recovery:
           'start the local stack with `npm start`, or point DATABASE_URL at a reachable Postgres 14+; a transaction cut off mid-way either committed whole or wrote nothing: once Postgres answers, look (get/list) or run the command again',
         details: { database: where },
+      },
+    );
+  }
+  if (typeof code === 'string' && LOGIN_REFUSED_SQLSTATES.has(code)) {
+    const role = (() => {
+      try {
+        return databaseUrl ? decodeURIComponent(new URL(databaseUrl).username) || null : null;
+      } catch {
+        return null;
+      }
+    })();
+    return unreachable(
+      'postgres_login_refused',
+      `Postgres at ${where} refused the login${role ? ` as ${role}` : ''}: ${(err as Error).message}`,
+      {
+        recovery:
+          'check the user and password in DATABASE_URL: an actor logs in with the connection string `yoke actors add` printed for it, and a removed actor can no longer log in (an admin adds it again: yoke actors add NAME)',
+        details: { database: where, ...(role ? { role } : {}) },
       },
     );
   }

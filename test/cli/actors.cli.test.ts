@@ -155,4 +155,33 @@ test('I13 issue 13: a user refused an admin-only command is given a recovery tha
   // the hint as given: the user can see who the admins are
   const list = json<{ actor: string; kind: string }[]>(await alice.run(['actors', 'list', '--json']));
   expect(list).toEqual(expect.arrayContaining([expect.objectContaining({ actor: admin.name, kind: 'admin' })]));
+  // every admin-only command says so the same way, never a table's or function's bare permission error
+  for (const args of [
+    ['actors', 'add', `dave_${process.pid}`],
+    ['actors', 'remove', bob.name],
+    ['projects', 'create', `p${process.pid}`],
+    ['projects', 'grant', 'web', '--actor', bob.name, '--permission', 'claims.release'],
+  ]) {
+    const refused = jsonError(await alice.run([...args, '--json']));
+    expect(refused.code).toBe('permission_denied');
+    expect(refused.message).toContain(`${alice.name} is not an admin`);
+  }
+});
+
+test('I13 a login Postgres refuses (a role nobody added, or removed) is postgres_login_refused naming the role, not postgres_unreachable', async () => {
+  const url = new URL(t.url);
+  url.username = `gone_${process.pid}`;
+  url.password = 'x';
+  const r = await yoke(url.toString(), ['actors', 'whoami', '--json']);
+  expect(r.code).toBe(3);
+  expect(jsonError(r)).toMatchObject({ code: 'postgres_login_refused', details: { role: `gone_${process.pid}` } });
+  expect(jsonError(r).recovery).toContain('yoke actors add');
+});
+
+test('I13 a name Postgres reserves for roles is invalid_actor_name (exit 2), not internal_error', async () => {
+  for (const name of ['pg_audit', 'public', 'none', 'current_user', 'session_user']) {
+    const r = await asAdmin(['actors', 'add', name, '--json']);
+    expect(r.code).toBe(2);
+    expect(jsonError(r)).toMatchObject({ code: 'invalid_actor_name', details: { actor: name } });
+  }
 });
