@@ -250,7 +250,12 @@ export async function takePaths(
         continue;
       }
       const holder = await liveHolder(trx, claim);
-      if (holder && holder.session_id === input.sessionId) {
+      // Re-entry is the same session taking the same path for the same anchor; one it holds for
+      // another item or process stays that one's, and is refused as any held path is.
+      const sameAnchor =
+        holder?.item_id === (item?.item_id ?? null) &&
+        ((holder?.scope as { process_key?: string } | undefined)?.process_key ?? null) === processKey;
+      if (holder && holder.session_id === input.sessionId && sameAnchor) {
         await heartbeatClaim(trx, holder.claim_id);
         ids.push(holder.claim_id);
         reentered.push(holder.claim_id);

@@ -104,7 +104,9 @@ export function registerSessions(program: Command): void {
           const lines = [
             r.ended
               ? `ended session ${r.session.session_id}`
-              : `session ${r.session.session_id} not ended${r.blocking_claims.length ? ' (holds claims)' : ' (already ended)'}`,
+              : r.blocking_claims.length
+                ? `session ${r.session.session_id} not ended (holds claims)`
+                : `session ${r.session.session_id} already ended${r.session.ended_at ? ` at ${r.session.ended_at}` : ''}`,
           ];
           for (const c of r.released_claims) lines.push(`  released ${claimTarget(c)} (claim ${c.claim_id})`);
           for (const c of r.retained_sticky_claims)

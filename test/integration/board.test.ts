@@ -52,6 +52,20 @@ describe('every claim primitive the board shows can be taken, exclusively', () =
     await p.lockDocument({ sessionId: 'a1', document: 'MISSION', project: 'api' });
   });
 
+  test('C3 a session re-enters a path only for the item it holds it for: for another item it is refused claim_held naming that item, nothing taken', async () => {
+    await p.takePaths({ sessionId: 'w1', paths: ['src/own.ts'], item: 'WEB-3' });
+    const again = await p.takePaths({ sessionId: 'w1', paths: ['src/own.ts'], item: 'WEB-3' });
+    expect(again.reentered_claim_ids).toHaveLength(1);
+    const refused = await refusalOf(
+      p.takePaths({ sessionId: 'w1', paths: ['src/new.ts', 'src/own.ts'], item: 'WEB-1' }),
+    );
+    expect(refused.code).toBe('claim_held');
+    expect(refused.message).toContain('for item WEB-3');
+    expect(refused.details.holder).toMatchObject({ session_id: 'w1', item: 'WEB-3' });
+    // all or nothing: the free path of the refused take was not kept
+    await expect(p.takePaths({ sessionId: 'w2', paths: ['src/new.ts'] })).resolves.toBeDefined();
+  });
+
   test('C3 twenty sessions racing for one path, process and document: exactly one holder each', async () => {
     for (let i = 0; i < 20; i++) await s.registerSession({ sessionId: `r${i}`, actorId: `r${i}`, project: 'web' });
     const racers = Array.from({ length: 20 }, () => claimPrimitiveActivities({ db: t.connect(1) }));
