@@ -420,7 +420,16 @@ export function sessionUsageActivities(deps: { db: Kysely<Database>; folder?: Fo
         cost_status: m.cost_status.size === 1 ? [...m.cost_status][0]! : 'partial',
         usage_status: !m.measured ? 'unavailable' : m.partial || m.measured < m.sessions ? 'partial' : 'measured',
         measured_sessions: m.measured,
-        cost_caveat: m.caveats.size ? [...m.caveats].join('; ') : null,
+        // U12: a partial cost says why; sessions never measured have no cost to sum
+        cost_caveat:
+          [
+            ...m.caveats,
+            ...(m.priced > 0 && m.sessions > m.priced
+              ? [
+                  `${m.sessions - m.priced} of ${m.sessions} sessions have no cost (${m.sessions - m.measured} not measured)`,
+                ]
+              : []),
+          ].join('; ') || null,
       }));
   }
 

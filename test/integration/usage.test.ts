@@ -898,7 +898,8 @@ describe('cost and views', () => {
         cost_status: 'partial',
         usage_status: 'partial',
         measured_sessions: 1,
-        cost_caveat: null,
+        // U12: the partial cost is named
+        cost_caveat: '2 of 3 sessions have no cost (2 not measured)',
       },
       // m2: nothing folded, so nothing measured (U10: never a fabricated zero)
       {
