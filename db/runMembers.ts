@@ -84,6 +84,18 @@ export async function noteLaterRun(
       eb('run_id', 'in', selectFrom('deployment_runs').select('run_id').where('created_at', '<', run.created_at)),
     )
     .execute();
+  // the membership record of that removal says the same (C10's `items requirements` reads it)
+  await db
+    .updateTable('deployment_run_memberships')
+    .set({ later_run_id: run.run_id })
+    .where('item_id', '=', itemId)
+    .where('ended_by', '=', 'removed')
+    .where('later_run_id', 'is', null)
+    .where('run_id', '!=', run.run_id)
+    .where(({ eb, selectFrom }) =>
+      eb('run_id', 'in', selectFrom('deployment_runs').select('run_id').where('created_at', '<', run.created_at)),
+    )
+    .execute();
 }
 
 /**

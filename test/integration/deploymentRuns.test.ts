@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
+import { memberAuthorityActivities } from '../../activities/memberAuthority';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
 import { sessionActivities } from '../../activities/sessions';
 import { advisoryXactLock } from '../../db/advisoryLock';
@@ -466,6 +467,10 @@ describe('membership and admission', () => {
         removed_at: expect.any(String),
       }),
     ]);
+    // the membership record (C10's read) knows where it went too
+    expect(
+      (await memberAuthorityActivities({ db: t.db }).readRequirements({ item: 'WEB-2', runId: run.run_id })).membership,
+    ).toMatchObject({ ended_by: 'removed', later_run_id: next.run_id });
     // its unsettled roll-up was retracted with the removal
     const rollup = await t.db
       .selectFrom('deployment_run_qa')
