@@ -13,6 +13,7 @@ import {
   flowIdsByName,
   replaceDependencies,
   upsertObligation,
+  storedPartNames,
   upsertPart,
   upsertPlan,
 } from '../db/projectDefinition';
@@ -33,7 +34,8 @@ import { formatPath, validateProjectDefinition, type ProjectDefinition } from '.
 export interface Change {
   kind: 'project' | 'environment' | 'host' | 'flow' | 'plan' | 'item' | 'obligation';
   name: string;
-  action: 'create' | 'update' | 'unchanged';
+  /** `kept`: stored, not in the file; apply never removes a part. */
+  action: 'create' | 'update' | 'unchanged' | 'kept';
   /** An update's changed fields, as the file names them. */
   fields?: string[];
 }
@@ -212,6 +214,8 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
       if (project && !input.dryRun && project.repository !== repository) {
         await setProjectRepository(trx, projectId, repository);
       }
+      // read before the upserts: what the project has that the file leaves out
+      const stored = project ? await storedPartNames(trx, project.project_id) : undefined;
 
       for (const e of d.environments) {
         const row = {
@@ -329,9 +333,22 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
           item.depends_on.map((dep) => ({ itemId: itemIds.get(dep.item)!, environment: dep.environment ?? '' })),
         );
       }
+      // apply declares and never removes (runs, items and evidence name these parts): a part the
+      // file leaves out is kept as it is, and said so, so a deletion from the file is not read as done
+      if (stored) {
+        const declared = {
+          environment: d.environments.map((e) => e.name),
+          host: hosts.map((h) => h.name),
+          flow: d.flows.map((f) => f.name),
+          plan: d.plans.map((p) => p.id),
+        };
+        for (const kind of ['environment', 'host', 'flow', 'plan'] as const)
+          for (const name of stored[kind])
+            if (!declared[kind].includes(name)) changes.push({ kind, name, action: 'kept' });
+      }
     };
     await db.transaction().execute(run);
-    const summary = { create: 0, update: 0, unchanged: 0 };
+    const summary = { create: 0, update: 0, unchanged: 0, kept: 0 };
     for (const c of changes) summary[c.action]++;
     return { project: d.project, dry_run: !!input.dryRun, changes, summary };
   }

@@ -71,6 +71,28 @@ export async function clearCompletionFlowExcept(db: Executor, projectId: number,
     .execute();
 }
 
+/** The names of every stored part of a project: what `apply` compares a file's declarations with. */
+export async function storedPartNames(
+  db: Executor,
+  projectId: number,
+): Promise<{ environment: string[]; host: string[]; flow: string[]; plan: string[] }> {
+  const names = (table: NamedPart) =>
+    db.selectFrom(table).select('name').where('project_id', '=', projectId).orderBy('name').execute();
+  const [environment, host, flow, plan] = await Promise.all([
+    names('environments'),
+    names('deploy_hosts'),
+    names('flows'),
+    db
+      .selectFrom('qa_plans')
+      .select('plan_id as name')
+      .where('project_id', '=', projectId)
+      .orderBy('plan_id')
+      .execute(),
+  ]);
+  const of = (rows: { name: string }[]) => rows.map((r) => r.name);
+  return { environment: of(environment), host: of(host), flow: of(flow), plan: of(plan) };
+}
+
 /** The project's flow ids by flow name. */
 export async function flowIdsByName(db: Executor, projectId: number): Promise<Map<string, number>> {
   const rows = await db.selectFrom('flows').select(['flow_id', 'name']).where('project_id', '=', projectId).execute();

@@ -19,17 +19,19 @@ export function registerApply(program: Command): void {
           });
         },
         (r) => {
-          const changed = r.changes.filter((c) => c.action !== 'unchanged');
+          const changed = r.changes.filter((c) => c.action === 'create' || c.action === 'update');
+          const kept = r.changes.filter((c) => c.action === 'kept');
           // a dry run says what it would do; an apply says what it did
           const head = r.dry_run
             ? `would apply ${r.project}: ${r.summary.create} to create, ${r.summary.update} to update, ${r.summary.unchanged} unchanged`
             : `applied ${r.project}: ${r.summary.create} created, ${r.summary.update} updated, ${r.summary.unchanged} unchanged`;
           return [
-            head,
+            head + (kept.length ? `, ${kept.length} not in the file (kept: apply removes nothing)` : ''),
             ...changed.map(
               (c) =>
                 `  ${c.action === 'create' ? '+' : '~'} ${c.kind} ${c.name}${c.fields?.length ? ` (${c.fields.join(', ')})` : ''}`,
             ),
+            ...kept.map((c) => `  = ${c.kind} ${c.name} (not in the file: kept)`),
           ].join('\n');
         },
       ),

@@ -276,6 +276,19 @@ test('issue 4: apply --dry-run shows a changed repository as a change to the pro
   expect((await asAdmin(['apply', '-f', writeDefinition(base)])).code).toBe(0);
 });
 
+test('issue 4: a part the file leaves out is reported kept (apply removes nothing), in the dry run and the apply', async () => {
+  const base = releaseDefinition({ project: 'web', prefix: 'WEB', stageUrl: stage.url, prodUrl: prodUrl() });
+  const extra = { ...base.flows[0]!, name: 'quick', completion_flow: false };
+  expect((await asAdmin(['apply', '-f', writeDefinition({ ...base, flows: [...base.flows, extra] })])).code).toBe(0);
+  const without = writeDefinition(base);
+  const dry = json(await asAdmin(['apply', '-f', without, '--dry-run', '--json']));
+  expect(dry.summary).toMatchObject({ kept: 1 });
+  expect(dry.changes).toContainEqual({ kind: 'flow', name: 'quick', action: 'kept' });
+  const text = await asAdmin(['apply', '-f', without]);
+  expect(text.stdout).toMatch(/^applied web: .*, 1 not in the file \(kept: apply removes nothing\)/);
+  expect(text.stdout).toContain('  = flow quick (not in the file: kept)');
+});
+
 test('R1 C1 issue 4: a driver that heartbeats its run keeps its session alive, so the stale-session sweep does not end it and its attachment', async () => {
   expect(
     (await asAdmin(['sessions', 'register', '--session', 'h1', '--actor', 'driver', '--project', 'web'])).code,
