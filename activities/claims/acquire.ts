@@ -3,7 +3,8 @@ import { liveHolder } from '../../db/claimUnits';
 import { ensureItemForTake, requireProject } from '../../db/projects';
 import { requireLiveSession } from '../../db/sessions';
 import { claimContended, deployLockRetired, heldRefusal, type Wanted } from '../../domain/claimRefusals';
-import { refusal, usageError } from '../../domain/errors';
+import { refusal, usageError, YokeError } from '../../domain/errors';
+import { refusalFromPostgres } from '../../domain/sqlRefusal';
 import { formatItemRef, parseItemRef } from '../../domain/itemRef';
 import { parseOperatorKey } from '../../domain/operatorKeys';
 import { takeTestMachine } from '../testMachineTake';
@@ -40,21 +41,33 @@ async function take(
     if (seen.taken) return { claim: seen.taken, reentered: false, consumed_reservation: false, warnings: [] };
     if (seen.sessionLive && seen.holder && !mayReenter(seen.holder)) throw heldRefusal(wanted, seen.holder);
     if (heldUnseen(seen) && attempt < 2) continue;
-    const outcome = await db.transaction().execute(async (trx) => {
-      await requireLiveSession(trx, claim.session_id);
-      const holder = await liveHolder(trx, claim);
-      if (!holder) return undefined; // released since our insert: try it again
-      if (mayReenter(holder)) {
-        await heartbeatClaim(trx, holder.claim_id);
-        return {
-          claim: await claimView(trx, holder.claim_id),
-          reentered: true,
-          consumed_reservation: false,
-          warnings: [],
-        };
-      }
-      throw heldRefusal(wanted, await claimView(trx, holder.claim_id));
-    });
+    let reentering: number | undefined;
+    const outcome = await db
+      .transaction()
+      .execute(async (trx) => {
+        await requireLiveSession(trx, claim.session_id);
+        const holder = await liveHolder(trx, claim);
+        if (!holder) return undefined; // released since our insert: try it again
+        if (mayReenter(holder)) {
+          reentering = holder.claim_id;
+          await heartbeatClaim(trx, holder.claim_id);
+          return {
+            claim: await claimView(trx, holder.claim_id),
+            reentered: true,
+            consumed_reservation: false,
+            warnings: [],
+          };
+        }
+        throw heldRefusal(wanted, await claimView(trx, holder.claim_id));
+      })
+      .catch(async (err: unknown) => {
+        // C4: the owning item re-enters from its own actor's sessions; another actor's session
+        // (refused the heartbeat by Postgres) is told who holds it, as any other taker is
+        const code = err instanceof YokeError ? err.code : refusalFromPostgres(err)?.code;
+        if (reentering !== undefined && code === 'permission_denied')
+          throw heldRefusal(wanted, await claimView(db, reentering));
+        throw err;
+      });
     if (outcome) return outcome;
   }
   throw claimContended(wanted);

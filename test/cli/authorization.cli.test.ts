@@ -442,3 +442,38 @@ test("C1 I13 W7 joining a machine's waiting line with another actor's session is
     await alice.run(['claims', 'work', 'release', '--claim-id', claimId, '--reason', 'test over', '--session', 'a1']);
   }
 });
+
+test('C4 issue 13: another actor naming the owning item of a migration hold is refused claim_held naming the holder, not a permission error about releasing', async () => {
+  const key = [
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'LIVE_DB_MIGRATION:users',
+    '--project',
+    'web',
+    '--item',
+    'WEB-1',
+  ];
+  expect(outcome(await as(alice, 'a1', key))).toBe('allowed');
+  // the owning item re-enters from its own actor's session
+  expect(outcome(await as(alice, 'a1', key))).toBe('allowed');
+  const refused = await as(bob, 'b1', key);
+  expect(refused.code).toBe(1);
+  expect(jsonError(refused)).toMatchObject({
+    code: 'claim_held',
+    details: { holder: { session_id: 'a1', item: 'WEB-1' } },
+  });
+  expect(
+    outcome(
+      await as(alice, 'a1', [
+        'claims',
+        'work',
+        'release',
+        '--claim-id',
+        String((jsonError(refused).details.holder as { claim_id: number }).claim_id),
+        '--reason',
+        'done',
+      ]),
+    ),
+  ).toBe('allowed');
+});
