@@ -65,7 +65,8 @@ export async function withDb<T>(
 /** The acting session: --session S, else YOKE_SESSION_ID. */
 export function actingSession(opts: { session?: string }): string {
   const id = opts.session ?? process.env.YOKE_SESSION_ID;
-  if (!id) {
+  // a blank YOKE_SESSION_ID is no session given, as an empty --session is
+  if (!id || !id.trim()) {
     throw usageError('session_required', 'this command acts as a session, and none was given', {
       recovery:
         'pass --session S or set YOKE_SESSION_ID (register one with: yoke sessions register --session S --actor A)',
@@ -77,6 +78,13 @@ export function actingSession(opts: { session?: string }): string {
     throw usageError('invalid_argument', `--session: at most ${MAX_SESSION_ID} characters (${id.length} given)`, {
       recovery: 'pass the id the session was registered with (yoke sessions list shows them)',
       details: { option: '--session', length: id.length },
+    });
+  }
+  // a control character (a newline, a tab) in an id breaks every table and board that shows it
+  if (/[\u0000-\u001f\u007f]/.test(id)) {
+    throw usageError('invalid_argument', '--session: a session id holds no control characters (newline, tab, ...)', {
+      recovery: 'pass the id without them, e.g. --session s1',
+      details: { option: '--session' },
     });
   }
   return id;

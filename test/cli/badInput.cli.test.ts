@@ -67,6 +67,19 @@ test('issue 9 a session id over 200 characters given to any session command is a
   }
 });
 
+test('issue 9 a session id with a control character is a usage error, nothing registered; a blank YOKE_SESSION_ID is no session given', async () => {
+  const before = await count('sessions');
+  for (const id of ['a\nb', 'a\tb']) {
+    const r = await run(['sessions', 'register', '--session', id, '--actor', 'a', '--json']);
+    expectUsage(r, '--session');
+    expect(jsonError(r).message).toContain('control characters');
+  }
+  expect(await count('sessions')).toBe(before);
+  const blank = await run(['sessions', 'heartbeat', '--json'], { YOKE_SESSION_ID: '  ' });
+  expect(blank.code).toBe(2);
+  expect(jsonError(blank).code).toBe('session_required');
+});
+
 test('issue 9 an empty option value is named in plain words, with a recovery that asks for a value', async () => {
   const r = await run(['deployment-runs', 'takeover', 'run-1', '--successor', '', '--json']);
   expectUsage(r, '--successor');
