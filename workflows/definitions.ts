@@ -31,7 +31,10 @@ export const awaitTurn = defineUpdate<WaitSnapshot>('awaitTurn');
 export const waitState = defineQuery<WaitSnapshot>('state');
 
 export function waitWorkflowId(testMachine: string, sessionId: string): string {
-  return `test-machine-wait/${testMachine}/${sessionId}`;
+  // A machine or session name may hold '/': escaped (with '%'), so machine a/b's wait and machine
+  // a's wait for session b/... never share an id; names without either read as they are.
+  const part = (name: string) => name.replace(/%/g, '%25').replace(/\//g, '%2F');
+  return `test-machine-wait/${part(testMachine)}/${part(sessionId)}`;
 }
 
 // test-machine check (verify / golden capture): test-machine-check/<machine>/<uuid>
