@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { AcquireResult } from '../activities/claims';
 import { listWaits, type WaitView } from '../activities/testMachines';
 import { refusal } from '../domain/errors';
@@ -81,6 +82,9 @@ export async function waitForTurn(
   // The update's long poll is cancelled once we stop waiting: left open, it held the process
   // (and a --wait-timeout) about 20 s past the refusal already printed.
   const stopWaking = new AbortController();
+  // The client's update call long-polls again every ~20 s and listens on the signal each time;
+  // a wait of hours would print Node's MaxListenersExceededWarning to the user at the 11th poll.
+  setMaxListeners(0, stopWaking.signal);
   try {
     const client = await ctx.temporal.get();
     woken = client
