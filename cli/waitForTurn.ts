@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { AcquireResult } from '../activities/claims';
 import { listWaits, type WaitView } from '../activities/testMachines';
-import { refusal } from '../domain/errors';
+import { refusal, unreachable } from '../domain/errors';
 import { awaitTurn, turnConsumed, waitWorkflowId } from '../workflows/definitions';
 import type { CommandContext } from './context';
 import { readThroughOutage } from './outage';
@@ -130,7 +130,8 @@ export async function waitForTurn(
         String(mine.position),
       );
       if (opts.timeoutMs !== undefined && Date.now() - started > opts.timeoutMs) {
-        throw refusal(
+        // exit 3, as every bounded CLI wait (issue 10): the wait ran out, nothing was refused
+        throw unreachable(
           'wait_timeout',
           `still waiting for ${opts.testMachine} after ${elapsed(Date.now() - started)} (position ${mine.position})`,
           {

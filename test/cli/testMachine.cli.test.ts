@@ -512,6 +512,7 @@ test('W3 W8 issue 3 a re-imaged machine is re-pinned in place: repin keeps its w
     ...['--wait', '--wait-timeout', '1', '--json'],
   ]);
   expect(jsonError(waited).code).toBe('wait_timeout');
+  expect(waited.code).toBe(3); // issue 10: every bounded CLI wait exits 3 with the reason
   const repinned = await run(['test-machine', 'repin', 'lab-rp', '--host-key-file', host.hostKeyFile, '--json']);
   expect(repinned.code).toBe(0);
   const view = json<{ host_key_fingerprint: string; previous_host_key_fingerprint: string }>(repinned);
