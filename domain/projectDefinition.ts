@@ -24,6 +24,14 @@ export const HostAddress = z
     'expected a host name or address: letters, digits and . _ : [ ] -, not empty, no spaces, not starting with "-"',
   );
 
+/** An SSH login name: what a POSIX user name may hold, never spaces or a leading '-'. */
+export const SshUser = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$/,
+    'expected a user name: letters, digits and . _ @ -, not empty, no spaces, not starting with "-"',
+  );
+
 /** Deployment targets and environments are web origins: http or https, nothing else. */
 export const WebUrl = z
   .string()
@@ -52,7 +60,7 @@ export const DeployHost = z
     name: Name,
     host: HostAddress,
     port: z.number().int().min(1).max(65535).default(22),
-    user: z.string().min(1),
+    user: SshUser,
     /** Issue 13: the worker's key (a file name in its YOKE_SSH_KEY_DIR); no path is read from a definition. */
     credential: CredentialName,
     /** Refused with the way to the credential (kept in the schema to name the fix, not to be read). */

@@ -212,7 +212,13 @@ export function runOverSsh(target: SshTarget, command: string, opts: RunOptions)
         finish(() => reject(hostKeyMismatch(target, fingerprint(pinned), fingerprint(presented!))));
         return;
       }
-      finish(() => reject(new SshUnavailable(target.name, err.message, target.role)));
+      // The host answered and refused the login: still W3's ssh_unavailable, but said as what it
+      // is (the user or key), so the recovery is not a look at the network.
+      const detail =
+        err.level === 'client-authentication'
+          ? `${target.host}:${target.port} refused the login as ${target.user} (${err.message}): check the machine's user and that the credential's public key is in that user's authorized_keys`
+          : err.message;
+      finish(() => reject(new SshUnavailable(target.name, detail, target.role)));
     });
     conn.on('ready', () => {
       conn.exec(boundToConnection(command), (err, stream) => {

@@ -7,7 +7,7 @@ import type { Reservation } from '../../activities/waitingLine';
 import type { CheckKind } from '../../domain/checkKinds';
 import { CREDENTIAL_RECOVERY, CredentialName } from '../../domain/credentials';
 import { YokeError, refusal, usageError } from '../../domain/errors';
-import { HostAddress } from '../../domain/projectDefinition';
+import { HostAddress, SshUser } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
 import type { testMachineCheck } from '../../workflows/testMachineCheck';
 import {
@@ -26,7 +26,7 @@ import { reportLine } from './coordinationClaim';
 const AddOptions = BaseOptions.extend({
   host: HostAddress,
   port: wholeNumber.pipe(z.number().int().min(1).max(65535)),
-  user: nonEmpty,
+  user: SshUser,
   credential: CredentialName.optional(),
   identityFile: nonEmpty.optional(),
   hostKeyFile: nonEmpty.optional(),

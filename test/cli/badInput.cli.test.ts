@@ -186,6 +186,14 @@ test('test-machine add: an identity file that is not a key, or a --host starting
   expectUsage(badKey, '--identity-file');
   const badHost = await run([...base, '--host=-oProxyCommand=touch /tmp/pwned', '--identity-file', notAKey]);
   expectUsage(badHost, '--host');
+  // a user with spaces or a leading '-' is no login name (it would reach ssh's option parser elsewhere)
+  for (const user of ['root -oProxyCommand=x', '-oProxyCommand=x', '  ']) {
+    const badUser = await run([
+      ...['test-machine', 'add', 'lab1', '--port', '22', '--credential', 'lab1', '--json'],
+      ...['--host', '127.0.0.1', `--user=${user}`, '--identity-file', notAKey],
+    ]);
+    expectUsage(badUser, '--user');
+  }
   expect(await count('test_machines')).toBe(0);
 });
 

@@ -68,3 +68,27 @@ test('issue 10 issue 3 host_key_mismatch on a test machine names the test machin
     expect(err.details).toMatchObject({ test_machine: 'badkey' });
   }
 });
+
+test('W3 a host that refuses the login is still ssh_unavailable, said as the user or key it refused, not as a host out of reach', async () => {
+  const pinned = formatHostKey(parseHostKeyText(readFileSync(app.hostKeyFile, 'utf8'), app.hostKeyFile));
+  const refused = await runOverSsh(
+    {
+      name: 'wronguser',
+      host: app.host,
+      port: app.port,
+      user: 'nobody-here',
+      privateKey: () => readCredential(other.credential),
+      hostKey: pinned,
+    },
+    'true',
+    DEFAULT_SSH_TIMEOUTS,
+  ).then(
+    () => {
+      throw new Error('the login was accepted');
+    },
+    (err: unknown) => err as Error,
+  );
+  expect(refused.constructor.name).toBe('SshUnavailable');
+  expect(refused.message).toContain(`refused the login as nobody-here`);
+  expect(refused.message).toContain('authorized_keys');
+});
