@@ -55,6 +55,7 @@ import * as claimUserTriggers from './migrations/0055_claim_user_triggers';
 import * as sessionUpdateGuard from './migrations/0056_session_update_guard';
 import * as sessionIdentityKept from './migrations/0057_session_identity_kept';
 import * as runChangeWording from './migrations/0058_run_change_wording';
+import * as claimTimeIsWallTime from './migrations/0059_claim_time_is_wall_time';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -114,6 +115,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0056_session_update_guard': sessionUpdateGuard,
   '0057_session_identity_kept': sessionIdentityKept,
   '0058_run_change_wording': runChangeWording,
+  '0059_claim_time_is_wall_time': claimTimeIsWallTime,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

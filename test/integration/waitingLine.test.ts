@@ -133,6 +133,21 @@ describe('test-machine waiting line', () => {
       reason: 'suite done',
     });
     expect(released.reservations).toEqual([expect.objectContaining({ test_machine: 'lab-1', session_id: 'q2' })]);
+    // C3: in the history one holder's end comes before the next one's start, never after
+    const [ended, reserved] = await Promise.all([
+      t.db
+        .selectFrom('work_claims')
+        .select('released_at')
+        .where('claim_id', '=', held.claim.claim_id)
+        .executeTakeFirstOrThrow(),
+      t.db
+        .selectFrom('work_claims')
+        .select('claimed_at')
+        .where('session_id', '=', 'q2')
+        .where('key', '=', LAB)
+        .executeTakeFirstOrThrow(),
+    ]);
+    expect(reserved.claimed_at.getTime()).toBeGreaterThanOrEqual(ended.released_at!.getTime());
 
     const intruder = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: LAB }));
     expect(intruder.code).toBe('claim_held');
