@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import { LineCounter, parseDocument } from 'yaml';
 import { requireAdmin } from '../db/actors';
+import { readCredential } from './hosts/ssh';
 import type { Database } from '../db/database';
 import { backlogItemByNumber, upsertDeclaredItem } from '../db/items';
 import {
@@ -51,6 +52,8 @@ export interface ApplyResult {
   dry_run: boolean;
   changes: Change[];
   summary: Record<Change['action'], number>;
+  /** A deploy host whose credential the worker's key directory lacks. */
+  warnings: string[];
 }
 
 /** The default cap on a project definition file (YOKE_APPLY_MAX_BYTES). */
@@ -134,7 +137,12 @@ function invalid(file: string, problems: Problem[]) {
   });
 }
 
-export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxBytes?: number }) {
+export function projectDefinitionActivities(deps: {
+  db: Kysely<Database>;
+  maxBytes?: number;
+  /** The worker's key directory: a deploy host whose credential it lacks is warned of (issue 10). */
+  keyDir?: string;
+}) {
   const { db } = deps;
 
   /** Idempotent: applying the same file twice changes nothing the second time. */
@@ -350,7 +358,20 @@ export function projectDefinitionActivities(deps: { db: Kysely<Database>; maxByt
     await db.transaction().execute(run);
     const summary = { create: 0, update: 0, unchanged: 0, kept: 0 };
     for (const c of changes) summary[c.action]++;
-    return { project: d.project, dry_run: !!input.dryRun, changes, summary };
+    // said now, not first at a run's deploy stage (credential_unknown)
+    const warnings: string[] = [];
+    if (deps.keyDir)
+      for (const h of d.hosts) {
+        try {
+          readCredential(h.credential, deps.keyDir);
+        } catch (err) {
+          if (!(err instanceof YokeError) || err.code !== 'credential_unknown') throw err;
+          warnings.push(
+            `host ${h.name}: ${err.message}: a worker reading ${deps.keyDir} cannot deploy to it until it can (its deploy stages fail credential_unknown)`,
+          );
+        }
+      }
+    return { project: d.project, dry_run: !!input.dryRun, changes, summary, warnings };
   }
 
   return { applyProjectDefinition };

@@ -13,10 +13,13 @@ export function registerApply(program: Command): void {
         BaseOptions.extend({ file: nonEmpty, dryRun: z.boolean().optional() }),
         async ({ db, config }, o) => {
           const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
-          return projectDefinitionActivities({ db, maxBytes: config.applyMaxBytes }).applyProjectDefinition({
-            file: o.file,
-            dryRun: o.dryRun,
-          });
+          const applied = await projectDefinitionActivities({
+            db,
+            maxBytes: config.applyMaxBytes,
+            keyDir: config.ssh.keyDir,
+          }).applyProjectDefinition({ file: o.file, dryRun: o.dryRun });
+          for (const w of applied.warnings) process.stderr.write(`warning: ${w}\n`);
+          return applied;
         },
         (r) => {
           const changed = r.changes.filter((c) => c.action === 'create' || c.action === 'update');

@@ -31,9 +31,14 @@ function shellQuote(arg: string): string {
   return /^[A-Za-z0-9_./:@=,+-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
-/** W4: the command a waiter runs to take its turn is the one it ran to join. */
-export function resumeCommand(argv: string[] = process.argv): string {
-  return ['yoke', ...argv.slice(2)].map(shellQuote).join(' ');
+/**
+ * W4: the command a waiter runs to take its turn is the one it ran to join, naming its session
+ * when YOKE_SESSION_ID gave it: from another shell the command must still act as that session.
+ */
+export function resumeCommand(argv: string[] = process.argv, sessionId?: string): string {
+  const args = argv.slice(2);
+  const named = args.some((a) => a === '--session' || a.startsWith('--session='));
+  return ['yoke', ...args, ...(sessionId && !named ? ['--session', sessionId] : [])].map(shellQuote).join(' ');
 }
 
 /** Prints what a release did to the waiting line, and any signal that could not be sent. */
@@ -101,7 +106,8 @@ export function registerCoordinationClaim(parent: Command): void {
           }
           const sessionId = actingSession(o);
           const key = parseOperatorKey(o.key);
-          const join = key.kind === 'qa_admission' ? { resumeCommand: resumeCommand() } : undefined;
+          const join =
+            key.kind === 'qa_admission' ? { resumeCommand: resumeCommand(process.argv, sessionId) } : undefined;
           const claims = claimActivities({ db: ctx.db, line: ctx.line });
           const acquire = () =>
             claims.acquireCoordinationClaim({ sessionId, key: o.key, project: o.project, item: o.item, join });

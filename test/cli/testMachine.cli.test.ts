@@ -103,6 +103,13 @@ test('W4 W5 a refused acquire joins the line with its own command as resume_comm
   await run([...args, '--json']);
   const [still] = json<Record<string, unknown>[]>(await run(['test-machine', 'waits', 'lab', '--json']));
   expect(still!.queued_at).toBe(wait!.queued_at);
+  // a session given by YOKE_SESSION_ID is named in the command, which must act as it from any shell
+  const fromEnv = await run(['coordination-claim', 'acquire', '--key', 'QA_HOST:lab'], { YOKE_SESSION_ID: 'q2' });
+  expect(fromEnv.stderr).toContain('yoke coordination-claim acquire --key QA_HOST:lab --session q2');
+  const q2 = json<Record<string, unknown>[]>(await run(['test-machine', 'waits', 'lab', '--json'])).find(
+    (w) => w.session_id === 'q2',
+  );
+  expect(q2).toMatchObject({ resume_command: 'yoke coordination-claim acquire --key QA_HOST:lab --session q2' });
 });
 
 test('W7 acquire --wait blocks showing its position, is woken when the holder releases, and takes the turn', async () => {

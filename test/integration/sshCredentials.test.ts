@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -65,4 +65,25 @@ test('I13 the database stores credential names only: a path is refused even for 
   for (const credential of ['/home/other/.ssh/id_ed25519', '../other/.ssh/id_ed25519', '.ssh'])
     await expect(insert(credential)).rejects.toMatchObject({ code: '23514' });
   await insert('lab-1');
+});
+
+test('issue 10 apply warns of a deploy host whose credential the worker has no key for, and applies the definition', async () => {
+  const { projectDefinitionActivities } = await import('../../activities/projectDefinition');
+  const dir = mkdtempSync(join(tmpdir(), 'yoke-def-'));
+  writeFileSync(join(dir, 'app.pub'), `${readFileSync(join(keyDir, 'lab-1.pub'), 'utf8')}`);
+  const file = join(dir, 'p.yaml');
+  writeFileSync(
+    file,
+    [
+      'project: creds',
+      'environments:',
+      '  - { name: stage, url: "http://127.0.0.1:9", tier: stage }',
+      'hosts:',
+      '  - { name: app, host: 127.0.0.1, port: 22, user: deploy, credential: lab-1, host_key_file: app.pub }',
+      '  - { name: db, host: 127.0.0.1, port: 22, user: deploy, credential: nokey, host_key_file: app.pub }',
+    ].join('\n'),
+  );
+  const r = await projectDefinitionActivities({ db: t.db, keyDir }).applyProjectDefinition({ file });
+  expect(r.summary.create).toBeGreaterThan(0);
+  expect(r.warnings).toEqual([expect.stringMatching(/^host db: .*nokey.*credential_unknown/)]);
 });
