@@ -242,7 +242,8 @@ export function runExecutionActivities(deps: {
         resumed: true,
         walk: run.walk,
         occupancy_units: units,
-        carried_work: null,
+        // as recorded at the first execute's freeze: a repeat answers what the first one did
+        carried_work: run.carried_work ? { recorded: true, items: run.carried_work } : null,
         driver_session_id: sessionId,
       };
     }

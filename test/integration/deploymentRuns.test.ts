@@ -946,6 +946,15 @@ describe('occupancy, drivers and lifecycle', () => {
     });
   });
 
+  test('O1 R1 a repeated execute resumes: resumed true, the same walk, and the carried work recorded at the first freeze', async () => {
+    const run = await create({ items: ['WEB-1'] });
+    const first = await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    const again = await r.executeRun({ sessionId: 'd1', runId: run.run_id });
+    expect(first.resumed).toBe(false);
+    expect(again).toMatchObject({ resumed: true, walk: first.walk, carried_work: { recorded: true } });
+    expect(again.carried_work!.items).toEqual(first.carried_work!.items);
+  });
+
   test('R1 the session that executes becomes the driver: a heartbeat of a created run nobody drives is refused run_not_executing and attaches nobody', async () => {
     const run = await create({ items: ['WEB-1'] });
     const refused = await refusalOf(r.heartbeatRun({ sessionId: 'd2', runId: run.run_id }));
