@@ -219,9 +219,13 @@ export function runCreationActivities(deps: {
       session_id: input.sessionId ?? null,
       payload: { run_id: run.run_id, request },
     });
-    const made = receipt(run.run_id, run.status, false, warnings);
-    if (!taken) return made;
+    if (!taken) return receipt(run.run_id, run.status, false, warnings);
     const chained = await membersOf(trx, run.run_id);
+    // D6 is said of every member: one the takeover moved in was not admitted here, and is named too
+    for (const m of chained)
+      if (moved.has(m.item))
+        warnings.push(...untargetedObligations(await obligationsOf(trx, [m.item_id]), flow.stages));
+    const made = receipt(run.run_id, run.status, false, warnings);
     return { ...made, member_items: chained.map((m) => m.item), takeover: { ...taken, warnings: [] } };
   }
 

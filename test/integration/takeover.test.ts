@@ -417,6 +417,10 @@ test('D4 start-for-item takes over the waiting run and does not enrol a moved it
     moved_members: ['WEB-1'],
   });
   expect(made.member_items).toEqual(['WEB-1', 'WEB-3']);
+  // D6: the moved member's obligation no stage targets is named, as a create naming it would
+  expect(made.warnings).toContainEqual(
+    expect.objectContaining({ code: 'obligation_not_targeted', item: 'WEB-1', declared_environment: 'production' }),
+  );
   const memberships = await t.db.selectFrom('deployment_run_items').select(['run_id', 'item_id']).execute();
   expect(memberships.filter((m) => m.run_id === pred)).toEqual([]);
   expect(memberships.filter((m) => m.run_id === made.run_id)).toHaveLength(2);
