@@ -95,13 +95,20 @@ function outcome(
   stored: SessionUsageRow | undefined,
   reading: Reading,
 ): { row: SessionUsageWrite | undefined; result: FoldResult } {
+  // U9 U10: totals carried from the checkpoint while the named source is gone are partial, and
+  // say so; never the old reason alone
+  const gone = reading.measured ? artifacts.filter((a) => !existsSync(a)) : [];
+  const measuredReasons = [
+    ...(gone.length ? [`artifact not found (missing file): ${gone.join(', ')}`] : []),
+    ...reading.reasons,
+  ];
   const status: FoldResult['status'] = !reading.measured
     ? 'unavailable'
-    : reading.reasons.length
+    : measuredReasons.length
       ? 'partial'
       : 'measured';
   const kept = !reading.measured && stored && stored.status !== 'unavailable' ? stored : undefined;
-  const reasons = reading.measured ? reading.reasons : [...nothingMeasured(artifacts), ...reading.reasons];
+  const reasons = reading.measured ? measuredReasons : [...nothingMeasured(artifacts), ...reading.reasons];
   const totals: UsageTotals = kept ? kept.totals : reading.totals;
   return {
     row: kept

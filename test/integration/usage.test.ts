@@ -296,6 +296,17 @@ describe('Claude transcripts', () => {
     });
   });
 
+  test('U9 U10 a measured session folded again from a path that is gone says the source is missing (partial), not only its old reasons', async () => {
+    const main = join(dir, 'measured-then-gone.jsonl');
+    writeLines(main, [claudeAssistant('g1', { input: 10, output: 5 })]);
+    expect(await foldClaude(main)).toMatchObject({ status: 'measured', usage_tokens: 15 });
+    const gone = join(dir, 'moved-away.jsonl');
+    const again = await foldClaude(gone);
+    expect(again.usage_tokens).toBe(15);
+    expect(again.status).not.toBe('measured');
+    expect(again.reasons.join('; ')).toContain(`artifact not found (missing file): ${gone}`);
+  });
+
   test('U10 concurrent fold requests for one session are serialized and count every call once', async () => {
     const main = join(dir, 's1.jsonl');
     writeLines(
