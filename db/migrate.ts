@@ -56,6 +56,7 @@ import * as sessionUpdateGuard from './migrations/0056_session_update_guard';
 import * as sessionIdentityKept from './migrations/0057_session_identity_kept';
 import * as runChangeWording from './migrations/0058_run_change_wording';
 import * as claimTimeIsWallTime from './migrations/0059_claim_time_is_wall_time';
+import * as userTimesAndOperatorSession from './migrations/0060_user_times_and_operator_session';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -116,6 +117,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0057_session_identity_kept': sessionIdentityKept,
   '0058_run_change_wording': runChangeWording,
   '0059_claim_time_is_wall_time': claimTimeIsWallTime,
+  '0060_user_times_and_operator_session': userTimesAndOperatorSession,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

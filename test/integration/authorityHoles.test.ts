@@ -356,3 +356,47 @@ test('C11 issue 13: a user who is no operator cannot write an operator-release e
     await refusalOf(agent.q("INSERT INTO events (event_type, payload) VALUES ('DeploymentRunStageStarted', '{}')")),
   ).toBe('permission_denied');
 });
+
+test("C5 C8 issue 13: a user's raw heartbeat is never ahead of the server's clock nor its release or end behind it; an operator releases only from the seat's own session", async () => {
+  const s = services(t.db);
+  const claim = (await s.takeItem({ sessionId: 'h1', item: 'WEB-2' })).claim.claim_id;
+  await holder.q("UPDATE work_claims SET heartbeat_at = '2999-01-01' WHERE claim_id = $1", [claim]);
+  await holder.q("UPDATE sessions SET heartbeat_at = '2999-01-01' WHERE session_id = 'h1'");
+  const now = async () => (await su.query('SELECT clock_timestamp() AS t')).rows[0].t as Date;
+  const [claimRow] = (await su.query('SELECT heartbeat_at FROM work_claims WHERE claim_id = $1', [claim])).rows;
+  const [sessionRow] = (await su.query("SELECT heartbeat_at FROM sessions WHERE session_id = 'h1'")).rows;
+  expect(claimRow.heartbeat_at.getTime()).toBeLessThanOrEqual((await now()).getTime());
+  expect(sessionRow.heartbeat_at.getTime()).toBeLessThanOrEqual((await now()).getTime());
+
+  // an operator's release needs the seat on the session that releases, not on another of its actor's
+  await su.query('INSERT INTO sessions (session_id, actor_id, project_id) VALUES ($1, $2, $3)', ['op2', ops.name, web]);
+  const seat = await ops.q<{ claim_id: number }>(
+    "INSERT INTO work_claims (target_kind, scope, project_id, session_id) VALUES ('steering', '{}', $1, 'op1') ON CONFLICT DO NOTHING RETURNING claim_id",
+    [web],
+  );
+  for (const session of ['op2', null])
+    expect(
+      await refusalOf(
+        ops.q(
+          "UPDATE work_claims SET released_at = now(), release_reason = 'raw', released_by_session_id = $2 WHERE claim_id = $1",
+          [claim, session],
+        ),
+      ),
+    ).toBe('steering_seat_required');
+  expect(
+    (await su.query('SELECT released_at FROM work_claims WHERE claim_id = $1', [claim])).rows[0].released_at,
+  ).toBeNull();
+
+  // the holder's own release, back-dated, is written as it happens
+  const before = await now();
+  await holder.q(
+    "UPDATE work_claims SET released_at = '2020-01-01', release_reason = 'back-dated', released_by_session_id = 'h1' WHERE claim_id = $1",
+    [claim],
+  );
+  const [released] = (await su.query('SELECT released_at FROM work_claims WHERE claim_id = $1', [claim])).rows;
+  expect(released.released_at.getTime()).toBeGreaterThanOrEqual(before.getTime() - 1000);
+  if (seat[0])
+    await su.query("UPDATE work_claims SET released_at = now(), release_reason = 'test' WHERE claim_id = $1", [
+      seat[0].claim_id,
+    ]);
+});
