@@ -6,7 +6,7 @@ import { webReleaseCliFile } from '../helpers/runs';
  * refusal names what was wrong with the exit status the README's table gives, and the base
  * options are the command's wherever they are written.
  */
-const { db, run, runs, createdRun } = webReleaseCliFile();
+const { db, run, createdRun } = webReleaseCliFile();
 
 test('issue 9 issue 11: an EXECUTION id is decimal digits only (0x10 is not 16, 1e3 is not 1000): exit 2 naming EXECUTION', async () => {
   for (const [command, ...rest] of [
@@ -34,7 +34,12 @@ test('issue 9 issue 11: an EXECUTION id is decimal digits only (0x10 is not 16, 
 
 test('R1 issue 11: approving a declared approval stage of a run not yet executing refuses approval_stage_not_reached (exit 1), not "no such stage" (exit 2); nothing is recorded', async () => {
   const runId = await createdRun('abcdef1234', ['WEB-1']);
-  await runs().heartbeatRun({ sessionId: 'd1', runId }); // d1 drives it
+  // d1 drives it, live (as its execute would make it; a heartbeat no longer seizes a created run)
+  await db()
+    .updateTable('deployment_runs')
+    .set({ driver_session_id: 'd1', driver_heartbeat_at: new Date() })
+    .where('run_id', '=', runId)
+    .execute();
   const early = await run(['deployment-runs', 'approve', runId, '--stage', 'signoff', '--json']);
   expect(early.code).toBe(1);
   expect(jsonError(early)).toMatchObject({

@@ -15,7 +15,12 @@ const driverOf = async (runId: string) =>
 
 test('issue 4 R1: heartbeat on a cancelled run refuses run_cancelled (it never moves again) and attaches no driver, even past a live one; get shows its last driver not live', async () => {
   const runId = await createdRun('abcdef1234', ['WEB-1']);
-  await runs().heartbeatRun({ sessionId: 'd1', runId }); // d1 drives it, live
+  // d1 drives it, live (as its execute would make it; a heartbeat no longer seizes a created run)
+  await db()
+    .updateTable('deployment_runs')
+    .set({ driver_session_id: 'd1', driver_heartbeat_at: new Date() })
+    .where('run_id', '=', runId)
+    .execute();
   await runs().terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'not this one' });
   for (const session of ['d1', 'd2']) {
     const refused = await run(['deployment-runs', 'heartbeat', runId, '--json'], session);
