@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Kysely, Transaction } from 'kysely';
 import { LineCounter, parseDocument } from 'yaml';
 import { requireAdmin } from '../db/actors';
-import { readCredential } from './hosts/ssh';
+import { missingCredential } from './hosts/ssh';
 import type { Database } from '../db/database';
 import { backlogItemByNumber, upsertDeclaredItem } from '../db/items';
 import {
@@ -359,18 +359,14 @@ export function projectDefinitionActivities(deps: {
     const summary = { create: 0, update: 0, unchanged: 0, kept: 0 };
     for (const c of changes) summary[c.action]++;
     // said now, not first at a run's deploy stage (credential_unknown)
-    const warnings: string[] = [];
-    if (deps.keyDir)
-      for (const h of d.hosts) {
-        try {
-          readCredential(h.credential, deps.keyDir);
-        } catch (err) {
-          if (!(err instanceof YokeError) || err.code !== 'credential_unknown') throw err;
-          warnings.push(
-            `host ${h.name}: ${err.message}: a worker reading ${deps.keyDir} cannot deploy to it until it can (its deploy stages fail credential_unknown)`,
-          );
-        }
-      }
+    const warnings = d.hosts.flatMap((h) => {
+      const missing = deps.keyDir ? missingCredential(h.credential, deps.keyDir) : null;
+      return missing
+        ? [
+            `host ${h.name}: ${missing}: a worker reading ${deps.keyDir} cannot deploy to it until it can (its deploy stages fail credential_unknown)`,
+          ]
+        : [];
+    });
     return { project: d.project, dry_run: !!input.dryRun, changes, summary, warnings };
   }
 

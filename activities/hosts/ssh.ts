@@ -12,7 +12,7 @@ import {
 } from '../../domain/hostKeys';
 import { sshKeyDir } from '../../config/paths';
 import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
-import { refusal, usageError } from '../../domain/errors';
+import { refusal, usageError, YokeError } from '../../domain/errors';
 import { boundToConnection } from './boundCommand';
 
 /**
@@ -105,6 +105,17 @@ const KEEP_BYTES = 64 * 1024;
  * else. The name cannot be a path (CREDENTIAL_PATTERN), and a link that leads out of the
  * directory is refused too; a missing or unusable key is credential_unknown.
  */
+/** Why the worker cannot log in with this credential (credential_unknown's message), or null when it can. */
+export function missingCredential(credential: string, keyDir: string): string | null {
+  try {
+    readCredential(credential, keyDir);
+    return null;
+  } catch (err) {
+    if (err instanceof YokeError && err.code === 'credential_unknown') return err.message;
+    throw err;
+  }
+}
+
 export function readCredential(credential: string, keyDir: string = sshKeyDir()): Buffer {
   const unknown = (why: string) =>
     refusal('credential_unknown', `SSH credential ${credential}: ${why}`, {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import type { Kysely } from 'kysely';
+import type { Executor } from '../../db/pool';
 import { z } from 'zod';
 import { requireAdmin } from '../../db/actors';
 import type { Database } from '../../db/database';
@@ -104,7 +105,7 @@ export function pricingCatalog(
 }
 
 /** The catalog in force: the stored revisions and the shipped ones. */
-export async function currentCatalog(db: Kysely<Database>): Promise<PricingRevision[]> {
+export async function currentCatalog(db: Executor): Promise<PricingRevision[]> {
   return pricingCatalog(await pricingRevisionRows(db));
 }
 
@@ -215,36 +216,25 @@ async function storeRevision(db: Kysely<Database>, document: unknown, origin: st
         },
       );
     }
-    const sameInstant = (other: string) =>
-      refusal(
+    // one revision takes effect at an instant, stored or shipped
+    const taken = (await currentCatalog(trx)).find((c) => Date.parse(c.effective_at) === Date.parse(r.effective_at));
+    if (taken)
+      throw refusal(
         'pricing_effective_at_taken',
-        `pricing revision ${other} is already effective at ${r.effective_at}; one revision takes effect at an instant`,
+        `pricing revision ${taken.revision_id} is already effective at ${r.effective_at}; one revision takes effect at an instant`,
         {
           recovery: `give ${r.revision_id} another effective_at (e.g. a second later) and import it again`,
-          details: { revision_id: r.revision_id, effective_at: r.effective_at, taken_by: other },
+          details: { revision_id: r.revision_id, effective_at: r.effective_at, taken_by: taken.revision_id },
         },
       );
-    const shippedThen = SHIPPED_REVISIONS.find((s) => Date.parse(s.effective_at) === Date.parse(r.effective_at));
-    if (shippedThen) throw sameInstant(shippedThen.revision_id);
-    try {
-      await insertPricingRevision(trx, {
-        revision_id: r.revision_id,
-        effective_at: r.effective_at,
-        source: r.source,
-        estimated: r.estimated,
-        rates: JSON.stringify(r.rates),
-        backdate_reason: past ? input.reason!.trim() : null,
-      });
-    } catch (err) {
-      const e = err as { code?: string; constraint?: string };
-      if (e.code === '23505' && e.constraint === 'pricing_revisions_effective_at_key')
-        // the transaction is aborted: the holder of that instant is read outside it
-        throw sameInstant(
-          (await currentCatalog(db)).find((c) => Date.parse(c.effective_at) === Date.parse(r.effective_at))
-            ?.revision_id ?? 'another',
-        );
-      throw err;
-    }
+    await insertPricingRevision(trx, {
+      revision_id: r.revision_id,
+      effective_at: r.effective_at,
+      source: r.source,
+      estimated: r.estimated,
+      rates: JSON.stringify(r.rates),
+      backdate_reason: past ? input.reason!.trim() : null,
+    });
     if (past) {
       await recordEvent(trx, {
         event_type: 'PricingRevisionBackdated',

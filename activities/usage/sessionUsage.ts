@@ -50,12 +50,14 @@ export interface FoldResult {
  * source, named as such; an existing file simply held no usage rows.
  */
 function nothingMeasured(artifacts: string[]): string[] {
-  const missing = artifacts.filter((a) => !existsSync(a));
   const empty = artifacts.filter((a) => existsSync(a));
-  return [
-    ...(missing.length ? [`artifact not found (missing file): ${missing.join(', ')}`] : []),
-    ...(empty.length ? [`no usage rows in ${empty.join(', ')}`] : []),
-  ];
+  return [...missingFiles(artifacts), ...(empty.length ? [`no usage rows in ${empty.join(', ')}`] : [])];
+}
+
+/** U10: the named artifacts that do not exist, as one reason (none when all do). */
+function missingFiles(artifacts: string[]): string[] {
+  const missing = artifacts.filter((a) => !existsSync(a));
+  return missing.length ? [`artifact not found (missing file): ${missing.join(', ')}`] : [];
 }
 
 /** One machine's row of the U13 machines panel (`yoke machines usage`, the dashboard's cards). */
@@ -97,11 +99,7 @@ function outcome(
 ): { row: SessionUsageWrite | undefined; result: FoldResult } {
   // U9 U10: totals carried from the checkpoint while the named source is gone are partial, and
   // say so; never the old reason alone
-  const gone = reading.measured ? artifacts.filter((a) => !existsSync(a)) : [];
-  const measuredReasons = [
-    ...(gone.length ? [`artifact not found (missing file): ${gone.join(', ')}`] : []),
-    ...reading.reasons,
-  ];
+  const measuredReasons = reading.measured ? [...missingFiles(artifacts), ...reading.reasons] : [];
   const status: FoldResult['status'] = !reading.measured
     ? 'unavailable'
     : measuredReasons.length

@@ -178,14 +178,14 @@ export function registerTestMachine(program: Command): void {
             const added = await (await machines(ctx)).addTestMachine({ name: name!, ...o, credential: o.credential });
             // the worker reads its keys here when it runs on this host (npm start): a missing one
             // is said now, not first at verify (credential_unknown)
-            try {
-              (await import('../../activities/hosts/ssh')).readCredential(o.credential, ctx.config.ssh.keyDir);
-            } catch (err) {
-              if (!(err instanceof YokeError) || err.code !== 'credential_unknown') throw err;
+            const missing = (await import('../../activities/hosts/ssh')).missingCredential(
+              o.credential,
+              ctx.config.ssh.keyDir,
+            );
+            if (missing)
               process.stderr.write(
-                `warning: ${err.message}: a worker reading ${ctx.config.ssh.keyDir} cannot log in to ${added.name} until it can (verify says credential_unknown)\n`,
+                `warning: ${missing}: a worker reading ${ctx.config.ssh.keyDir} cannot log in to ${added.name} until it can (verify says credential_unknown)\n`,
               );
-            }
             return added;
           }
           // Issue 3's single-user form: an admin's key is copied into the worker's key directory as NAME

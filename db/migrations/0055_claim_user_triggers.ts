@@ -30,7 +30,8 @@ import { Kysely, sql } from 'kysely';
  * already changed (a seat it released) and what committed while it waited for the row. The kind
  * is tested inline first, so a test machine's release never calls the function.
  */
-const delivered = sql.raw(`(OLD.released_at IS NULL AND NEW.released_at IS NOT NULL
+/** A release of a delivered item's claim (the delivered-release trigger's WHEN; 0060 reads it too). */
+export const delivered = sql.raw(`(OLD.released_at IS NULL AND NEW.released_at IS NOT NULL
         AND OLD.target_kind IN ('item', 'migration_serialization', 'epic_task', 'path_claim')
         AND yoke_delivered_release(OLD, NEW))`);
 

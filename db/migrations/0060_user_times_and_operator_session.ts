@@ -1,5 +1,6 @@
 import { Kysely, sql } from 'kysely';
 import { user } from './0043_claimperf_lean_claims';
+import { delivered } from './0055_claim_user_triggers';
 
 /**
  * Issue 13, for a client that skips the CLI (psql as an actor):
@@ -66,8 +67,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       WHEN (${sql.raw(user)} AND OLD.released_at IS NULL AND NEW.released_at IS NOT NULL
             AND yoke_session_actor(OLD.session_id) IS DISTINCT FROM session_user
             AND NOT (OLD.reserved_until IS NOT NULL AND OLD.reserved_until <= clock_timestamp())
-            AND NOT (OLD.target_kind IN ('item', 'migration_serialization', 'epic_task', 'path_claim')
-                     AND yoke_delivered_release(OLD, NEW)))
+            AND NOT ${delivered})
       EXECUTE FUNCTION work_claims_operator_session();
   `.execute(db);
 }
