@@ -57,6 +57,7 @@ import * as sessionIdentityKept from './migrations/0057_session_identity_kept';
 import * as runChangeWording from './migrations/0058_run_change_wording';
 import * as claimTimeIsWallTime from './migrations/0059_claim_time_is_wall_time';
 import * as userTimesAndOperatorSession from './migrations/0060_user_times_and_operator_session';
+import * as claimUserTriggersFolded from './migrations/0061_claim_user_triggers_folded';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -118,6 +119,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0058_run_change_wording': runChangeWording,
   '0059_claim_time_is_wall_time': claimTimeIsWallTime,
   '0060_user_times_and_operator_session': userTimesAndOperatorSession,
+  '0061_claim_user_triggers_folded': claimUserTriggersFolded,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

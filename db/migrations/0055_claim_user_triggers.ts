@@ -35,6 +35,72 @@ export const delivered = sql.raw(`(OLD.released_at IS NULL AND NEW.released_at I
         AND OLD.target_kind IN ('item', 'migration_serialization', 'epic_task', 'path_claim')
         AND yoke_delivered_release(OLD, NEW))`);
 
+/** work_claims_user_update's body (0061 adds 0060's two rules to it). */
+export const userUpdateBody = `    DECLARE project integer;
+    BEGIN
+      -- C1 C5: a claim keeps its target and holder; its holder's actor releases it, or an operator.
+      <<authority>>
+      BEGIN
+        EXIT authority WHEN yoke_is_service();
+        IF (NEW.claim_id, NEW.target_kind, NEW.scope, NEW.key, NEW.project_id, NEW.item_id, NEW.session_id, NEW.claimed_at)
+           IS DISTINCT FROM (OLD.claim_id, OLD.target_kind, OLD.scope, OLD.key, OLD.project_id, OLD.item_id, OLD.session_id, OLD.claimed_at) THEN
+          PERFORM yoke_refuse('permission_denied', format('claim %s keeps its target and holder', OLD.claim_id),
+            'release it and take a new claim');
+        END IF;
+        IF NEW.released_by_session_id IS DISTINCT FROM OLD.released_by_session_id AND NEW.released_by_session_id IS NOT NULL
+           AND yoke_session_actor(NEW.released_by_session_id) IS DISTINCT FROM session_user THEN
+          PERFORM yoke_refuse('permission_denied', format('%s cannot release claim %s in the name of session %s', session_user, OLD.claim_id, NEW.released_by_session_id),
+            'release with your own session');
+        END IF;
+        IF OLD.released_at IS NULL AND NEW.released_at IS NOT NULL THEN NEW.released_by_actor_id := session_user; END IF;
+        EXIT authority WHEN yoke_session_actor(OLD.session_id) = session_user;
+        IF OLD.released_at IS NOT NULL OR NEW.released_at IS NULL THEN
+          PERFORM yoke_refuse('permission_denied',
+            format('claim %s is held by session %s of another actor; %s may only release it as an operator', OLD.claim_id, OLD.session_id, session_user),
+            'ask its holder, or release it as an operator (yoke coordination-claim release)');
+        END IF;
+        EXIT authority WHEN OLD.reserved_until IS NOT NULL AND OLD.reserved_until <= clock_timestamp();  -- W9: an expired turn passes on
+        project := coalesce(OLD.project_id, (SELECT s.project_id FROM sessions s WHERE s.session_id = OLD.session_id));
+        IF project IS NULL OR NOT yoke_holds_seat(project) THEN
+          PERFORM yoke_refuse('steering_seat_required',
+            format('%s holds no live steering seat on the holder''s project, so it cannot release claim %s', session_user, OLD.claim_id),
+            'take the seat first: yoke claims steering take --project P --session S');
+        END IF;
+        IF NOT yoke_has_grant(project, 'claims.release') THEN
+          PERFORM yoke_refuse('permission_denied', format('actor %s lacks claims.release on the holder''s project', session_user),
+            'an admin grants it: yoke projects grant P --actor A --permission claims.release');
+        END IF;
+      END authority;
+      -- A released claim is history: never changed or taken back.
+      IF OLD.released_at IS NOT NULL
+         AND (NEW.released_at, NEW.release_reason, NEW.released_by_session_id, NEW.released_by_actor_id, NEW.reserved_until)
+             IS DISTINCT FROM (OLD.released_at, OLD.release_reason, OLD.released_by_session_id, OLD.released_by_actor_id, OLD.reserved_until) THEN
+        PERFORM yoke_refuse_with('permission_denied',
+          format('claim %s was released at %s (%s); a released claim is history and is never changed or taken back',
+            OLD.claim_id, OLD.released_at, OLD.release_reason),
+          'take a new claim: yoke coordination-claim acquire --key KEY (or yoke claims item take / steering take)',
+          jsonb_build_object('claim_id', OLD.claim_id, 'released_at', OLD.released_at, 'release_reason', OLD.release_reason));
+      END IF;
+      -- C5: an operator's release of another's claim is recorded (once: the operator's command may have written it first).
+      IF yoke_is_service() OR OLD.released_at IS NOT NULL OR NEW.released_at IS NULL
+         OR yoke_session_actor(OLD.session_id) = session_user
+         OR (OLD.reserved_until IS NOT NULL AND OLD.reserved_until <= clock_timestamp())
+         OR (OLD.target_kind IN ('item', 'migration_serialization')
+             AND EXISTS (SELECT 1 FROM backlog_items i WHERE i.item_id = OLD.item_id AND i.status = 'done'))
+         OR EXISTS (SELECT 1 FROM events e WHERE e.event_type = 'WARNOperatorLeaseRelease' AND e.claim_id = OLD.claim_id) THEN
+        RETURN NEW;
+      END IF;
+      project := coalesce(OLD.project_id, (SELECT s.project_id FROM sessions s WHERE s.session_id = OLD.session_id));
+      INSERT INTO events (event_type, project_id, session_id, claim_id, payload)
+      VALUES ('WARNOperatorLeaseRelease', project, NEW.released_by_session_id, OLD.claim_id,
+              jsonb_build_object('key', OLD.key, 'target_kind', OLD.target_kind,
+                                 'sticky', OLD.target_kind IN ('migration_serialization', 'qa_admission'),
+                                 'holder_session_id', OLD.session_id, 'operator_session_id', NEW.released_by_session_id,
+                                 'operator_actor_id', session_user, 'reason', NEW.release_reason));
+      NEW.released_at := clock_timestamp();
+      RETURN NEW;
+    END `;
+
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     CREATE FUNCTION work_claims_user_insert() RETURNS trigger LANGUAGE plpgsql
@@ -110,70 +176,7 @@ export async function up(db: Kysely<any>): Promise<void> {
 
     CREATE FUNCTION work_claims_user_update() RETURNS trigger LANGUAGE plpgsql
       SET search_path TO 'public', 'pg_temp' AS $fn$
-    DECLARE project integer;
-    BEGIN
-      -- C1 C5: a claim keeps its target and holder; its holder's actor releases it, or an operator.
-      <<authority>>
-      BEGIN
-        EXIT authority WHEN yoke_is_service();
-        IF (NEW.claim_id, NEW.target_kind, NEW.scope, NEW.key, NEW.project_id, NEW.item_id, NEW.session_id, NEW.claimed_at)
-           IS DISTINCT FROM (OLD.claim_id, OLD.target_kind, OLD.scope, OLD.key, OLD.project_id, OLD.item_id, OLD.session_id, OLD.claimed_at) THEN
-          PERFORM yoke_refuse('permission_denied', format('claim %s keeps its target and holder', OLD.claim_id),
-            'release it and take a new claim');
-        END IF;
-        IF NEW.released_by_session_id IS DISTINCT FROM OLD.released_by_session_id AND NEW.released_by_session_id IS NOT NULL
-           AND yoke_session_actor(NEW.released_by_session_id) IS DISTINCT FROM session_user THEN
-          PERFORM yoke_refuse('permission_denied', format('%s cannot release claim %s in the name of session %s', session_user, OLD.claim_id, NEW.released_by_session_id),
-            'release with your own session');
-        END IF;
-        IF OLD.released_at IS NULL AND NEW.released_at IS NOT NULL THEN NEW.released_by_actor_id := session_user; END IF;
-        EXIT authority WHEN yoke_session_actor(OLD.session_id) = session_user;
-        IF OLD.released_at IS NOT NULL OR NEW.released_at IS NULL THEN
-          PERFORM yoke_refuse('permission_denied',
-            format('claim %s is held by session %s of another actor; %s may only release it as an operator', OLD.claim_id, OLD.session_id, session_user),
-            'ask its holder, or release it as an operator (yoke coordination-claim release)');
-        END IF;
-        EXIT authority WHEN OLD.reserved_until IS NOT NULL AND OLD.reserved_until <= clock_timestamp();  -- W9: an expired turn passes on
-        project := coalesce(OLD.project_id, (SELECT s.project_id FROM sessions s WHERE s.session_id = OLD.session_id));
-        IF project IS NULL OR NOT yoke_holds_seat(project) THEN
-          PERFORM yoke_refuse('steering_seat_required',
-            format('%s holds no live steering seat on the holder''s project, so it cannot release claim %s', session_user, OLD.claim_id),
-            'take the seat first: yoke claims steering take --project P --session S');
-        END IF;
-        IF NOT yoke_has_grant(project, 'claims.release') THEN
-          PERFORM yoke_refuse('permission_denied', format('actor %s lacks claims.release on the holder''s project', session_user),
-            'an admin grants it: yoke projects grant P --actor A --permission claims.release');
-        END IF;
-      END authority;
-      -- A released claim is history: never changed or taken back.
-      IF OLD.released_at IS NOT NULL
-         AND (NEW.released_at, NEW.release_reason, NEW.released_by_session_id, NEW.released_by_actor_id, NEW.reserved_until)
-             IS DISTINCT FROM (OLD.released_at, OLD.release_reason, OLD.released_by_session_id, OLD.released_by_actor_id, OLD.reserved_until) THEN
-        PERFORM yoke_refuse_with('permission_denied',
-          format('claim %s was released at %s (%s); a released claim is history and is never changed or taken back',
-            OLD.claim_id, OLD.released_at, OLD.release_reason),
-          'take a new claim: yoke coordination-claim acquire --key KEY (or yoke claims item take / steering take)',
-          jsonb_build_object('claim_id', OLD.claim_id, 'released_at', OLD.released_at, 'release_reason', OLD.release_reason));
-      END IF;
-      -- C5: an operator's release of another's claim is recorded (once: the operator's command may have written it first).
-      IF yoke_is_service() OR OLD.released_at IS NOT NULL OR NEW.released_at IS NULL
-         OR yoke_session_actor(OLD.session_id) = session_user
-         OR (OLD.reserved_until IS NOT NULL AND OLD.reserved_until <= clock_timestamp())
-         OR (OLD.target_kind IN ('item', 'migration_serialization')
-             AND EXISTS (SELECT 1 FROM backlog_items i WHERE i.item_id = OLD.item_id AND i.status = 'done'))
-         OR EXISTS (SELECT 1 FROM events e WHERE e.event_type = 'WARNOperatorLeaseRelease' AND e.claim_id = OLD.claim_id) THEN
-        RETURN NEW;
-      END IF;
-      project := coalesce(OLD.project_id, (SELECT s.project_id FROM sessions s WHERE s.session_id = OLD.session_id));
-      INSERT INTO events (event_type, project_id, session_id, claim_id, payload)
-      VALUES ('WARNOperatorLeaseRelease', project, NEW.released_by_session_id, OLD.claim_id,
-              jsonb_build_object('key', OLD.key, 'target_kind', OLD.target_kind,
-                                 'sticky', OLD.target_kind IN ('migration_serialization', 'qa_admission'),
-                                 'holder_session_id', OLD.session_id, 'operator_session_id', NEW.released_by_session_id,
-                                 'operator_actor_id', session_user, 'reason', NEW.release_reason));
-      NEW.released_at := clock_timestamp();
-      RETURN NEW;
-    END $fn$;
+${sql.raw(userUpdateBody)}$fn$;
 
     DROP TRIGGER work_claims_authority ON work_claims;
     DROP TRIGGER work_claims_take_rules ON work_claims;

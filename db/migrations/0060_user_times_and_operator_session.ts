@@ -20,6 +20,26 @@ import { delivered } from './0055_claim_user_triggers';
 const ahead = `clock_timestamp() + interval '1 minute'`;
 const behind = `clock_timestamp() - interval '1 minute'`;
 
+/** A claim's times as the server's clock (work_claims_times_now's body; 0061 runs it from the user triggers). */
+export const claimTimesNow = `      IF NEW.heartbeat_at > clock_timestamp() THEN NEW.heartbeat_at := clock_timestamp(); END IF;
+      IF OLD.released_at IS NULL AND NEW.released_at < clock_timestamp() THEN NEW.released_at := clock_timestamp(); END IF;
+`;
+/** When a claim's times are rewritten: a heartbeat ahead of the server's clock, or a release behind it. */
+export const claimTimesUnusual = `NEW.heartbeat_at > ${ahead} OR (OLD.released_at IS NULL AND NEW.released_at < ${behind})`;
+
+/** C8: an operator's release comes from the seat's own live session (needs a `project` variable). */
+export const operatorSessionRule = `      project := coalesce(OLD.project_id, (SELECT s.project_id FROM sessions s WHERE s.session_id = OLD.session_id));
+      IF NEW.released_by_session_id IS NULL OR NOT EXISTS (
+           SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
+            WHERE c.target_kind = 'steering' AND c.project_id = project AND c.released_at IS NULL
+              AND c.session_id = NEW.released_by_session_id AND s.ended_at IS NULL AND s.terminated_at IS NULL) THEN
+        PERFORM yoke_refuse('steering_seat_required',
+          format('an operator releases claim %s from the live session holding the steering seat of its holder''s project; %s does not hold it',
+                 OLD.claim_id, coalesce('session ' || NEW.released_by_session_id, 'no session')),
+          'release from the seat''s session: yoke claims work release --claim-id N --reason R --session S (take the seat first: yoke claims steering take --project P --session S)');
+      END IF;
+`;
+
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     -- The server's clock, not the writer's: a heartbeat ahead of it, or a release or an end
@@ -38,30 +58,17 @@ export async function up(db: Kysely<any>): Promise<void> {
       EXECUTE FUNCTION sessions_times_now();
     CREATE FUNCTION work_claims_times_now() RETURNS trigger LANGUAGE plpgsql AS $fn$
     BEGIN
-      IF NEW.heartbeat_at > clock_timestamp() THEN NEW.heartbeat_at := clock_timestamp(); END IF;
-      IF OLD.released_at IS NULL AND NEW.released_at < clock_timestamp() THEN NEW.released_at := clock_timestamp(); END IF;
-      RETURN NEW;
+${sql.raw(claimTimesNow)}      RETURN NEW;
     END $fn$;
     CREATE TRIGGER work_claims_times_now BEFORE UPDATE ON work_claims FOR EACH ROW
-      WHEN (${sql.raw(user)} AND (NEW.heartbeat_at > ${sql.raw(ahead)}
-            OR (OLD.released_at IS NULL AND NEW.released_at < ${sql.raw(behind)})))
+      WHEN (${sql.raw(user)} AND (${sql.raw(claimTimesUnusual)}))
       EXECUTE FUNCTION work_claims_times_now();
 
     CREATE FUNCTION work_claims_operator_session() RETURNS trigger LANGUAGE plpgsql
       SET search_path TO 'public', 'pg_temp' AS $fn$
     DECLARE project integer;
     BEGIN
-      project := coalesce(OLD.project_id, (SELECT s.project_id FROM sessions s WHERE s.session_id = OLD.session_id));
-      IF NEW.released_by_session_id IS NULL OR NOT EXISTS (
-           SELECT 1 FROM work_claims c JOIN sessions s ON s.session_id = c.session_id
-            WHERE c.target_kind = 'steering' AND c.project_id = project AND c.released_at IS NULL
-              AND c.session_id = NEW.released_by_session_id AND s.ended_at IS NULL AND s.terminated_at IS NULL) THEN
-        PERFORM yoke_refuse('steering_seat_required',
-          format('an operator releases claim %s from the live session holding the steering seat of its holder''s project; %s does not hold it',
-                 OLD.claim_id, coalesce('session ' || NEW.released_by_session_id, 'no session')),
-          'release from the seat''s session: yoke claims work release --claim-id N --reason R --session S (take the seat first: yoke claims steering take --project P --session S)');
-      END IF;
-      RETURN NEW;
+${sql.raw(operatorSessionRule)}      RETURN NEW;
     END $fn$;
     CREATE TRIGGER work_claims_user_update_operator BEFORE UPDATE ON work_claims FOR EACH ROW
       WHEN (${sql.raw(user)} AND OLD.released_at IS NULL AND NEW.released_at IS NOT NULL

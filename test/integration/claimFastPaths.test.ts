@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { claimActivities } from '../../activities/claims';
 import { claimViews } from '../../db/claims';
 import * as claimUserTriggers from '../../db/migrations/0055_claim_user_triggers';
+import * as claimUserTriggersFolded from '../../db/migrations/0061_claim_user_triggers_folded';
 import * as leanPair from '../../db/migrations/0050_claimperf_lean_pair';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { refusalOf, seedLab, services, type Services } from '../helpers/fixtures';
@@ -226,19 +227,16 @@ test('C9 W7 issue 16: the one-statement release answers each claim as every read
   expect(await liveOn('lab-2')).toEqual([expect.objectContaining({ claim_id: held.claim.claim_id, session_id: 'w1' })]);
 });
 
-/**
- * 0060's two, whose WHENs hold their whole rule (a user writing an unusual time, or releasing
- * another actor's claim), so an ordinary write runs neither function.
- */
+/** 0060's two, whose rules 0061 folds into the UPDATE triggers below. */
 const LATER = ['work_claims_times_now', 'work_claims_user_update_operator'];
 
-test('issue 16 S1: the user-only rules of work_claims run from one INSERT and two UPDATE triggers; the delivered-release test stays in the UPDATE WHENs, behind the kinds it can hold (0055, down and up)', async () => {
+test("issue 16 S1 C8: the user-only rules of work_claims run from one INSERT and two UPDATE triggers (0060's two folded in by 0061); the delivered-release test stays in the UPDATE WHENs, behind the kinds it can hold (0055 and 0061, down and up)", async () => {
   const whens = async () =>
     (
       await sql<{ name: string; def: string }>`
         SELECT tgname AS name, pg_get_triggerdef(oid) AS def FROM pg_trigger
          WHERE tgrelid = 'work_claims'::regclass AND NOT tgisinternal ORDER BY tgname`.execute(t.db)
-    ).rows.filter((w) => !LATER.includes(w.name));
+    ).rows;
   const now = await whens();
   const def = Object.fromEntries(now.map((w) => [w.name, w.def]));
   expect(Object.keys(def)).toEqual([
@@ -257,9 +255,13 @@ test('issue 16 S1: the user-only rules of work_claims run from one INSERT and tw
     / WHEN \(\(yoke_acts_as_user\(\) AND \(NOT \(\(old\.released_at IS NULL\)/,
   );
   expect(def.work_claims_user_update).toMatch(delivered);
+  await claimUserTriggersFolded.down(t.db);
+  expect((await whens()).map((w) => w.name)).toEqual([...Object.keys(def), ...LATER].sort());
+  const withoutLater = (names: string[]) => names.filter((name) => !LATER.includes(name));
   await claimUserTriggers.down(t.db);
-  expect((await whens()).map((w) => w.name)).toHaveLength(6);
+  expect(withoutLater((await whens()).map((w) => w.name))).toHaveLength(6);
   await claimUserTriggers.up(t.db);
+  await claimUserTriggersFolded.up(t.db);
   expect(await whens()).toEqual(now);
 });
 
