@@ -70,8 +70,10 @@ export function buildDashboard(opts: DashboardOptions): FastifyInstance {
   app.get('/api/machines/usage', async () =>
     (await panels()).machinesUsagePanel(opts.viewerSessionId ? { sessionId: opts.viewerSessionId } : undefined),
   );
-  app.setErrorHandler(async (err: Error & { code?: string }, _req, reply) => {
-    reply.status(err.code === 'session_not_registered' ? 400 : 500);
+  app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, _req, reply) => {
+    // A request Fastify itself refused (a malformed or oversized body) keeps its 4xx: the caller's input, not a fault.
+    const clientError = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
+    reply.status(err.code === 'session_not_registered' ? 400 : clientError ? err.statusCode! : 500);
     return { error: { code: err.code ?? 'internal_error', message: err.message } };
   });
   return app;

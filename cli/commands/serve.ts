@@ -60,8 +60,9 @@ export function registerServe(program: Command): void {
           await app.listen({ port: o.port, host: o.host });
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          if (code !== 'EADDRINUSE' && code !== 'EADDRNOTAVAIL' && code !== 'EACCES') throw err;
-          // A taken port or an address this machine does not have is the caller's input, not a bug.
+          if (!['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN'].includes(code ?? '')) throw err;
+          // A taken port, an address this machine does not have or a host name that does not
+          // resolve is the caller's input, not a bug (nor a Postgres failure).
           throw usageError('listen_address_unavailable', `cannot listen on ${o.host}:${o.port}: ${code}`, {
             recovery: `pick another port (--port ${o.port === 8340 ? 8341 : 8340}, or --port 0 for any free one) or an address of this machine (--host 127.0.0.1)`,
             details: { host: o.host, port: o.port, reason: code },

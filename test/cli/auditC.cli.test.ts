@@ -131,6 +131,15 @@ test('issue 15: serve on a port already taken is a usage error (exit 2) naming t
   }
 });
 
+test('issue 15: serve on a host name that does not resolve is a usage error (exit 2) naming the host, not a Postgres failure', async () => {
+  const r = await run(['serve', '--port', '0', '--host', 'no-such-host.invalid', '--json']);
+  expect(r.code).toBe(2);
+  expect(jsonError(r)).toMatchObject({
+    code: 'listen_address_unavailable',
+    details: { host: 'no-such-host.invalid', reason: 'ENOTFOUND' },
+  });
+});
+
 test('U2 issue 5: the status line never stores a window that is not a positive integer', async () => {
   const statusLine = (payload: object): Promise<CliResult> =>
     new Promise((resolve) => {

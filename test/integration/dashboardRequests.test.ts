@@ -1,0 +1,41 @@
+import { buildDashboard } from '../../web/server';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+
+/**
+ * Issue 15: a request the dashboard's HTTP layer refuses before any route runs (a body that is
+ * not JSON, one over the size limit) is the caller's mistake. It answered 500, as if the
+ * dashboard had failed.
+ */
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+test('issue 15: a malformed or oversized request body is answered 4xx with its code, never 500', async () => {
+  const app = buildDashboard({
+    db: t.db,
+    driverFreshMs: async () => 600_000,
+    temporalUi: 'http://127.0.0.1:8233',
+    namespace: 'default',
+    pollMs: 2000,
+    publicDir: __dirname,
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as { port: number };
+  const post = (path: string, body: string) =>
+    fetch(`http://127.0.0.1:${port}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+  const malformed = await post('/api/board', '{bad');
+  expect(malformed.status).toBe(400);
+  expect(await malformed.json()).toMatchObject({ error: { code: 'FST_ERR_CTP_INVALID_JSON_BODY' } });
+  const oversized = await post('/', `"${'x'.repeat(2_000_000)}"`);
+  expect(oversized.status).toBe(413);
+  expect((await fetch(`http://127.0.0.1:${port}/api/board`)).status).toBe(200);
+  await app.close();
+});
