@@ -157,7 +157,8 @@ export function decimalNumber(message: string, fraction = false) {
 
 /** Ids are decimal digits only: `0x10` or `1e3` are not 16 and 1000. `what` names the id in the message. */
 export function decimalIdSchema(what: string) {
-  return decimalNumber(`${what} is decimal digits`).pipe(z.number().int().positive().max(2_147_483_647));
+  // The id's own bound first: a value past it is reported against that bound, not the safe-integer one.
+  return decimalNumber(`${what} is decimal digits`).pipe(z.number().max(2_147_483_647).int().positive());
 }
 
 /** A whole-number option (a port, a window, milliseconds). */

@@ -15,12 +15,11 @@ export function warn(json: boolean, line: string): void {
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET', 'EAI_AGAIN']);
 // Postgres SQLSTATEs meaning "this database is not there for you right now": the connection
 // exception class (08), a server shutting down, crashed or starting (57P0x), too many
-// connections (53300: a refusal that passes when others disconnect), no such database. A login
+// connections (53300: a refusal that passes when others disconnect). A missing database and a login
 // refused (28000, 28P01) is its own answer: no wait or restart fixes the name or password.
 // Not 08P01 (protocol violation): Postgres answers a malformed statement with it (a bind with the
 // wrong parameter count), a bug in yoke that no wait rides out.
 const UNAVAILABLE_SQLSTATES = new Set([
-  '3D000',
   '53300',
   '57P01',
   '57P02',
@@ -58,6 +57,14 @@ export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
   if (denied) return denied;
   const where = databaseUrl ? redact(databaseUrl) : 'the configured database';
   const code = (err as { code?: unknown })?.code;
+  if (code === '3D000') {
+    // The server answered; the database is not there: no wait or restart makes it.
+    return unreachable('database_missing', `Postgres at ${where} has no such database (${(err as Error).message})`, {
+      recovery:
+        'create and migrate it (`npm start` does both for the default `yoke` database; for another name: createdb NAME, then `yoke db migrate`), or point DATABASE_URL at an existing yoke database',
+      details: { database: where },
+    });
+  }
   if (networkCode(err) || (typeof code === 'string' && UNAVAILABLE_SQLSTATES.has(code))) {
     return unreachable(
       'postgres_unreachable',
@@ -88,7 +95,11 @@ export function asYokeError(err: unknown, databaseUrl?: string): YokeError {
       },
     );
   }
-  if (code === '42P01') {
+  // A missing table, or a missing yoke function (a database migrated by an older yoke, or never).
+  if (
+    code === '42P01' ||
+    (code === '42883' && /function (\w+\.)?(yoke_|test_machine_|work_claims_)/.test(String((err as Error).message)))
+  ) {
     return unreachable('database_not_migrated', `Postgres at ${where} has no yoke schema (${(err as Error).message})`, {
       recovery: 'run `yoke db migrate` (or `npm start`, which migrates)',
       details: { database: where },

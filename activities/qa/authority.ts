@@ -34,7 +34,8 @@ export async function requireRunAuthority(
     'steering_seat_required',
     `run ${run.run_id} has no live driver and session ${sessionId} holds no steering seat on ${project}, so it cannot ${doing}`,
     {
-      recovery: `drive the run (yoke deployment-runs heartbeat ${run.run_id}) or take the seat: yoke claims steering take --project ${project} --session ${sessionId}`,
+      // A created run has no driver to heartbeat (R1): executing it is what attaches one.
+      recovery: `drive the run (${run.status === 'created' ? `yoke deployment-runs execute ${run.run_id}` : `yoke deployment-runs heartbeat ${run.run_id}`}) or take the seat: yoke claims steering take --project ${project} --session ${sessionId}`,
       details: { run_id: run.run_id, session_id: sessionId, project },
     },
   );

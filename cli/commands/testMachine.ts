@@ -108,14 +108,18 @@ async function runCheck(ctx: CommandContext, name: string, sessionId: string, ki
   const { boundedResult } = await import('../temporal');
   // Ctrl-C ends the check, not only this process: left alone, the check would hold the machine
   // (and run its command on the host) until the SSH command timeout. Cancelling it releases the
-  // machine and records nothing, as a check that did not finish does.
+  // machine and records nothing, as a check that did not finish does. The exit waits (bounded)
+  // for the check to end, so the machine is released when the command says it is.
+  let interrupted = false;
   const interrupt = (signal: NodeJS.Signals) => {
+    interrupted = true;
     warn(
       json,
       `interrupted (${signal}): cancelling the ${kind} of ${testMachine}; nothing is recorded and the machine is released`,
     );
     void handle
       .cancel()
+      .then(() => Promise.race([handle.result(), new Promise((resolve) => setTimeout(resolve, 30_000).unref())]))
       .catch(() => undefined)
       .finally(() => process.exit(130));
   };
@@ -130,6 +134,10 @@ async function runCheck(ctx: CommandContext, name: string, sessionId: string, ki
         what: `the ${kind} of ${testMachine}`,
       },
     );
+  } catch (err) {
+    // the cancelled check's end is the interrupt's to report (exit 130), not an error of this command
+    if (interrupted) return new Promise<never>(() => undefined);
+    throw err;
   } finally {
     process.off('SIGINT', interrupt).off('SIGTERM', interrupt);
   }

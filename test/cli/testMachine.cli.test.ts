@@ -541,7 +541,7 @@ test('W3 W8 issue 3 a re-imaged machine is re-pinned in place: repin keeps its w
   ).toBe('test_machine_not_found');
 });
 
-test('W3 issue 3 Ctrl-C on test-machine verify cancels the check: the machine is released, nothing is recorded, exit 130', async () => {
+test('W3 issue 3 Ctrl-C on test-machine verify cancels the check: the machine is released before exit 130, nothing is recorded', async () => {
   const started = join(host.dir, `slow-started-${process.pid}`);
   const added = await run([
     ...addArgs('lab-slow').filter((a, i, all) => a !== '--verify-command' && all[i - 1] !== '--verify-command'),
@@ -563,7 +563,7 @@ test('W3 issue 3 Ctrl-C on test-machine verify cancels the check: the machine is
     json<{ name: string; holder: unknown; last_verification: unknown }[]>(
       await run(['test-machine', 'list', '--json']),
     ).find((m) => m.name === 'lab-slow')!;
-  await until(async () => (await machine()).holder === null, 'the check to release lab-slow');
+  // released by the time the command exits, as its message says: not a moment later
   expect(await machine()).toMatchObject({ holder: null, last_verification: null });
 }, 120_000);
 
