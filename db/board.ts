@@ -6,7 +6,13 @@ import type { Executor } from './pool';
 /** Raw rows of the board read, before the domain renders them. */
 export interface BoardReadRows {
   generated_at: string;
-  sessions: (SessionListing & { state: 'active' | 'recent'; heartbeat_at: string })[];
+  /**
+   * Every live session (the schedule, U1, is computed over all of them) and the recently ended
+   * ones of the view. `in_project`: the session is of the filtered project or holds its claims
+   * (always true without a project filter); the view shows those, and live sessions staffing
+   * the project's items.
+   */
+  sessions: (SessionListing & { state: 'active' | 'recent'; heartbeat_at: string; in_project: boolean })[];
   claims: {
     claim_id: number;
     session_id: string;
@@ -21,15 +27,18 @@ export interface BoardReadRows {
     reserved_until: string | null;
   }[];
   doc_pairings: { seat_claim_id: number; lock_claim_id: number }[];
-  /** Runs and items in the shape the schedule (U1) takes them. */
+  /** Runs and items of every project, in the shape the schedule (U1) takes them. */
   runs: ScheduleInput['runs'];
   items: ScheduleInput['items'];
 }
 
 export interface BoardReadFilter {
   projectId?: number;
-  /** Most recent ended sessions to show (Recent Sessions). */
-  recentLimit: number;
+  /**
+   * At most this many ended sessions (most recent first). Unset: every session ended inside the
+   * window, which is Recent Sessions' only bound.
+   */
+  recentLimit?: number;
   recentWindowHours: number;
 }
 
@@ -38,8 +47,11 @@ const ISO = (col: string) => sql.raw(`to_char(${col} AT TIME ZONE 'UTC', 'YYYY-M
 /**
  * The board's one read: the live and recently ended sessions, their claims (live ones for
  * live sessions, all ever held for ended ones), the seat/document-lock pairing (B5), and what the
- * schedule (U1) needs, in one statement. Pairing: same session and project id; a current
- * seat with a current lock, a released seat with a released lock whose hold windows overlap.
+ * schedule (U1) needs, in one statement. A project filter narrows only the ended sessions and
+ * marks the live ones: the schedule must see every live session, run and item, since a session
+ * of another project can staff this project's items (U1). Pairing: same session and project
+ * id; a current seat with a current lock, a released seat with a released lock whose hold
+ * windows overlap.
  */
 export async function readBoard(db: Executor, filter: BoardReadFilter): Promise<BoardReadRows> {
   const pid = filter.projectId ?? null;
@@ -49,14 +61,14 @@ export async function readBoard(db: Executor, filter: BoardReadFilter): Promise<
     );
   const { rows } = await sql<{ board: BoardReadRows }>`
     WITH act AS (
-      SELECT 'active'::text AS state, s.* FROM sessions s
-       WHERE s.ended_at IS NULL AND s.terminated_at IS NULL AND NOT s.probe AND ${inProject('s')}
+      SELECT 'active'::text AS state, ${inProject('s')} AS in_project, s.* FROM sessions s
+       WHERE s.ended_at IS NULL AND s.terminated_at IS NULL AND NOT s.probe
     ), rec AS (
-      SELECT 'recent'::text AS state, s.* FROM sessions s
+      SELECT 'recent'::text AS state, true AS in_project, s.* FROM sessions s
        WHERE coalesce(s.ended_at, s.terminated_at) >= now() - make_interval(hours => ${filter.recentWindowHours})
          AND NOT s.probe AND ${inProject('s')}
        ORDER BY coalesce(s.ended_at, s.terminated_at) DESC, s.session_id
-       LIMIT ${filter.recentLimit}
+       LIMIT ${filter.recentLimit ?? null}::integer -- NULL: no limit
     ), srows AS (
       SELECT * FROM act UNION ALL SELECT * FROM rec
     ), cl AS (
@@ -83,18 +95,17 @@ export async function readBoard(db: Executor, filter: BoardReadFilter): Promise<
                          JOIN projects ip ON ip.project_id = i.project_id
                         WHERE m.run_id = r.run_id), '[]'::json) AS members
         FROM deployment_runs r JOIN projects p ON p.project_id = r.project_id
-       WHERE r.status IN ('created', 'executing') AND (${pid}::integer IS NULL OR r.project_id = ${pid}::integer)
+       WHERE r.status IN ('created', 'executing')
     ), items AS (
       SELECT p.item_prefix || '-' || i.number AS item, p.name AS project,
              EXISTS (SELECT 1 FROM deployment_run_items m JOIN deployment_runs dr ON dr.run_id = m.run_id
                       WHERE m.item_id = i.item_id AND dr.status = 'succeeded') AS delivered
         FROM backlog_items i JOIN projects p ON p.project_id = i.project_id
-       WHERE (${pid}::integer IS NULL OR i.project_id = ${pid}::integer)
     )
     SELECT json_build_object(
       'generated_at', ${ISO('now()')},
       'sessions', coalesce((SELECT json_agg(json_build_object(
-          'state', r.state, 'session_id', r.session_id, 'actor_id', r.actor_id, 'project', p.name,
+          'state', r.state, 'in_project', r.in_project, 'session_id', r.session_id, 'actor_id', r.actor_id, 'project', p.name,
           'machine_id', r.machine_id, 'harness', r.harness, 'offered_at', ${ISO('r.offered_at')},
           'heartbeat_at', ${ISO('r.heartbeat_at')},
           'ended_at', ${ISO('coalesce(r.ended_at, r.terminated_at)')})

@@ -15,7 +15,7 @@ export function registerBoard(program: Command): void {
   program
     .command('board')
     .description('BOARD.md: Active Harness Sessions and Recent Sessions with the one Claims column (B1-B8)')
-    .option('--project <project>', 'only sessions of this project (or holding its claims)')
+    .option('--project <project>', 'only sessions of this project (or holding its claims, or staffing its items)')
     .option('--out <file>', 'write the markdown to this file (for example BOARD.md)')
     .action(
       commandAction(

@@ -79,6 +79,16 @@ function declaredPaths(c: BoardClaim): number {
   return typeof n === 'number' && Number.isFinite(n) ? n : 1;
 }
 
+/**
+ * Which declared path a path-claim row is. A path released and taken again is a second row on
+ * the same path; it must count once (B2, B7), so the total sums distinct paths, not rows. A row
+ * naming no path (a recorded payload) stands for itself.
+ */
+function pathIdentity(c: BoardClaim): string {
+  const path = c.scope.path;
+  return typeof path === 'string' ? `${str(c.scope.project_id)}:${path}` : `claim:${c.claim_id}`;
+}
+
 /** Where a path claim hangs: its item, else its process anchor, else nothing. */
 function pathAnchor(c: BoardClaim): { item?: string; process?: string } {
   if (c.item) return { item: c.item };
@@ -139,44 +149,49 @@ export function claimsColumn(input: ClaimsColumnInput): { keycaps: string[]; res
   }
   const byId = new Map(claims.map((c) => [c.claim_id, c]));
 
-  // B2: same-session path claims on one item (or one process) roll up into one total.
+  // B2: same-session path claims on one item (or one process) roll up into one total of the
+  // paths declared; B7: a path taken again after its release is the most recent of its rows.
   const pathTotals = new Map<
     string,
-    { anchor: { item?: string; process?: string }; total: number; first: BoardClaim }
+    { anchor: { item?: string; process?: string }; byPath: Map<string, number>; first: BoardClaim }
   >();
   for (const c of [...paths].sort(oldestFirst)) {
     const anchor = pathAnchor(c);
     const k = anchor.item ? `i:${anchor.item}` : anchor.process !== undefined ? `p:${anchor.process}` : 'none';
-    const g = pathTotals.get(k);
-    if (g) g.total += declaredPaths(c);
-    else pathTotals.set(k, { anchor, total: declaredPaths(c), first: c });
+    const g = pathTotals.get(k) ?? { anchor, byPath: new Map<string, number>(), first: c };
+    g.byPath.set(pathIdentity(c), declaredPaths(c));
+    pathTotals.set(k, g);
   }
+  const totalOf = (g: { byPath: Map<string, number> }) => [...g.byPath.values()].reduce((a, n) => a + n, 0);
 
   const keycaps: string[] = [];
   // Work claims, oldest first, one keycap per rendered target (B7).
   const workGroups = [...mostRecentBy(work, workTarget).entries()]
     .map(([target, group]) => ({ target, latest: group[0]!, group }))
     .sort((a, b) => oldestFirst(a.latest, b.latest));
-  const decorated = new Set<string>();
-  for (const { target, latest, group } of workGroups) {
+  // Which keycap carries an item's path total: the item's own work claim; an epic task only
+  // when the session holds no claim on the item itself, and then the most recent task's group
+  // (B1, B7), so the total stays on the same keycap when the row moves from Active to Recent.
+  const decoratedBy = new Map<string, string>();
+  for (const { target, latest } of [...workGroups].sort((a, b) => newestFirst(a.latest, b.latest))) {
+    if (latest.kind !== 'item' && latest.kind !== 'epic_task') continue;
+    const item = itemOf(latest);
+    const holdsItem = work.some((c) => c.kind === 'item' && itemOf(c) === item);
+    if ((latest.kind === 'item' || !holdsItem) && !decoratedBy.has(item) && pathTotals.has(`i:${item}`))
+      decoratedBy.set(item, target);
+  }
+  const decorated = new Set(decoratedBy.keys());
+  for (const { target, latest } of workGroups) {
     let text = target;
     if (latest.kind === 'steering') {
+      // B7 collapses repeat seats to the most recent one, so the keycap names that seat's locks
+      // only (B5); an earlier seat's locks were not held in its window.
       const docs = new Set<string>();
-      for (const seat of group)
-        for (const lockId of docsOfSeat.get(seat.claim_id) ?? []) docs.add(docOf(byId.get(lockId)!));
+      for (const lockId of docsOfSeat.get(latest.claim_id) ?? []) docs.add(docOf(byId.get(lockId)!));
       if (docs.size) text += ` · ${[...docs].sort().join(', ')}`;
     }
-    // The item's own work claim carries its path total; an epic task carries it only when
-    // the session holds no claim on the item itself.
     const item = latest.kind === 'item' || latest.kind === 'epic_task' ? itemOf(latest) : undefined;
-    const holdsItem = work.some((c) => c.kind === 'item' && itemOf(c) === item);
-    if (item && (latest.kind === 'item' || !holdsItem) && !decorated.has(item)) {
-      const paths = pathTotals.get(`i:${item}`);
-      if (paths) {
-        text += ` 📁${paths.total}`;
-        decorated.add(item);
-      }
-    }
+    if (item && decoratedBy.get(item) === target) text += ` 📁${totalOf(pathTotals.get(`i:${item}`)!)}`;
     keycaps.push(text);
   }
   // Uncovered document locks (B5: a lock with no matching seat keeps its own keycap).
@@ -190,9 +205,9 @@ export function claimsColumn(input: ClaimsColumnInput): { keycaps: string[]; res
   // Orphan and process-anchored path claims.
   for (const g of [...pathTotals.values()].sort((a, b) => oldestFirst(a.first, b.first))) {
     if (g.anchor.item) {
-      if (!decorated.has(g.anchor.item)) keycaps.push(`📁${g.total} (${g.anchor.item})`);
-    } else if (g.anchor.process !== undefined) keycaps.push(`📁${g.total} (⚙ ${g.anchor.process})`);
-    else keycaps.push(`📁${g.total}`);
+      if (!decorated.has(g.anchor.item)) keycaps.push(`📁${totalOf(g)} (${g.anchor.item})`);
+    } else if (g.anchor.process !== undefined) keycaps.push(`📁${totalOf(g)} (⚙ ${g.anchor.process})`);
+    else keycaps.push(`📁${totalOf(g)}`);
   }
   // Coordination claims last, one per key (B3, B7), an item-owned one naming its item; a
   // reserved turn (W7) as a reservation.

@@ -47,13 +47,24 @@ export function renderBoard(payload: BoardPayload): RenderedBoard {
   };
 }
 
+/** Text as HTML text: markdown renderers pass raw HTML through, so `<` must not become markup. */
+function html(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/**
+ * One table cell. Every cell is escaped as HTML as well as markdown, keycap or not: session
+ * ids, actors, machines and scopes are whatever a caller registered.
+ */
 function cell(text: string | null): string {
-  return (text ?? '-').replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+  return html(text ?? '-')
+    .replace(/\\/g, '\\\\')
+    .replace(/\|/g, '\\|')
+    .replace(/\r?\n/g, ' ');
 }
 
 function keycap(text: string): string {
-  const html = text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-  return `<kbd>${cell(html)}</kbd>`;
+  return `<kbd>${cell(text)}</kbd>`;
 }
 
 function table(title: string, when: 'Since' | 'Ended', rows: BoardRow[]): string[] {
@@ -72,7 +83,7 @@ function table(title: string, when: 'Since' | 'Ended', rows: BoardRow[]): string
 /** BOARD.md: the Active Harness Sessions and Recent Sessions tables. */
 export function boardMarkdown(board: RenderedBoard): string {
   return [
-    `# Board${board.project ? ` — ${board.project}` : ''}`,
+    `# Board${board.project ? ` — ${html(board.project)}` : ''}`,
     '',
     `_generated ${board.generated_at}_`,
     '',

@@ -296,3 +296,66 @@ describe('the rules', () => {
     expect(md).toContain('<kbd>odd_kind:{"v":"a\\|&lt;b&gt;"}</kbd>');
   });
 });
+
+describe('audit: the Claims column and the markdown', () => {
+  test('B1 every BOARD.md cell is HTML-escaped, not only keycaps: a session id or machine cannot inject markup', () => {
+    const evil = 'wz<img src=x onerror=alert(1)>';
+    const md = boardMarkdown(
+      renderBoard({
+        generated_at: 'now',
+        active_sessions: [
+          {
+            session_id: evil,
+            actor_id: 'a&b',
+            machine_id: evil,
+            offered_at: 't',
+            claims: [claim('odd', { v: '<i>' })],
+          },
+        ],
+        recent_sessions: [{ session_id: evil, actor_id: 'a', offered_at: 't', ended_at: 'e', claims: [] }],
+        doc_pairings: [],
+      }),
+    );
+    expect(md).not.toContain('<img');
+    expect(md).toContain(
+      '| wz&lt;img src=x onerror=alert(1)&gt; | a&amp;b | - | wz&lt;img src=x onerror=alert(1)&gt; |',
+    );
+    // A keycap is escaped once, not twice.
+    expect(md).toContain('<kbd>odd:{"v":"&lt;i&gt;"}</kbd>');
+  });
+
+  test('B7 B5 repeat seats collapse to the most recent, which names only the released locks that overlapped it', () => {
+    const seat1 = released(claim('steering', { project_id: 1 }, { project: 'yoke' }), 1);
+    const seat2 = released(claim('steering', { project_id: 1 }, { project: 'yoke' }), 10);
+    const beta = released(claim('strategy_doc_claim', { project_id: 1, document: 'BETA' }, { project: 'yoke' }), 1);
+    const seat3 = released(claim('steering', { project_id: 1 }, { project: 'yoke' }), 10);
+    const gamma = released(claim('strategy_doc_claim', { project_id: 1, document: 'GAMMA' }, { project: 'yoke' }), 1);
+    const pairings = [
+      { seat_claim_id: seat2.claim_id, lock_claim_id: beta.claim_id },
+      { seat_claim_id: seat3.claim_id, lock_claim_id: gamma.claim_id },
+    ];
+    expect(render([seat1, seat2, beta, seat3, gamma], 'recent', pairings)).toEqual(['🛞 steering yoke · GAMMA']);
+  });
+
+  test('B2 B7 a path released and taken again counts once: the total is the distinct paths declared', () => {
+    const q1 = released(claim('path_claim', { project_id: 1, path: 'q/1' }, { item: 'WEB-3' }), 1);
+    const q2 = released(claim('path_claim', { project_id: 1, path: 'q/2' }, { item: 'WEB-3' }), 1);
+    const q1again = released(claim('path_claim', { project_id: 1, path: 'q/1' }, { item: 'WEB-3' }), 1);
+    const item = released(claim('item', { item_id: 3 }, { item: 'WEB-3' }), 60);
+    expect(render([item, q1, q2, q1again], 'recent')).toEqual(['WEB-3 📁2']);
+    expect(render([q1, q2, q1again], 'recent')).toEqual(['📁2 (WEB-3)']);
+    // The same path name in another project is another path.
+    const other = claim('path_claim', { project_id: 2, path: 'q/1' }, { item: 'WEB-3' });
+    expect(render([q1, q2, q1again, other], 'recent')).toEqual(['📁3 (WEB-3)']);
+  });
+
+  test('B1 B7 an item path total stays on its most recent epic task, on Active and Recent rows alike', () => {
+    const t1 = released(claim('epic_task', { item_id: 1, task: 'T001' }, { item: 'WEB-1' }), 1);
+    const t2 = claim('epic_task', { item_id: 1, task: 'T002' }, { item: 'WEB-1' });
+    const e1 = claim('path_claim', { project_id: 1, path: 'e/1' }, { item: 'WEB-1' });
+    const e2 = claim('path_claim', { project_id: 1, path: 'e/2' }, { item: 'WEB-1' });
+    expect(render([t2, e1, e2], 'active')).toEqual(['WEB-1 T002 📁2']);
+    const ended = [t1, t2, e1, e2].map((c) => (c.released_at ? c : released(c, 90)));
+    expect(render(ended, 'recent')).toEqual(['WEB-1 T001', 'WEB-1 T002 📁2']);
+  });
+});
