@@ -5,7 +5,9 @@
  * grammar, so a row JSON.parse would refuse is never counted here. Any shape the fast path does
  * not cover (an escaped key, a usage that is not an object, an id that is not a string, deep
  * nesting) returns undefined: the caller then parses the row whole, so both paths agree on
- * every row.
+ * every row. So does a token count that is not plain digits within 2^53-1 (a sign, a fraction,
+ * an exponent, a string, an object, true or false): the whole parse applies the rule that makes
+ * such a row invalid (U9 U10); null is 0, as absent.
  */
 export interface ClaudeUsageCounts {
   input: number;
@@ -23,8 +25,14 @@ export interface ClaudeRowFields {
   key: string | undefined;
   /** message.model; undefined when absent or null. */
   model: string | undefined;
-  /** message.usage's counts; undefined when the row has no (truthy) message.usage. */
+  /** message.usage's counts; undefined when the row has no (truthy) message.usage, or an invalid one. */
   usage: ClaudeUsageCounts | undefined;
+  /**
+   * U9 U10: message.usage is there but unreadable (not an object, or a count that is not a
+   * non-negative integer within 2^53-1): none of its counts may be added. The byte reader never
+   * sets it: it defers such a row to the whole parse.
+   */
+  invalid: boolean;
 }
 
 const enum Role {
@@ -96,7 +104,13 @@ const KEYS: [Role, Uint8Array, Field][] = (
 
 const roles = new Uint8Array(MAX_DEPTH + 1);
 const counts = new Float64Array(COUNT_FIELDS);
-const result: ClaudeRowFields = { assistant: false, key: undefined, model: undefined, usage: undefined };
+const result: ClaudeRowFields = {
+  assistant: false,
+  key: undefined,
+  model: undefined,
+  usage: undefined,
+  invalid: false,
+};
 const reused: ClaudeUsageCounts = {
   input: 0,
   cacheRead: 0,
@@ -130,7 +144,10 @@ function fieldOf(b: Buffer, role: Role, start: number, stop: number): Field {
   return Field.None;
 }
 
-/** A wanted count (or object of counts) holding a value that is no count: 0, as the parsed reader's `n` makes it. */
+/** The two wanted objects of counts (cache_creation, output_tokens_details), as opposed to the counts themselves. */
+const isCountObject = (field: Field) => field === Field.CacheCreation || field === Field.OutputDetails;
+
+/** A wanted object of counts that is no object (or null), or a count that is null: 0, as absent. */
 function zeroCounts(field: Field): void {
   if (field === Field.CacheCreation) counts[Field.Write5m - Field.Input] = counts[Field.Write1h - Field.Input] = 0;
   else if (field === Field.OutputDetails) counts[Field.Thinking - Field.Input] = 0;
@@ -161,15 +178,20 @@ function numberEnd(b: Buffer, i: number, end: number): number {
   return i;
 }
 
-function numberValue(b: Buffer, start: number, stop: number): number {
-  if (stop - start > 15) return Number(b.toString('latin1', start, stop));
+/**
+ * A token count spelled as plain digits, at most 2^53-1; -1 for any other number (a sign, a
+ * fraction, an exponent, more digits): the caller defers that row to the whole parse. Up to
+ * 2^53 every step is exact, and beyond it the rounded value stays above 2^53-1.
+ */
+function countValue(b: Buffer, start: number, stop: number): number {
+  if (stop - start > 16) return -1;
   let v = 0;
   for (let k = start; k < stop; k++) {
     const d = b[k]! - 0x30;
-    if (d < 0 || d > 9) return Number(b.toString('latin1', start, stop));
+    if (d < 0 || d > 9) return -1;
     v = v * 10 + d;
   }
-  return v;
+  return v <= Number.MAX_SAFE_INTEGER ? v : -1;
 }
 
 /** Decoded strings are reused while the same bytes come again (a call's snapshots share id and model). */
@@ -309,6 +331,7 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
         case Field.None:
           break;
         default:
+          if (!isCountObject(field)) return undefined; // a count as a string: invalid, the parsed path decides
           zeroCounts(field);
       }
       field = Field.None;
@@ -362,6 +385,7 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
           case Field.None:
             break;
           default:
+            if (!isCountObject(field)) return undefined; // a count as an object or array: invalid, the parsed path decides
             zeroCounts(field);
             if (object && field === Field.CacheCreation) next = Role.CacheCreation;
             if (object && field === Field.OutputDetails) next = Role.OutputDetails;
@@ -407,10 +431,13 @@ export function readClaudeRow(b: Buffer): ClaudeRowFields | undefined {
       case Field.None:
         break;
       default: {
-        const number = c === 0x2d || (c >= 0x30 && c <= 0x39);
-        const v = number ? numberValue(b, i, stop) : 0;
-        if (field === Field.CacheCreation || field === Field.OutputDetails) zeroCounts(field);
-        else counts[field - Field.Input] = Number.isFinite(v) && v > 0 ? v : 0;
+        if (isCountObject(field) || isNull) zeroCounts(field);
+        else {
+          // true, false, or a number that is not a plain count: invalid, the parsed path decides
+          const v = c === 0x74 || c === 0x66 ? -1 : countValue(b, i, stop);
+          if (v < 0) return undefined;
+          counts[field - Field.Input] = v;
+        }
       }
     }
     field = Field.None;

@@ -15,7 +15,7 @@ import type { FoldedHarness } from '../../domain/harnesses';
  * it, so a fold repeated on the same bytes cannot inflate anything. A file unchanged since
  * its mark (same inode, size and modification time) costs one stat and is not opened.
  */
-export const READER_VERSION = 3;
+export const READER_VERSION = 4; // 4: a count that is not a non-negative integer within 2^53-1 is never counted (U9 U10)
 export const MAX_LINE_BYTES = 8 * 1024 * 1024;
 const USAGE_KEY = Buffer.from('"usage"');
 
@@ -34,10 +34,58 @@ export function emptyCheckpoint(): Checkpoint {
   return { reader_version: READER_VERSION, files: {}, reasons: [] };
 }
 
-const n = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
+/** A token count that is not one: its row (statement) is not counted at all. */
+const INVALID = -1;
+
+/**
+ * U9 U10: a token count is a non-negative integer within 2^53-1. An absent (or null) field is
+ * 0: unavailable for that surface. Anything else (a negative, a fraction, a string, a value
+ * past 2^53-1, which JSON.parse has already rounded) is INVALID: the statement holding it is
+ * unreadable, never read as 0 or as a huge number.
+ */
+function tokenCount(v: unknown): number {
+  if (v === undefined || v === null) return 0;
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v + 0 : INVALID;
+}
+
+/** A JSON object (not an array), or undefined. */
+function objectOf(v: unknown): Record<string, unknown> | undefined {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+}
 
 function note(cp: Checkpoint, reason: string): void {
   if (!cp.reasons.includes(reason)) cp.reasons.push(reason);
+}
+
+type InvalidRows = NonNullable<Checkpoint['invalid_counts']>;
+
+function invalidRows(cp: Checkpoint): InvalidRows {
+  return (cp.invalid_counts ??= {});
+}
+
+/** U9 U10: a relevant row (statement) with an invalid token count: none of its counts is added, and the reading says so. */
+function noteInvalid(cp: Checkpoint, path: string, end: number): void {
+  const entry = (invalidRows(cp)[path] ??= { rows: 0, end: 0 });
+  entry.rows++;
+  entry.end = Math.max(entry.end, end);
+}
+
+/** The rows a file read again from its start, or superseded by a later cumulative total, no longer lack. */
+function forgetInvalid(cp: Checkpoint, path: string): void {
+  const rows = cp.invalid_counts;
+  if (rows) delete rows[path];
+}
+
+/** U9: one reason per file that held rows with invalid token counts: the reading is partial. */
+function invalidReasons(cp: Checkpoint, kind: string): string[] {
+  const rows = cp.invalid_counts ?? {};
+  // in file order, whatever order the files were read again in
+  return Object.entries(rows)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(
+      ([path, { rows: count, end }]) =>
+        `${count} ${kind}${count === 1 ? '' : 's'} in ${basename(path)} with invalid token counts (not a non-negative integer), not counted; the last ended at byte ${end}`,
+    );
 }
 
 /** The file's stat, or undefined when it is gone or unchanged since its mark (same inode, size and mtime). */
@@ -63,6 +111,7 @@ function resumeAt(cp: Checkpoint, path: string): { from: number; stat: Stats } |
   if (stat.size < mark.offset || (mark.ino !== undefined && mark.ino !== stat.ino)) {
     note(cp, `${basename(path)} was truncated or rotated: re-read from the start, earlier history is gone`);
     mark.offset = 0;
+    forgetInvalid(cp, path);
   }
   return { from: mark.offset, stat };
 }
@@ -94,20 +143,35 @@ export function unreadBytes(main: string, previous: Checkpoint | undefined): num
 
 // ---------------------------------------------------------------- Claude
 
-/** The counts of a parsed Claude `message.usage` (absent or malformed counts are 0). */
-function claudeCounts(usage: Record<string, unknown>): ClaudeUsageCounts {
+/**
+ * The counts of a parsed Claude `message.usage` (absent or null counts are 0; so are the counts
+ * of a cache_creation or output_tokens_details that is no object); undefined when the usage is
+ * no object or holds an invalid count (U9 U10): then none of its counts is read.
+ */
+function claudeCounts(value: unknown): ClaudeUsageCounts | undefined {
+  const usage = objectOf(value);
+  if (!usage) return undefined;
   // read through `?.`, not `?? {}`: a row without output_tokens_details allocated an object per row
   const creation = usage.cache_creation as Record<string, unknown> | null | undefined;
   const details = usage.output_tokens_details as Record<string, unknown> | null | undefined;
-  return {
-    input: n(usage.input_tokens),
-    cacheRead: n(usage.cache_read_input_tokens),
-    cacheCreation: n(usage.cache_creation_input_tokens),
-    write5m: n(creation?.ephemeral_5m_input_tokens),
-    write1h: n(creation?.ephemeral_1h_input_tokens),
-    output: n(usage.output_tokens),
-    thinking: n(details?.thinking_tokens),
+  const counts = {
+    input: tokenCount(usage.input_tokens),
+    cacheRead: tokenCount(usage.cache_read_input_tokens),
+    cacheCreation: tokenCount(usage.cache_creation_input_tokens),
+    write5m: tokenCount(creation?.ephemeral_5m_input_tokens),
+    write1h: tokenCount(creation?.ephemeral_1h_input_tokens),
+    output: tokenCount(usage.output_tokens),
+    thinking: tokenCount(details?.thinking_tokens),
   };
+  return counts.input < 0 ||
+    counts.cacheRead < 0 ||
+    counts.cacheCreation < 0 ||
+    counts.write5m < 0 ||
+    counts.write1h < 0 ||
+    counts.output < 0 ||
+    counts.thinking < 0
+    ? undefined
+    : counts;
 }
 
 /** U5: Claude's usage counts in disjoint buckets (cache writes split by lifetime; thinking inside output). */
@@ -122,9 +186,10 @@ function claudeCountBuckets(c: ClaudeUsageCounts): Buckets {
   };
 }
 
-/** U5: Claude's message.usage in disjoint buckets. */
-export function claudeBuckets(usage: Record<string, unknown>): Buckets {
-  return claudeCountBuckets(claudeCounts(usage));
+/** U5: Claude's message.usage in disjoint buckets; undefined when it is invalid (U9 U10). */
+export function claudeBuckets(usage: Record<string, unknown>): Buckets | undefined {
+  const counts = claudeCounts(usage);
+  return counts && claudeCountBuckets(counts);
 }
 
 /** U6: `<transcript stem>/subagents/agent-*.jsonl` beside the main transcript. */
@@ -168,11 +233,13 @@ function parsedClaudeRow(cp: Checkpoint, path: string, text: string, end: () => 
   }
   const message = parsed?.message;
   const key = message?.id ?? (typeof parsed?.requestId === 'string' ? parsed.requestId : undefined);
+  const usage = message?.usage ? claudeCounts(message.usage) : undefined;
   return {
     assistant: parsed?.type === 'assistant',
     key: key === undefined || key === null ? undefined : String(key),
     model: message?.model === undefined || message.model === null ? undefined : String(message.model),
-    usage: message?.usage ? claudeCounts(message.usage) : undefined,
+    usage,
+    invalid: !!message?.usage && !usage,
   };
 }
 
@@ -221,10 +288,18 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
   for (const call of open.values()) addCall(state.totals, call.model, call.usage, -1);
   const openInFile = new Map<string, string[]>(); // insertion order: oldest first
 
-  /** One call's row: counted, or a snapshot that replaces the call's open one, or a copy of a closed call. */
-  const count = (path: string, fields: ClaudeRowFields | undefined) => {
+  /**
+   * One call's row: counted, or a snapshot that replaces the call's open one, or a copy of a
+   * closed call. `end`: the byte the row ends at (or how to work it out), for a row that cannot be counted.
+   */
+  const count = (path: string, fields: ClaudeRowFields | undefined, end: number | (() => number)) => {
     // progress rows copy a subagent's message; user rows carry toolUseResult.usage: neither is a call of its own.
-    if (!fields?.assistant || !fields.usage || fields.model === '<synthetic>' || !fields.key) return;
+    if (!fields?.assistant || fields.model === '<synthetic>' || !fields.key) return;
+    if (!fields.usage) {
+      // U9 U10: a call's usage with an invalid count: none of it is added, the reading is partial
+      if (fields.invalid) noteInvalid(cp, path, typeof end === 'number' ? end : end());
+      return;
+    }
     const key = fields.key;
     const known = open.get(key);
     if (!known && (closedNow.has(key) || closedBefore.has(key))) return; // a replay or copy of a call already counted in full
@@ -278,7 +353,7 @@ export async function foldClaude(cp: Checkpoint, main: string, budget?: ReadBudg
         // Only rows that carry a usage block can matter; the rest are never decoded.
         if (row.bytes.indexOf(USAGE_KEY) < 0) return;
         const end = row.end;
-        count(path, readClaudeRow(row.bytes) ?? parsedClaudeRow(cp, path, row.bytes.toString('utf8'), () => end));
+        count(path, readClaudeRow(row.bytes) ?? parsedClaudeRow(cp, path, row.bytes.toString('utf8'), () => end), end);
       },
     );
     claudeBytesRead += offset - resume.from;
@@ -302,7 +377,7 @@ function countBlock(
   path: string,
   bytes: Buffer,
   from: number,
-  count: (path: string, fields: ClaudeRowFields | undefined) => void,
+  count: (path: string, fields: ClaudeRowFields | undefined, end: () => number) => void,
 ): void {
   if (bytes.indexOf(USAGE_KEY) < 0) return;
   const text = bytes.toString('utf8');
@@ -319,15 +394,8 @@ function countBlock(
       nl = text.indexOf('\n', lineStart);
     }
     const lineEnd = nl < 0 ? text.length : nl; // a block without its last newline still ends
-    count(
-      path,
-      parsedClaudeRow(
-        cp,
-        path,
-        text.slice(lineStart, lineEnd),
-        () => from + Buffer.byteLength(text.slice(0, lineEnd + 1)),
-      ),
-    );
+    const end = () => from + Buffer.byteLength(text.slice(0, lineEnd + 1));
+    count(path, parsedClaudeRow(cp, path, text.slice(lineStart, lineEnd), end), end);
     start = lineEnd + 1;
   }
 }
@@ -345,16 +413,25 @@ function claudeTotals(cp: Checkpoint): UsageTotals {
 
 // ---------------------------------------------------------------- Codex
 
-/** U5: Codex's cumulative token_count: input includes cached input, output includes reasoning. */
-export function codexBuckets(usage: Record<string, unknown>): Buckets {
-  const cached = n(usage.cached_input_tokens);
+/**
+ * U5: Codex's cumulative token_count: input includes cached input, output includes reasoning.
+ * undefined when it is no object or holds an invalid count (U9 U10): then none of it is read.
+ */
+export function codexBuckets(value: unknown): Buckets | undefined {
+  const usage = objectOf(value);
+  if (!usage) return undefined;
+  const input = tokenCount(usage.input_tokens);
+  const cached = tokenCount(usage.cached_input_tokens);
+  const output = tokenCount(usage.output_tokens);
+  const reasoning = tokenCount(usage.reasoning_output_tokens);
+  if (input < 0 || cached < 0 || output < 0 || reasoning < 0) return undefined;
   return {
-    input: Math.max(0, n(usage.input_tokens) - cached),
+    input: Math.max(0, input - cached),
     cached_input: cached,
     cache_write: 0,
     cache_write_long: 0,
-    output: n(usage.output_tokens),
-    reasoning: n(usage.reasoning_output_tokens),
+    output,
+    reasoning,
   };
 }
 
@@ -521,8 +598,17 @@ function foldCodexRow(cp: Checkpoint, path: string, mark: CodexFileMark, text: s
     if (typeof window === 'number' && window > 0) served.window = window;
   }
   if (parsed.type === 'event_msg' && payload.type === 'token_count') {
-    const info = payload.info as { total_token_usage?: Record<string, unknown> } | null;
-    if (info?.total_token_usage) thread.usage = codexBuckets(info.total_token_usage); // cumulative: the last total is the thread's
+    const info = payload.info as { total_token_usage?: unknown } | null;
+    if (info?.total_token_usage) {
+      const usage = codexBuckets(info.total_token_usage);
+      // U9 U10: an invalid total is not read: the thread keeps its last readable one, and the
+      // reading is partial until a later cumulative total in this rollout supersedes it
+      if (!usage) noteInvalid(cp, path, end);
+      else {
+        thread.usage = usage; // cumulative: the last total is the thread's
+        forgetInvalid(cp, path);
+      }
+    }
   }
 }
 
@@ -550,15 +636,22 @@ function codexTotals(cp: Checkpoint): { totals: UsageTotals; caveat: string | nu
 
 // ---------------------------------------------------------------- Cursor
 
-function cursorResultBuckets(usage: Record<string, unknown>): Buckets {
-  return {
-    input: n(usage.inputTokens),
-    cached_input: n(usage.cacheReadTokens),
-    cache_write: n(usage.cacheWriteTokens),
+/** Cursor's token fields as buckets; undefined when one is invalid (U9 U10): then none of them is read. */
+function cursorBuckets(
+  input: unknown,
+  cachedInput: unknown,
+  cacheWrite: unknown,
+  output: unknown,
+): Buckets | undefined {
+  const usage = {
+    input: tokenCount(input),
+    cached_input: tokenCount(cachedInput),
+    cache_write: tokenCount(cacheWrite),
     cache_write_long: 0,
-    output: n(usage.outputTokens),
+    output: tokenCount(output),
     reasoning: 0,
   };
+  return usage.input < 0 || usage.cached_input < 0 || usage.cache_write < 0 || usage.output < 0 ? undefined : usage;
 }
 
 /**
@@ -578,6 +671,7 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
     const stat = changedSinceMark(cp, path);
     if (!stat) continue;
     if (!stat.isFile()) assertRegularArtifacts([path]);
+    forgetInvalid(cp, path); // read again from its start: its invalid records are counted afresh
     if (stat.size > MAX_LINE_BYTES) {
       note(
         cp,
@@ -587,8 +681,8 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
     }
     let folded = 0;
     let unreadable = 0;
-    /** A record that parses whole is folded; an unreadable line is passed over. */
-    const record = (bytes: Buffer): boolean => {
+    /** A record that parses whole is folded (`end`: the byte it ends at); an unreadable line is passed over. */
+    const record = (bytes: Buffer, end: number): boolean => {
       let value: unknown;
       try {
         value = JSON.parse(bytes.toString('utf8'));
@@ -596,7 +690,7 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
         return false;
       }
       if (typeof value !== 'object' || value === null) return false;
-      foldCursorRecord(cp, seen, path, value as Record<string, unknown>);
+      foldCursorRecord(cp, seen, path, value as Record<string, unknown>, end);
       return true;
     };
     let tailEnd = 0;
@@ -608,12 +702,12 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
         budget,
         // a result written without its newline is read once it parses whole; until then it is still being written
         onTail: (bytes, end) => {
-          if (record(bytes)) tailEnd = end;
+          if (record(bytes, end)) tailEnd = end;
         },
       },
       (row) => {
         if (row.kind !== 'line') return;
-        if (record(row.bytes)) folded++;
+        if (record(row.bytes, row.end)) folded++;
         else unreadable++;
       },
     );
@@ -622,7 +716,8 @@ export async function foldCursor(cp: Checkpoint, artifacts: string[], budget?: R
       // No line is a record: a pretty-printed result spans lines. Read it as one document (the
       // file is at most MAX_LINE_BYTES); until it parses whole it is still being written, and
       // its mark stays as it was, so the next fold reads it again.
-      if (record(await readFile(path))) cp.files[path] = markAfter(stat, stat.size, budget);
+      const whole = await readFile(path);
+      if (record(whole, whole.length)) cp.files[path] = markAfter(stat, stat.size, budget);
       continue;
     }
     cp.files[path] = markAfter(stat, Math.max(complete, tailEnd), budget);
@@ -635,26 +730,33 @@ function foldCursorRecord(
   seen: NonNullable<Checkpoint['seen']>,
   path: string,
   record: Record<string, unknown>,
+  end: number,
 ) {
   if (record.type === 'result') {
     const key = `request:${String(record.request_id || basename(path))}`;
-    if (record.usage && typeof record.usage === 'object')
-      seen[key] ??= {
-        model: String(record.model ?? 'cursor-agent'),
-        usage: cursorResultBuckets(record.usage as Record<string, unknown>),
-      };
-    else note(cp, 'a print-mode result without usage (an older Cursor build): that surface is unavailable');
+    if (record.usage === undefined || record.usage === null) {
+      note(cp, 'a print-mode result without usage (an older Cursor build): that surface is unavailable');
+      return;
+    }
+    const fields = objectOf(record.usage);
+    const usage =
+      fields && cursorBuckets(fields.inputTokens, fields.cacheReadTokens, fields.cacheWriteTokens, fields.outputTokens);
+    // U9 U10: a usage that is no object, or holds an invalid count, is not read
+    if (!usage) noteInvalid(cp, path, end);
+    else seen[key] ??= { model: String(record.model ?? 'cursor-agent'), usage };
     return;
   }
   if (record.hook_event_name !== 'stop' || typeof record.generation_id !== 'string') return;
-  const usage = {
-    input: n(record.input_tokens),
-    cached_input: n(record.cache_read_tokens),
-    cache_write: n(record.cache_write_tokens),
-    cache_write_long: 0,
-    output: n(record.output_tokens),
-    reasoning: 0,
-  };
+  const usage = cursorBuckets(
+    record.input_tokens,
+    record.cache_read_tokens,
+    record.cache_write_tokens,
+    record.output_tokens,
+  );
+  if (!usage) {
+    noteInvalid(cp, path, end); // U9 U10: one invalid token field: none of the turn's is read
+    return;
+  }
   if (usage.input + usage.output + usage.cached_input + usage.cache_write === 0) return; // token fields are optional
   seen[`generation:${record.generation_id}`] ??= {
     model: typeof record.model === 'string' ? record.model : 'cursor-agent',
@@ -709,7 +811,15 @@ export async function fold(harness: Harness, previous: Checkpoint | undefined, a
   return {
     totals,
     measured,
-    reasons: [...cp.reasons, ...stopped, ...(harness === 'codex' ? unfoundChildren(cp) : [])],
+    reasons: [
+      ...cp.reasons,
+      ...invalidReasons(
+        cp,
+        harness === 'claude' ? 'assistant row' : harness === 'codex' ? 'token_count row' : 'record',
+      ),
+      ...stopped,
+      ...(harness === 'codex' ? unfoundChildren(cp) : []),
+    ],
     cost_caveat: caveat,
     checkpoint: cp,
   };

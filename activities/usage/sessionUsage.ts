@@ -49,9 +49,11 @@ export interface FoldResult {
  * Why a reading measured nothing, per artifact (U10): a path that does not exist is a missing
  * source, named as such; an existing file simply held no usage rows.
  */
-function nothingMeasured(artifacts: string[]): string[] {
+function nothingMeasured(artifacts: string[], unreadable: boolean): string[] {
   const empty = artifacts.filter((a) => existsSync(a));
-  return [...missingFiles(artifacts), ...(empty.length ? [`no usage rows in ${empty.join(', ')}`] : [])];
+  // U9: when the reading names rows it could not read, the files are not without usage rows
+  const none = unreadable ? 'no readable usage rows' : 'no usage rows';
+  return [...missingFiles(artifacts), ...(empty.length ? [`${none} in ${empty.join(', ')}`] : [])];
 }
 
 /** U10: the named artifacts that do not exist, as one reason (none when all do). */
@@ -106,7 +108,9 @@ function outcome(
       ? 'partial'
       : 'measured';
   const kept = !reading.measured && stored && stored.status !== 'unavailable' ? stored : undefined;
-  const reasons = reading.measured ? measuredReasons : [...nothingMeasured(artifacts), ...reading.reasons];
+  const reasons = reading.measured
+    ? measuredReasons
+    : [...nothingMeasured(artifacts, reading.reasons.length > 0), ...reading.reasons];
   const totals: UsageTotals = kept ? kept.totals : reading.totals;
   return {
     row: kept

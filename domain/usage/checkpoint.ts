@@ -49,6 +49,11 @@ export interface Checkpoint {
   threads?: Record<string, { usage: Buckets | null; models: string[] }>;
   /** Cursor: print-mode request ids and hook generation ids already counted. */
   seen?: Record<string, { model: string; usage: Buckets }>;
+  /**
+   * U9 U10: per file, the relevant rows whose token counts were invalid (none of their counts
+   * added) and the byte the last one ended at; each file with any makes the reading partial.
+   */
+  invalid_counts?: Record<string, { rows: number; end: number }>;
   /** Codex (U2, U3): the newest served model, effort and context window the main rollout stated. */
   served?: { model: string | null; window: number | null; effort?: string | null };
   /** U8: files whose model history (turn_context) could not be read: pricing is uncertain. */

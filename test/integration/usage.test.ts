@@ -1,4 +1,4 @@
-import { appendFileSync, renameSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, renameSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { sessionActivities } from '../../activities/sessions';
@@ -240,6 +240,32 @@ describe('Claude transcripts', () => {
     expect(partial.status).toBe('partial');
     expect(partial.reasons[0]).toMatch(/unreadable assistant row in s1\.jsonl/);
     expect((await fields('c1')).usage_note).toContain('unreadable assistant row');
+  });
+
+  test('U9 U10 a row with an invalid token count (1e300, -5000, "12", 2^53+1) adds none of its counts: partial with a reason naming the rows; alone it is unavailable, never 1e300 or a zero', async () => {
+    const main = join(dir, 'h1.jsonl');
+    const raw = (id: string, input: string) =>
+      `{"type":"assistant","message":{"id":"${id}","model":"${model}","usage":{"input_tokens":${input},"output_tokens":5}}}\n`;
+    writeFileSync(main, raw('m1', '1e300'));
+    const alone = await foldClaude(main);
+    expect(alone).toMatchObject({ status: 'unavailable', usage_tokens: null });
+    expect(alone.reasons).toEqual([
+      `no readable usage rows in ${main}`,
+      expect.stringMatching(/^1 assistant row in h1\.jsonl with invalid token counts \(not a non-negative integer\)/),
+    ]);
+    expect(await fields('c1')).toMatchObject({ usage_status: 'unavailable', usage_tokens: null, usage_cost_usd: null });
+    appendFileSync(main, raw('m2', '10') + raw('m3', '-5000') + raw('m4', '"12"') + raw('m5', '9007199254740993'));
+    const partial = await foldClaude(main);
+    expect(partial).toMatchObject({ status: 'partial', usage_tokens: 15 });
+    expect(partial.reasons).toEqual([
+      `4 assistant rows in h1.jsonl with invalid token counts (not a non-negative integer), not counted; the last ended at byte ${Buffer.byteLength(readFileSync(main))}`,
+    ]);
+    expect(await fields('c1')).toMatchObject({
+      usage_status: 'partial',
+      usage_tokens: 15,
+      usage_note: expect.stringContaining('4 assistant rows in h1.jsonl with invalid token counts'),
+    });
+    expect((await fields('c1')).usage_cost_usd).toBeLessThan(1);
   });
 
   test('U10 a truncated file is re-read from the start and marked partial; a reading of nothing never replaces a measured one', async () => {
