@@ -20,6 +20,7 @@ import {
 } from '../db/projectDefinition';
 import {
   insertDeclaredProject,
+  lockProjectDeclaration,
   projectByName,
   projectByPrefix,
   setProjectRepository,
@@ -182,6 +183,9 @@ export function projectDefinitionActivities(deps: {
 
       const prefix = d.item_prefix ?? defaultItemPrefix(d.project);
       const tracker = d.tracker ? JSON.stringify(d.tracker) : null;
+      // Idempotent under concurrency too: a second apply of the same file waits here and reads
+      // what the first one wrote, never a duplicate-name failure from inserting it again.
+      await lockProjectDeclaration(trx, { name: d.project, itemPrefix: prefix });
       let project = await projectByName(trx, d.project);
       // the project's own fields: a changed tracker or repository is a change to show (and apply)
       note(

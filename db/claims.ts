@@ -186,23 +186,43 @@ export function heldUnseen(seen: TakeAttempt): boolean {
  * `machine` (qa_admission): the machine must be registered; with `lineGuard`, only a healthy
  * machine with nobody live waiting for it is taken here; anything else goes through the
  * waiting line (W2, W7).
+ *
+ * C5, C3: the row it inserts is guarded (yoke_take_guard, 0062): the session and the machine
+ * rows are locked against an end or a removal, and one that beat the take undoes its insert
+ * and reads as a session not live or a machine not known. Run it outside a transaction: that
+ * refusal is an error of the statement.
  */
 export async function takeClaim(
   db: Executor,
   claim: NewClaimInput,
   opts: { machine?: string; lineGuard?: boolean } = {},
 ): Promise<TakeAttempt> {
-  const [row] = await takeStatement(claim.target_kind, !!opts.lineGuard)(db, {
-    session: claim.session_id,
-    machine: opts.machine ?? null,
-    scope: JSON.stringify(claim.scope),
-    key: claim.key,
-    project: claim.project_id,
-    item: claim.item_id,
-    execution: claim.qa_plan_execution_id ?? null,
-    unit_machine: claim.target_kind === 'qa_admission' ? String(claim.scope.test_machine) : null,
-  });
-  const r = row!.r;
+  let rows: TakeRow[];
+  try {
+    rows = await takeStatement(claim.target_kind, !!opts.lineGuard)(db, {
+      session: claim.session_id,
+      machine: opts.machine ?? null,
+      scope: JSON.stringify(claim.scope),
+      key: claim.key,
+      project: claim.project_id,
+      item: claim.item_id,
+      execution: claim.qa_plan_execution_id ?? null,
+      unit_machine: claim.target_kind === 'qa_admission' ? String(claim.scope.test_machine) : null,
+    });
+  } catch (err) {
+    // C5, C3: the session ended, or the machine was removed, after the statement read them:
+    // its insert is undone, and the caller refuses as for what it would read now
+    const { code, detail } = err as { code?: string; detail?: string };
+    if (code === 'YK001' && (detail === 'session_ended' || detail === 'test_machine_unknown'))
+      return {
+        sessionLive: detail !== 'session_ended',
+        machineKnown: detail !== 'test_machine_unknown',
+        holderExpired: false,
+        lineFree: true,
+      };
+    throw err;
+  }
+  const r = rows[0]!.r;
   const attempt: TakeAttempt = {
     sessionLive: r.session_live,
     machineKnown: r.machine_known,
@@ -262,7 +282,10 @@ function takeStatement(kind: TargetKind, lineGuard: boolean) {
                 WHERE m.known AND m.line_free
                ON CONFLICT DO NOTHING
                RETURNING *),
-             c AS (SELECT ins.*, true AS taken FROM ins
+             -- C5, C3 (0062): only for the row inserted, the session and machine rows are locked
+             -- and read again as committed now; an end or removal that beat this take refuses it
+             g AS (SELECT yoke_take_guard(ins.session_id, ${p.machine}::text) AS ok FROM ins),
+             c AS (SELECT ins.*, g.ok AS taken FROM ins, g
                    UNION ALL
                    SELECT work_claims.*, false FROM work_claims WHERE ${unit} AND NOT EXISTS (SELECT 1 FROM ins))
         SELECT ${rowViewJson(

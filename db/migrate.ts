@@ -58,6 +58,7 @@ import * as runChangeWording from './migrations/0058_run_change_wording';
 import * as claimTimeIsWallTime from './migrations/0059_claim_time_is_wall_time';
 import * as userTimesAndOperatorSession from './migrations/0060_user_times_and_operator_session';
 import * as claimUserTriggersFolded from './migrations/0061_claim_user_triggers_folded';
+import * as testMachineTakeLock from './migrations/0062_test_machine_take_lock';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -120,6 +121,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0059_claim_time_is_wall_time': claimTimeIsWallTime,
   '0060_user_times_and_operator_session': userTimesAndOperatorSession,
   '0061_claim_user_triggers_folded': claimUserTriggersFolded,
+  '0062_test_machine_take_lock': testMachineTakeLock,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

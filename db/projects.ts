@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely';
 import type { Database, ProjectRow } from './database';
 import type { Executor } from './pool';
 import { requireLiveSession } from './sessions';
+import { advisoryXactLock } from './advisoryLock';
 
 export async function projectByName(db: Executor, name: string): Promise<ProjectRow | undefined> {
   return db.selectFrom('projects').selectAll().where('name', '=', name).executeTakeFirst();
@@ -25,6 +26,20 @@ export async function insertProject(
     .onConflict((oc) => oc.doNothing())
     .returningAll()
     .executeTakeFirst();
+}
+
+/**
+ * Serializes the declarations (`yoke apply`) of one project: a transaction-scoped lock on its
+ * name and on its item prefix (both unique), taken in one order, before the apply reads
+ * anything. A concurrent apply of the same file then reads the project the first one created
+ * (unchanged, or updated) instead of failing on the unique name.
+ */
+export async function lockProjectDeclaration(
+  trx: Executor,
+  project: { name: string; itemPrefix: string },
+): Promise<void> {
+  for (const unit of [`project-name:${project.name}`, `project-prefix:${project.itemPrefix}`].sort())
+    await advisoryXactLock(trx, unit);
 }
 
 /** A project as its definition declares it; `tracker` is JSON text. */

@@ -24,6 +24,23 @@ export function assertLiveSession<S extends Pick<SessionRow, 'ended_at' | 'termi
   }
 }
 
+/**
+ * requireLiveSession for a transaction that goes on to take a claim: the row is locked FOR KEY
+ * SHARE, which a session end's FOR UPDATE waits for, so the
+ * session cannot end between this check and the claim's commit (C5). A cheap lock: the claim's
+ * foreign key takes the same one on insert.
+ */
+export async function lockLiveSession(db: Executor, sessionId: string): Promise<SessionRow> {
+  const session = await db
+    .selectFrom('sessions')
+    .selectAll()
+    .where('session_id', '=', sessionId)
+    .forKeyShare()
+    .executeTakeFirst();
+  assertLiveSession(sessionId, session);
+  return session;
+}
+
 export async function sessionById(db: Executor, sessionId: string): Promise<SessionRow | undefined> {
   return db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
 }

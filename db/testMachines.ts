@@ -18,12 +18,33 @@ export async function testMachines(db: Executor, filter: { name?: string } = {})
     .execute();
 }
 
-export async function insertTestMachine(db: Executor, machine: Insertable<TestMachinesTable>): Promise<void> {
-  await db
+/** Inserts a machine unless its name is taken; false when it was (by a concurrent add, say). */
+export async function insertTestMachine(db: Executor, machine: Insertable<TestMachinesTable>): Promise<boolean> {
+  const row = await db
     .insertInto('test_machines')
     .values(machine)
     .onConflict((oc) => oc.doNothing())
-    .execute();
+    .returning('name')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * C3: a removal locks the machine's row FOR UPDATE before it looks for holds; undefined when
+ * it is not registered. A take locks it FOR KEY SHARE (lockTestMachineForTake), which conflicts
+ * with this and with the delete, so a take and a removal serialize.
+ */
+export async function lockTestMachineForRemoval(db: Executor, name: string): Promise<TestMachineRow | undefined> {
+  return db.selectFrom('test_machines').selectAll().where('name', '=', name).forUpdate().executeTakeFirst();
+}
+
+/**
+ * C3: a take's lock on the machine's row (FOR KEY SHARE, through yoke_lock_test_machine: a user
+ * may not lock the admins' table itself); false when the machine is not registered.
+ */
+export async function lockTestMachineForTake(db: Executor, name: string): Promise<boolean> {
+  const { rows } = await sql<{ known: boolean }>`SELECT yoke_lock_test_machine(${name}) AS known`.execute(db);
+  return rows[0]!.known;
 }
 
 /** Issue 3: a re-imaged machine's new host key replaces the pinned one; the machine and its line stay. */

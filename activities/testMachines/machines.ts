@@ -6,6 +6,7 @@ import {
   insertTestMachine,
   lastCheck,
   liveTestMachineHolder,
+  lockTestMachineForRemoval,
   testMachineByName,
   testMachines,
   updateHostKey,
@@ -91,13 +92,15 @@ export function checkRecord(r: CheckRow): CheckRecord {
 
 export async function machineRow(db: Kysely<Database>, name: string): Promise<TestMachineRow> {
   const row = await testMachineByName(db, name);
-  if (!row) {
-    throw refusal('test_machine_not_found', `no test machine is named ${name}`, {
-      recovery: `add it: yoke test-machine add ${name} --host H --port P --user U --credential NAME`,
-      details: { test_machine: name },
-    });
-  }
+  if (!row) throw machineNotFound(name);
   return row;
+}
+
+function machineNotFound(name: string) {
+  return refusal('test_machine_not_found', `no test machine is named ${name}`, {
+    recovery: `add it: yoke test-machine add ${name} --host H --port P --user U --credential NAME`,
+    details: { test_machine: name },
+  });
 }
 
 /** The host key a --host-key-file holds, in its stored form. */
@@ -172,7 +175,7 @@ export async function addTestMachine(
   await requireAdmin(db, `add test machine ${input.name}`);
   await requireNewMachine(db, input.name);
   const { hostKey, source } = await hostKeyToPin(input, deps.ssh);
-  await insertTestMachine(db, {
+  const inserted = await insertTestMachine(db, {
     name: input.name,
     host: input.host,
     port: input.port,
@@ -184,18 +187,23 @@ export async function addTestMachine(
     verify_command: input.verifyCommand ?? 'true',
     capture_command: input.captureCommand ?? 'true',
   });
+  // C3: a concurrent add of the same name won between the check above and this insert: refused
+  // as the check refuses, never answered with the winner's row (its host, not this caller's)
+  if (!inserted) throw machineExists(input.name);
   const [view] = await listTestMachines(deps, { name: input.name });
   return view!;
 }
 
+function machineExists(name: string) {
+  return refusal('test_machine_exists', `test machine ${name} is already added`, {
+    recovery: `to re-pin its host key: yoke test-machine repin ${name} --host-key-file K; to change anything else: yoke test-machine remove ${name}, then add it again`,
+    details: { test_machine: name },
+  });
+}
+
 /** A name already added is refused as such, before anything (a key copy) is written for it. */
 async function requireNewMachine(db: Kysely<Database>, name: string): Promise<void> {
-  if (await testMachineByName(db, name)) {
-    throw refusal('test_machine_exists', `test machine ${name} is already added`, {
-      recovery: `to re-pin its host key: yoke test-machine repin ${name} --host-key-file K; to change anything else: yoke test-machine remove ${name}, then add it again`,
-      details: { test_machine: name },
-    });
-  }
+  if (await testMachineByName(db, name)) throw machineExists(name);
 }
 
 /**
@@ -219,7 +227,10 @@ export async function addTestMachineCopyingKey(
   try {
     view = await addTestMachine(deps, { ...input, credential: installed.credential });
   } catch (err) {
-    uninstallCredentialKey(installed);
+    // A concurrent add of the same name with the same key won the insert: the copy this call
+    // made is the one the winner's credential names (it found it there), so it stays.
+    const winner = await testMachineByName(deps.db, input.name).catch(() => undefined);
+    if (winner?.credential !== installed.credential) uninstallCredentialKey(installed);
     throw err;
   }
   const note = `${installed.created ? 'copied' : 'found'} ${input.identityFile} ${installed.created ? 'to' : 'already at'} ${installed.key_file} (the worker's key directory) and recorded credential ${installed.credential}; the worker logs in with that copy, never with ${input.identityFile}`;
@@ -277,6 +288,10 @@ export async function removeTestMachine(
   await requireAdmin(deps.db, `remove test machine ${input.name}`);
   const { value } = await inLineTransaction(deps.db, deps.notifier, async (trx, effects) => {
     await lockLine(trx, input.name);
+    // C3: the row is locked before the holds are read: an acquire locks it FOR KEY SHARE in its
+    // one statement (no line lock), so it either committed its hold before this lock (read
+    // below, refused test_machine_in_use) or waits for the removal and finds no machine.
+    if (!(await lockTestMachineForRemoval(trx, input.name))) throw machineNotFound(input.name);
     const held = await liveTestMachineHolder(trx, input.name, { includeReserved: false });
     if (held) {
       throw refusal(
