@@ -4,6 +4,7 @@ import type { Database, ProjectRow } from '../db/database';
 import {
   insertGrant,
   insertProject,
+  lockProjectDeclaration,
   listProjectRows,
   projectByName,
   projectByPrefix,
@@ -52,6 +53,8 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
     // said as every admin-only command says it, not as the table's bare permission error
     await requireAdmin(db, `create project ${input.name}`);
     return db.transaction().execute(async (trx) => {
+      // the lock an apply declaring the same project takes: the two never race to insert it
+      await lockProjectDeclaration(trx, { name: input.name, itemPrefix: prefix });
       const inserted = await insertProject(trx, { name: input.name, itemPrefix: prefix });
       if (inserted) return { project: view(inserted), created: true };
       const existing = await projectByName(trx, input.name);

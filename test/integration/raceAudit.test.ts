@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { projectActivities } from '../../activities/projects';
 import { lockProjectDeclaration } from '../../db/projects';
 import { YokeError } from '../../domain/errors';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
@@ -316,6 +317,31 @@ describe('defect 4: concurrent applies of a new project', () => {
     expect(applied.ok ? applied.value.changes.find((c) => c.kind === 'project') : applied).toMatchObject({
       kind: 'project',
       action: expect.stringMatching(/^(unchanged|update)$/),
+    });
+  });
+
+  test('apply idempotency race: a projects create while an apply of the same new project holds its declaration waits for it, so the apply never meets a duplicate name', async () => {
+    // the apply, paused after its declaration lock and before it inserts the project
+    let insertNow!: () => void;
+    const mayInsert = new Promise<void>((r) => (insertNow = r));
+    let locked!: () => void;
+    const hasLock = new Promise<void>((r) => (locked = r));
+    const apply = outcome(
+      t.db.transaction().execute(async (trx) => {
+        await lockProjectDeclaration(trx, { name: 'tool', itemPrefix: 'TOOL' });
+        locked();
+        await mayInsert;
+        await trx.insertInto('projects').values({ name: 'tool', item_prefix: 'TOOL' }).execute();
+      }),
+    );
+    await hasLock;
+    const create = outcome(projectActivities({ db: t.db }).createProject({ name: 'tool', itemPrefix: 'TOOL' }));
+    const createWas = await settledOrBlocked(create, 'pg_advisory_xact_lock');
+    insertNow(); // whatever the create did, so the apply ends either way
+    expect({ createWas, apply: await apply, create: await create }).toMatchObject({
+      createWas: 'blocked',
+      apply: { ok: true },
+      create: { ok: true, value: { created: false } },
     });
   });
 
