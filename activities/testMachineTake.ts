@@ -9,7 +9,7 @@ import {
 } from '../db/claims';
 import { actsFor } from '../db/actors';
 import { liveHolder } from '../db/claimUnits';
-import { lockLiveSession } from '../db/sessions';
+import { requireLiveSession } from '../db/sessions';
 import { lockTestMachineForTake } from '../db/testMachines';
 import { isUnhealthy, lockLine } from '../db/waits';
 import {
@@ -78,7 +78,7 @@ export async function takeTestMachine(
       // C5, C3: the session and the machine rows are locked (FOR KEY SHARE) as the one-statement
       // take locks them, after the line (a session end locks its lines before its row): an end
       // or a removal that commits first is seen here, one that comes later waits for this take.
-      const session = await lockLiveSession(trx, claim.session_id);
+      const session = await requireLiveSession(trx, claim.session_id, { lock: true });
       if (!(await lockTestMachineForTake(trx, machine))) throw testMachineUnknown(machine);
       await expireReservations(trx, lifetimeMs, effects, machine);
       for (let attempt = 0; attempt < 3; attempt++) {

@@ -4,8 +4,23 @@ import type { SessionRow, SessionsTable } from './database';
 import type { Executor } from './pool';
 
 /** The acting session must be registered and still live to take or release anything. */
-export async function requireLiveSession(db: Executor, sessionId: string): Promise<SessionRow> {
-  const session = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+/**
+ * The live session, or its refusal. `lock`: for a transaction that goes on to take a claim, the
+ * row is locked FOR KEY SHARE, which a session end's FOR UPDATE waits for, so the session cannot
+ * end between this check and the claim's commit (C5); a cheap lock, the claim's foreign key
+ * takes the same one on insert.
+ */
+export async function requireLiveSession(
+  db: Executor,
+  sessionId: string,
+  opts: { lock?: boolean } = {},
+): Promise<SessionRow> {
+  const session = await db
+    .selectFrom('sessions')
+    .selectAll()
+    .where('session_id', '=', sessionId)
+    .$if(!!opts.lock, (q) => q.forKeyShare())
+    .executeTakeFirst();
   assertLiveSession(sessionId, session);
   return session;
 }
@@ -22,23 +37,6 @@ export function assertLiveSession<S extends Pick<SessionRow, 'ended_at' | 'termi
   if (endedAt) {
     throw sessionEnded(sessionId, endedAt, session.end_reason);
   }
-}
-
-/**
- * requireLiveSession for a transaction that goes on to take a claim: the row is locked FOR KEY
- * SHARE, which a session end's FOR UPDATE waits for, so the
- * session cannot end between this check and the claim's commit (C5). A cheap lock: the claim's
- * foreign key takes the same one on insert.
- */
-export async function lockLiveSession(db: Executor, sessionId: string): Promise<SessionRow> {
-  const session = await db
-    .selectFrom('sessions')
-    .selectAll()
-    .where('session_id', '=', sessionId)
-    .forKeyShare()
-    .executeTakeFirst();
-  assertLiveSession(sessionId, session);
-  return session;
 }
 
 export async function sessionById(db: Executor, sessionId: string): Promise<SessionRow | undefined> {

@@ -37,12 +37,9 @@ export async function up(db: Kysely<any>): Promise<void> {
         RAISE EXCEPTION 'session % ended while its take was in flight', taker
           USING ERRCODE = 'YK001', DETAIL = 'session_ended', HINT = 'register a new session and take it again';
       END IF;
-      IF machine IS NOT NULL THEN
-        PERFORM 1 FROM test_machines WHERE name = machine FOR KEY SHARE;
-        IF NOT FOUND THEN
-          RAISE EXCEPTION 'test machine % was removed while its take was in flight', machine
-            USING ERRCODE = 'YK001', DETAIL = 'test_machine_unknown', HINT = 'see yoke test-machine list';
-        END IF;
+      IF machine IS NOT NULL AND NOT yoke_lock_test_machine(machine) THEN
+        RAISE EXCEPTION 'test machine % was removed while its take was in flight', machine
+          USING ERRCODE = 'YK001', DETAIL = 'test_machine_unknown', HINT = 'see yoke test-machine list';
       END IF;
       RETURN true;
     END $fn$;
