@@ -43,6 +43,9 @@ export function buildDashboard(opts: DashboardOptions): FastifyInstance {
   const workflowUrl = (workflowId: string) =>
     `${opts.temporalUi.replace(/\/$/, '')}/namespaces/${encodeURIComponent(opts.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 
+  const paths = new Set<string>();
+  app.addHook('onRoute', (route) => void paths.add(route.url));
+
   for (const [route, file] of Object.entries(STATIC)) {
     app.get(route, async (_req, reply) => {
       // Read on each request: an edited page shows on reload, with nothing to rebuild.
@@ -70,6 +73,19 @@ export function buildDashboard(opts: DashboardOptions): FastifyInstance {
   app.get('/api/machines/usage', async () =>
     (await panels()).machinesUsagePanel(opts.viewerSessionId ? { sessionId: opts.viewerSessionId } : undefined),
   );
+  // Every route is a read: another method on a known path is 405 with the methods it takes, so a
+  // client that posts to a panel learns the dashboard is read-only rather than that the path is gone.
+  app.setNotFoundHandler(async (req, reply) => {
+    const path = req.url.split('?')[0]!;
+    if (paths.has(path)) {
+      reply.status(405).header('allow', 'GET, HEAD');
+      return {
+        error: { code: 'method_not_allowed', message: `${req.method} ${path}: the dashboard is read-only; use GET` },
+      };
+    }
+    reply.status(404);
+    return { error: { code: 'not_found', message: `${req.method} ${path}: no such dashboard page or endpoint` } };
+  });
   app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, _req, reply) => {
     // A request Fastify itself refused (a malformed or oversized body) keeps its 4xx: the caller's input, not a fault.
     const clientError = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;

@@ -39,3 +39,29 @@ test('issue 15: a malformed or oversized request body is answered 4xx with its c
   expect((await fetch(`http://127.0.0.1:${port}/api/board`)).status).toBe(200);
   await app.close();
 });
+
+test('issue 15: another method on a dashboard path is 405 naming GET; an unknown path is 404 with a code', async () => {
+  const app = buildDashboard({
+    db: t.db,
+    driverFreshMs: async () => 600_000,
+    temporalUi: 'http://127.0.0.1:8233',
+    namespace: 'default',
+    pollMs: 2000,
+    publicDir: __dirname,
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as { port: number };
+  const url = (path: string) => `http://127.0.0.1:${port}${path}`;
+  for (const method of ['POST', 'PUT', 'DELETE']) {
+    const refused = await fetch(url('/api/runs?x=1'), { method });
+    expect(refused.status).toBe(405);
+    expect(refused.headers.get('allow')).toBe('GET, HEAD');
+    expect(await refused.json()).toMatchObject({ error: { code: 'method_not_allowed' } });
+  }
+  const head = await fetch(url('/api/config'), { method: 'HEAD' });
+  expect(head.status).toBe(200);
+  const missing = await fetch(url('/api/nothing-here'));
+  expect(missing.status).toBe(404);
+  expect(await missing.json()).toMatchObject({ error: { code: 'not_found' } });
+  await app.close();
+});
