@@ -32,8 +32,14 @@ export function sweepActivities(deps: { db: Kysely<Database>; line?: Partial<Lin
    */
   async function sweepStaleSessions(input: { staleAfterMs: number }): Promise<SweepResult> {
     const effects = noEffects();
+    // C5: terminated in a transaction of its own, which locks only session rows, before the
+    // release: a take through the waiting line holds the line and then waits for its session, so
+    // a sweep that held sessions while it went on to the lines (cancelled waits, expired
+    // reservations) could deadlock with it. A sweep stopped in between leaves terminated
+    // sessions with their claims, which the next sweep's release finds (it releases the claims
+    // of every ended or terminated session).
+    const stale = await terminateStaleSessions(db, input.staleAfterMs, 'stale_session_sweep');
     const result = await db.transaction().execute(async (trx) => {
-      const stale = await terminateStaleSessions(trx, input.staleAfterMs, 'stale_session_sweep');
       const released = await releaseNonStickyClaimsOfEndedSessions(trx, 'stale_session_sweep');
       await cancelWaitsOfEndedSessions(trx, lifetimeMs, effects);
       const expired = await expireReservations(trx, lifetimeMs, effects);

@@ -137,12 +137,24 @@ export async function recordServedFacts(
 
 /** C5: terminates every live session whose heartbeat is older than `staleAfterMs`; returns their ids. */
 export async function terminateStaleSessions(db: Executor, staleAfterMs: number, reason: string): Promise<string[]> {
+  // C5: the stale rows are locked FOR UPDATE first (in one order), because the UPDATE's own
+  // lock does not conflict with the FOR KEY SHARE a take holds on its session (0062): a take in
+  // flight commits before the termination, so the sweep's release that follows sees its claim,
+  // and a take after it reads the session terminated and is refused. A heartbeat that commits
+  // meanwhile is re-read under the lock, and that session is no longer stale.
   const rows = await db
     .updateTable('sessions')
     .set({ terminated_at: sql`now()`, end_reason: reason })
-    .where('ended_at', 'is', null)
-    .where('terminated_at', 'is', null)
-    .where('heartbeat_at', '<', sql<Date>`now() - make_interval(secs => ${staleAfterMs / 1000})`)
+    .where('session_id', 'in', (s) =>
+      s
+        .selectFrom('sessions')
+        .select('session_id')
+        .where('ended_at', 'is', null)
+        .where('terminated_at', 'is', null)
+        .where('heartbeat_at', '<', sql<Date>`now() - make_interval(secs => ${staleAfterMs / 1000})`)
+        .orderBy('session_id')
+        .forUpdate(),
+    )
     .returning('session_id')
     .execute();
   return rows.map((r) => r.session_id);

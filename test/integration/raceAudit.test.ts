@@ -191,6 +191,46 @@ describe('defect 1: a take racing its session end', () => {
   });
 });
 
+describe('a take racing the stale-session sweep', () => {
+  test('C5 race: a take in flight when the sweep terminates its stale session is released by that sweep', async () => {
+    await recordItem('WEB-2');
+    await watcher.query(`UPDATE sessions SET heartbeat_at = now() - interval '2 hours' WHERE session_id = 'w1'`);
+    // w1's take has inserted its claim and passed its guard (0062), and has not committed yet
+    await holdItemUncommitted('w1', 'WEB-2');
+    await other.query(`SELECT yoke_take_guard('w1', NULL)`);
+    const sweep = outcome(s.sweepStaleSessions({ staleAfterMs: 3_600_000 }));
+    // the sweep must wait for the take: terminating w1 under it, it would release nothing
+    expect(await settledOrBlocked(sweep, 'for update')).toBe('blocked');
+    await other.query('COMMIT');
+    const swept = await sweep;
+    expect(swept).toMatchObject({ ok: true, value: { terminated_sessions: ['w1'] } });
+    const taken = await watcher.query<{ claim_id: number }>(
+      `SELECT claim_id FROM work_claims WHERE session_id = 'w1' AND target_kind = 'item'`,
+    );
+    expect(swept.ok && swept.value.released_claim_ids).toEqual(taken.rows.map((r) => r.claim_id));
+    expect(await liveClaimsOfEndedSessions()).toEqual([]);
+  });
+
+  test('C5 race: a take that starts while the sweep waits to terminate its session is released by that sweep', async () => {
+    await recordItem('WEB-2');
+    await watcher.query(`UPDATE sessions SET heartbeat_at = now() - interval '2 hours' WHERE session_id = 'w1'`);
+    // the sweep's termination waits behind a lock on w1 held here, as another take's guard holds it
+    await other.query('BEGIN');
+    await other.query(`SELECT 1 FROM sessions WHERE session_id = 'w1' FOR KEY SHARE`);
+    const sweep = outcome(s.sweepStaleSessions({ staleAfterMs: 3_600_000 }));
+    expect(await settledOrBlocked(sweep, 'for update')).toBe('blocked');
+    // a take meanwhile shares that lock (takes never wait for each other) and commits first
+    const taken = await s.takeItem({ sessionId: 'w1', item: 'WEB-2' });
+    await other.query('COMMIT');
+    // the termination comes after it, so the release that follows finds its claim
+    expect(await sweep).toMatchObject({
+      ok: true,
+      value: { terminated_sessions: ['w1'], released_claim_ids: [taken.claim.claim_id] },
+    });
+    expect(await liveClaimsOfEndedSessions()).toEqual([]);
+  });
+});
+
 describe('defect 2: a QA host take racing the machine removal', () => {
   test('C3 race: a removal while a take is in flight never leaves a hold on no machine', async () => {
     // the take locks lab-1 and waits at the insert behind another session's uncommitted hold
