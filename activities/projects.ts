@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { requireAdmin } from '../db/actors';
+import { actorKnown, requireAdmin } from '../db/actors';
 import type { Database, ProjectRow } from '../db/database';
 import {
   insertGrant,
@@ -92,11 +92,22 @@ export function projectActivities(deps: { db: Kysely<Database> }) {
     await requireAdmin(db, `grant ${input.permission} on project ${input.project}`);
     const project = await requireProject(db, input.project);
     await insertGrant(db, { projectId: project.project_id, actorId: input.actor, permission: input.permission });
+    // A grant may come before its actor's first login or session, so it is kept; but a name
+    // nothing knows is most often a typo, which would otherwise leave the real actor refused.
+    const warnings = (await actorKnown(db, input.actor))
+      ? []
+      : [
+          {
+            code: 'actor_unknown' as const,
+            message: `no login role or session is named ${input.actor}: the grant is kept and applies once that actor connects or registers a session; if the name is misspelt, grant the right one (yoke actors list shows the login roles)`,
+          },
+        ];
     return {
       project: project.name,
       project_id: project.project_id,
       actor_id: input.actor,
       permission: input.permission,
+      warnings,
     };
   }
 

@@ -76,3 +76,14 @@ export async function connectionMayMigrate(db: Executor): Promise<boolean> {
   if (!rows[0]!.present) return true;
   return (await connectedActor(db)).admin;
 }
+
+/**
+ * Whether anything names `actorId` yet: a login role, or a session registered for it (an actor
+ * of a single-user setup is only the name its sessions carry).
+ */
+export async function actorKnown(db: Executor, actorId: string): Promise<boolean> {
+  const { rows } = await sql<{ known: boolean }>`
+    SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = ${actorId})
+        OR EXISTS (SELECT 1 FROM sessions WHERE actor_id = ${actorId}) AS known`.execute(db);
+  return rows[0]!.known;
+}

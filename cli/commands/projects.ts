@@ -32,7 +32,11 @@ export function registerProjects(program: Command): void {
         BaseOptions.extend({ actor: nonEmpty, permission: nonEmpty }),
         ({ db }, o, [name]) =>
           projectActivities({ db }).grantPermission({ project: name!, actor: o.actor, permission: o.permission }),
-        (g) => `granted ${g.permission} on ${g.project} to ${g.actor_id}`,
+        (g) =>
+          [
+            `granted ${g.permission} on ${g.project} to ${g.actor_id}`,
+            ...g.warnings.map((w) => `warning: ${w.message}`),
+          ].join('\n'),
       ),
     );
 

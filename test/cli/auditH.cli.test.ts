@@ -150,3 +150,39 @@ test('issue 4: a run named by its bare number is refused run_not_found with a re
     'list runs with: yoke deployment-runs list --project P',
   );
 });
+
+test('issue 13: projects grant to an actor nothing names yet keeps the grant and warns actor_unknown; a known actor gets no warning', async () => {
+  const typo = await run(['projects', 'grant', 'web', '--actor', 'drvier', '--permission', 'claims.release', '--json']);
+  expect(typo.code).toBe(0);
+  expect(json(typo)).toMatchObject({
+    actor_id: 'drvier',
+    permission: 'claims.release',
+    warnings: [{ code: 'actor_unknown', message: expect.stringContaining('no login role or session is named drvier') }],
+  });
+  const text = await run(['projects', 'grant', 'web', '--actor', 'drvier', '--permission', 'runs.deploy']);
+  expect(text.stdout).toMatch(
+    /^granted runs.deploy on web to drvier\nwarning: no login role or session is named drvier/,
+  );
+  const kept = await db()
+    .selectFrom('project_grants')
+    .select(['actor_id', 'permission'])
+    .where('actor_id', '=', 'drvier')
+    .orderBy('permission')
+    .execute();
+  expect(kept).toEqual([
+    { actor_id: 'drvier', permission: 'claims.release' },
+    { actor_id: 'drvier', permission: 'runs.deploy' },
+  ]);
+  // 'driver' has registered sessions: nothing to warn about
+  const known = await run([
+    'projects',
+    'grant',
+    'web',
+    '--actor',
+    'driver',
+    '--permission',
+    'claims.release',
+    '--json',
+  ]);
+  expect(json(known).warnings).toEqual([]);
+});
