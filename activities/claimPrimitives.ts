@@ -342,7 +342,7 @@ export async function listPathClaims(
   input: { item?: string; project?: string; activeOnly?: boolean },
 ) {
   const { db } = deps;
-  // A list only reads: an item nobody recorded (a typo) is refused item_not_found, never
+  // A list only reads: an item nobody recorded (a typo) is refused item_unknown, never
   // created as a side effect (it then showed in items list and frontier) and listed as empty.
   const item = input.item ? await itemByRef(db, parseItemRef(input.item)) : undefined;
   const projectId = input.project ? (await requireProject(db, input.project)).project_id : undefined;

@@ -45,7 +45,8 @@ export async function itemByRef(db: Executor, ref: ItemRef, opts: { lock?: boole
   if (opts.lock) q = q.forUpdate(['i']);
   const row = await q.executeTakeFirst();
   if (!row) {
-    throw refusal('item_not_found', `no item ${formatItemRef(ref)} is recorded`, {
+    // the code a take or a run's create gives the same typo (issue 10 names it)
+    throw refusal('item_unknown', `no backlog item ${formatItemRef(ref)} exists`, {
       recovery: 'declare it in the project definition and apply, or name an existing item (yoke items list)',
       details: { item: formatItemRef(ref) },
     });

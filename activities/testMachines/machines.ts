@@ -13,6 +13,7 @@ import {
 } from '../../db/testMachines';
 import { isUnhealthy, lockLine, waitingCount, waitViews, type WaitView } from '../../db/waits';
 import { CREDENTIAL_PATTERN, CREDENTIAL_RECOVERY } from '../../domain/credentials';
+import { testMachineUnknown } from '../../domain/claimRefusals';
 import { refusal, usageError } from '../../domain/errors';
 import { fingerprint, formatHostKey, parseHostKeyText, parseStoredHostKey } from '../../domain/hostKeys';
 import {
@@ -92,15 +93,8 @@ export function checkRecord(r: CheckRow): CheckRecord {
 
 export async function machineRow(db: Kysely<Database>, name: string): Promise<TestMachineRow> {
   const row = await testMachineByName(db, name);
-  if (!row) throw machineNotFound(name);
+  if (!row) throw testMachineUnknown(name);
   return row;
-}
-
-function machineNotFound(name: string) {
-  return refusal('test_machine_not_found', `no test machine is named ${name}`, {
-    recovery: `add it: yoke test-machine add ${name} --host H --port P --user U --credential NAME`,
-    details: { test_machine: name },
-  });
 }
 
 /** The host key a --host-key-file holds, in its stored form. */
@@ -291,7 +285,7 @@ export async function removeTestMachine(
     // C3: the row is locked before the holds are read: an acquire locks it FOR KEY SHARE in its
     // one statement (no line lock), so it either committed its hold before this lock (read
     // below, refused test_machine_in_use) or waits for the removal and finds no machine.
-    if (!(await lockTestMachineForRemoval(trx, input.name))) throw machineNotFound(input.name);
+    if (!(await lockTestMachineForRemoval(trx, input.name))) throw testMachineUnknown(input.name);
     const held = await liveTestMachineHolder(trx, input.name, { includeReserved: false });
     if (held) {
       throw refusal(

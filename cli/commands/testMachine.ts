@@ -6,7 +6,8 @@ import type { CheckOutcome, CheckRecord, TestMachineView, WaitView } from '../..
 import type { Reservation } from '../../activities/waitingLine';
 import type { CheckKind } from '../../domain/checkKinds';
 import { CREDENTIAL_RECOVERY, CredentialName } from '../../domain/credentials';
-import { YokeError, refusal, usageError } from '../../domain/errors';
+import { testMachineUnknown } from '../../domain/claimRefusals';
+import { YokeError, usageError } from '../../domain/errors';
 import { HostAddress, SshUser } from '../../domain/projectDefinition';
 import type { CheckInput } from '../../workflows/definitions';
 import type { testMachineCheck } from '../../workflows/testMachineCheck';
@@ -74,20 +75,14 @@ function waitsTable(rows: WaitView[]): string {
   );
 }
 
-function machineNotFound(testMachine: string): YokeError {
-  return refusal('test_machine_not_found', `no test machine is named ${testMachine}`, {
-    recovery: 'see yoke test-machine list',
-    details: { test_machine: testMachine },
-  });
-}
-
 /**
  * verify / golden-capture run as a Temporal workflow so the SSH command is an activity that
  * heartbeats and can be cancelled; the CLI starts it and waits for its report.
  */
 async function runCheck(ctx: CommandContext, name: string, sessionId: string, kind: CheckKind, json: boolean) {
   const testMachine = testMachineName(name); // C3: the workflow id and search attribute use the one spelling
-  if (!(await (await machines(ctx)).listTestMachines({ name: testMachine })).length) throw machineNotFound(testMachine);
+  if (!(await (await machines(ctx)).listTestMachines({ name: testMachine })).length)
+    throw testMachineUnknown(testMachine);
   // C1 W8: a check acts as its session; an unregistered or ended one is refused before a worker
   // is asked to run it (the check's hold would refuse it too, but only after waiting for a worker)
   const { sessionActivities } = await import('../../activities/sessions');
@@ -303,7 +298,7 @@ export function registerTestMachine(program: Command): void {
           const rows = await acts.listWaits({ testMachine: name, all: o.all });
           // A typo must not read as an empty line: a machine nobody added (and no line it left) is named.
           if (name && !rows.length && !(await acts.listTestMachines({ name: testMachineName(name) })).length)
-            throw machineNotFound(testMachineName(name));
+            throw testMachineUnknown(testMachineName(name));
           return rows;
         },
         waitsTable,

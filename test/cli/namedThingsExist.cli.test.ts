@@ -88,10 +88,10 @@ test('issue 11 Q4: advance of a created run refuses run_not_executing (exit 1) i
   expect(jsonError(cancelled)).toMatchObject({ code: 'run_not_executing', details: { status: 'cancelled' } });
 });
 
-test('issue 3: test-machine waits NAME of a machine nobody added refuses test_machine_not_found instead of an empty line', async () => {
+test('issue 3: test-machine waits NAME of a machine nobody added refuses test_machine_unknown instead of an empty line', async () => {
   const refused = await run(['test-machine', 'waits', 'lab-typo', '--json']);
   expect(refused.code).toBe(1);
-  expect(jsonError(refused)).toMatchObject({ code: 'test_machine_not_found', details: { test_machine: 'lab-typo' } });
+  expect(jsonError(refused)).toMatchObject({ code: 'test_machine_unknown', details: { test_machine: 'lab-typo' } });
   // every machine's line, with none added, is still an empty answer
   const all = await run(['test-machine', 'waits', '--json']);
   expect(all.code).toBe(0);

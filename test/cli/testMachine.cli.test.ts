@@ -538,7 +538,7 @@ test('W3 W8 issue 3 a re-imaged machine is re-pinned in place: repin keeps its w
   // a machine nobody added is named as such
   expect(
     jsonError(await run(['test-machine', 'repin', 'nosuch', '--host-key-file', host.hostKeyFile, '--json'])).code,
-  ).toBe('test_machine_not_found');
+  ).toBe('test_machine_unknown');
 });
 
 test('W3 issue 3 Ctrl-C on test-machine verify cancels the check: the machine is released before exit 130, nothing is recorded', async () => {

@@ -128,9 +128,9 @@ describe('every claim primitive the board shows can be taken, exclusively', () =
     expect((await refusalOf(p.takePaths({ sessionId: 'w1', paths: ['../etc/passwd'] }))).code).toBe('invalid_argument');
   });
 
-  test('issue 15 B8: path-claims list --item naming an item nobody recorded refuses item_not_found and records no item', async () => {
+  test('issue 15 B8: path-claims list --item naming an item nobody recorded refuses item_unknown and records no item', async () => {
     const refused = await refusalOf(p.listPathClaims({ item: 'WEB-998' }));
-    expect(refused).toMatchObject({ code: 'item_not_found', details: { item: 'WEB-998' } });
+    expect(refused).toMatchObject({ code: 'item_unknown', details: { item: 'WEB-998' } });
     const recorded = await t.db.selectFrom('backlog_items').select('number').where('number', '=', 998).execute();
     expect(recorded).toEqual([]);
   });
