@@ -191,6 +191,9 @@ async function followRun(
       suspect = await health();
     }
     if (Date.now() - started > opts.timeoutMs) {
+      // A workflow found missing is confirmed now rather than left to a timeout: the run was
+      // re-read since that look, and "it will never move" is the answer the watcher needs.
+      if (suspect && view.status === 'executing') await health();
       throw unreachable(
         'wait_timeout',
         `run ${runId} did not end within ${Math.round(opts.timeoutMs / 1000)} s of watching`,
