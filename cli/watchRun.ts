@@ -206,6 +206,8 @@ async function followRun(
         },
       );
     }
-    await new Promise((r) => setTimeout(r, opts.intervalMs));
+    // never past --timeout: the last read comes when the time is up, not an interval later
+    const left = opts.timeoutMs - (Date.now() - started);
+    await new Promise((r) => setTimeout(r, Math.max(0, Math.min(opts.intervalMs, left + 1))));
   }
 }

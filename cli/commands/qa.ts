@@ -421,7 +421,9 @@ export function registerQa(program: Command): void {
                 },
               );
             }
-            await new Promise((r) => setTimeout(r, o.intervalMs));
+            // never past --timeout: the last read comes when the time is up, not an interval later
+            const left = o.timeout * 1000 - (Date.now() - started);
+            await new Promise((r) => setTimeout(r, Math.max(0, Math.min(o.intervalMs, left + 1))));
           }
         } finally {
           await stopHeartbeat();

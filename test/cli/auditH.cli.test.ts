@@ -186,3 +186,14 @@ test('issue 13: projects grant to an actor nothing names yet keeps the grant and
   ]);
   expect(json(known).warnings).toEqual([]);
 });
+
+test('issue 10: deployment-runs watch ends at --timeout even when --interval-ms is longer (it slept a whole interval past it)', async () => {
+  const runId = await createdRun('abcdef9999', ['WEB-1']);
+  const started = Date.now();
+  const r = await run(['deployment-runs', 'watch', runId, '--timeout', '1', '--interval-ms', '60000', '--json']);
+  const took = Date.now() - started;
+  expect(r.code).toBe(3);
+  expect(jsonError(r)).toMatchObject({ code: 'wait_timeout', details: { run_id: runId, status: 'created' } });
+  // a bound, not a speed figure: without it the watch returns after its 60 s interval
+  expect(took).toBeLessThan(30_000);
+});

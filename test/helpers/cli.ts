@@ -26,6 +26,9 @@ export function yoke(databaseUrl: string, args: string[], env: Record<string, st
           DATABASE_URL: databaseUrl,
           YOKE_HOME: HOME,
           YOKE_SSH_KEY_DIR: testKeyDir,
+          // Nothing listens there: a Temporal server someone runs on the default port (npm start)
+          // must never receive a test's workflows. Tests that need Temporal name its address.
+          TEMPORAL_ADDRESS: '127.0.0.1:9',
           ...env,
         },
       },
