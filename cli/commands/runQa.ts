@@ -82,8 +82,9 @@ export function registerRunQa(dr: Command): void {
           await import('../blockingQa')
         ).readBlockingQa(ctx, runId, null, `yoke deployment-runs advance ${runId}`);
         // A created run has no stage to hold: its QA is owed, but nothing waits on it yet (Q4);
-        // a cancelled or succeeded one has nothing left to advance (a failed one is told its next step).
-        if (report.status === 'created' || report.status === 'cancelled' || report.status === 'succeeded') {
+        // a cancelled or succeeded one has nothing left to advance; a failed one is not advanced
+        // either (exit 1, not 0), and is told its next step (its failed QA, or a retry).
+        if (report.status !== 'executing') {
           throw refusal(
             'run_not_executing',
             `run ${runId} is ${report.status}; only an executing run is held by blocking QA`,
@@ -91,22 +92,27 @@ export function registerRunQa(dr: Command): void {
               recovery:
                 report.status === 'created'
                   ? `execute it first: yoke deployment-runs execute ${runId}`
-                  : `nothing to advance; see it: yoke deployment-runs get ${runId}`,
+                  : report.status === 'failed' && report.recovery
+                    ? report.recovery
+                    : `nothing to advance; see it: yoke deployment-runs get ${runId}`,
               details: { run_id: runId, status: report.status },
             },
           );
         }
         // Q4: the rule `held` and the workflow's hold read (pending, or failed at a QA stage)
         const unresolved = report.members.length > 0 || report.run_obligations.some(holdsCompletingStage);
-        if (!unresolved && report.status === 'executing') await ctx.temporal.qaNotifier().runQaSettled(runId);
-        return { ...report, advanced: !unresolved && report.status === 'executing' };
+        if (!unresolved) await ctx.temporal.qaNotifier().runQaSettled(runId);
+        return { ...report, advanced: !unresolved };
       });
       const text = await lines(r);
       emit(!!o.json, r, () =>
         [
           ...(r.advanced
-            ? [`run ${r.run_id}: no blocking QA outstanding; advancing`]
-            : text.length && r.status === 'executing'
+            ? [
+                // told to go on, which need not mean it moves now: an approval stage still waits for its approver
+                `run ${r.run_id}: no blocking QA outstanding; its workflow is told to go on (follow it: yoke deployment-runs watch ${r.run_id})`,
+              ]
+            : text.length
               ? [
                   // Q4's hold is before the completing stage; a run still at an earlier QA stage waits there
                   r.held
@@ -118,6 +124,6 @@ export function registerRunQa(dr: Command): void {
           ...nextLines(r),
         ].join('\n'),
       );
-      if (!r.advanced && text.length && r.status === 'executing') process.exitCode = 5;
+      if (!r.advanced && text.length) process.exitCode = 5;
     });
 }

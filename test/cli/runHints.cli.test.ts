@@ -234,9 +234,14 @@ test('Q4 O4: a run held by blocking QA recorded failed says what to do next (rec
     recovery: next,
   });
   expect(ok(await run(['deployment-runs', 'qa-pending', runF], 'd2')).stdout).toContain(`next: ${next}`);
-  expect(ok(await run(['deployment-runs', 'advance', runF], 'd2')).stdout).toBe(
-    `run ${runF} is failed\nnext: ${next}\n`,
-  );
+  // advance moves nothing on a failed run: refused (exit 1, not 0), naming the same next step
+  const advance = await run(['deployment-runs', 'advance', runF, '--json'], 'd2');
+  expect(advance.code).toBe(1);
+  expect(jsonError(advance)).toMatchObject({
+    code: 'run_not_executing',
+    recovery: next,
+    details: { run_id: runF, status: 'failed' },
+  });
   // execute of the failed run is refused run_failed as before, naming what moves it rather than a bare retry
   const execute = await run(['deployment-runs', 'execute', runF, '--json'], 'd2');
   expect(execute.code).toBe(1);
