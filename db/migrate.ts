@@ -59,6 +59,7 @@ import * as claimTimeIsWallTime from './migrations/0059_claim_time_is_wall_time'
 import * as userTimesAndOperatorSession from './migrations/0060_user_times_and_operator_session';
 import * as claimUserTriggersFolded from './migrations/0061_claim_user_triggers_folded';
 import * as testMachineTakeLock from './migrations/0062_test_machine_take_lock';
+import * as claimHeartbeatFromItsTake from './migrations/0063_claim_heartbeat_from_its_take';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -122,6 +123,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0060_user_times_and_operator_session': userTimesAndOperatorSession,
   '0061_claim_user_triggers_folded': claimUserTriggersFolded,
   '0062_test_machine_take_lock': testMachineTakeLock,
+  '0063_claim_heartbeat_from_its_take': claimHeartbeatFromItsTake,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -186,7 +186,10 @@ export function runStageActivities(deps: {
       };
     } catch (err) {
       if (control.signal?.aborted) throw err;
-      return { ok: false, detail: `${action.http.method} ${url} failed: ${(err as Error).message}` };
+      // fetch says only "fetch failed"; the cause (ECONNREFUSED, ENOTFOUND, a timeout) is what the driver needs
+      const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
+      const why = cause ? ` (${cause.code ?? cause.message ?? String(cause)})` : '';
+      return { ok: false, detail: `${action.http.method} ${url} failed: ${(err as Error).message}${why}` };
     } finally {
       clearInterval(beat);
     }

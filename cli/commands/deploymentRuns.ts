@@ -273,7 +273,8 @@ async function poke(
     if ((err as Error).name === 'WorkflowNotFoundError') return;
     warn(
       json,
-      `warning: could not signal run ${runId}'s workflow (${(err as Error).message}); it re-reads Postgres within 10 minutes (or now: yoke deployment-runs repair ${runId})`,
+      // not `repair`: that starts a missing workflow, and this one runs; it only missed a nudge
+      `warning: could not signal run ${runId}'s workflow (${(err as Error).message}); the change is recorded, and the workflow re-reads Postgres within 10 minutes by itself`,
     );
   }
 }

@@ -142,12 +142,14 @@ describe('test-machine waiting line', () => {
         .executeTakeFirstOrThrow(),
       t.db
         .selectFrom('work_claims')
-        .select('claimed_at')
+        .select(['claimed_at', 'heartbeat_at'])
         .where('session_id', '=', 'q2')
         .where('key', '=', LAB)
         .executeTakeFirstOrThrow(),
     ]);
     expect(reserved.claimed_at.getTime()).toBeGreaterThanOrEqual(ended.released_at!.getTime());
+    // 0063: nor does a claim heartbeat before it was claimed (the turn is inserted late in its transaction)
+    expect(reserved.heartbeat_at.getTime()).toBeGreaterThanOrEqual(reserved.claimed_at.getTime());
 
     const intruder = await refusalOf(s.acquireCoordinationClaim({ sessionId: 'w2', key: LAB }));
     expect(intruder.code).toBe('claim_held');
