@@ -761,7 +761,7 @@ export function qaExecutionActivities(deps: {
         (r) => r.case_name === input.case && r.verdict === verdict && r.recorded_by_session_id === input.sessionId,
       );
       if (!mine) throw await settledRefusal(db, e);
-      return { ...humanAnswer(e, mine, false), execution_status: e.status };
+      return { ...humanAnswer(e, mine, false), execution_status: e.status, warnings: [] as string[] };
     }
     const step = planSteps(e.plan).find((s) => s.name === input.case);
     if (!step) {
@@ -804,9 +804,15 @@ export function qaExecutionActivities(deps: {
       }
       return written;
     });
-    // Issue 13: the row is the verdict; the execution's workflow is only woken to read it.
-    await deps.qaNotifier?.casesRecorded?.(e.execution_id).catch(() => undefined);
-    return { ...humanAnswer(e, row, recorded), execution_status: 'running' };
+    // Issue 13: the row is the verdict; the execution's workflow is only woken to read it. A lost
+    // nudge strands nothing (the workflow re-reads its cases on a timer) but delays it: said.
+    const warnings: string[] = [];
+    await deps.qaNotifier?.casesRecorded?.(e.execution_id).catch((err: unknown) => {
+      warnings.push(
+        `could not signal execution ${e.execution_id}'s workflow (${(err as Error).message}); the ${verdict === 'waived' ? 'waiver' : 'verdict'} is recorded, and the workflow reads it within 5 minutes by itself`,
+      );
+    });
+    return { ...humanAnswer(e, row, recorded), execution_status: 'running', warnings };
   }
 
   /**

@@ -256,7 +256,9 @@ export function registerQa(program: Command): void {
           const sessionId = actingSession(o);
           // Issue 13: written here under the caller's role (R1 in Postgres); the workflow is only nudged to read it.
           const request = { executionId, case: o.case, verdict: o.verdict, note: o.note, sessionId, runId: o.run };
-          return (await qa(ctx)).recordHumanVerdict(request);
+          const r = await (await qa(ctx)).recordHumanVerdict(request);
+          for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
+          return r;
         },
         (r) =>
           `execution ${r.execution_id} case ${r.case}: ${r.verdict} (served ${r.observed_commit ?? '?'}, ${r.revision_check})${alreadyRecorded(r)}`,
@@ -271,13 +273,18 @@ export function registerQa(program: Command): void {
     .action(
       commandAction(
         BaseOptions.extend({ case: nonEmpty, reason: nonEmpty }),
-        async (ctx, o, [rawId]) =>
-          (await qa(ctx)).waiveExecutionCase({
+        async (ctx, o, [rawId]) => {
+          const r = await (
+            await qa(ctx)
+          ).waiveExecutionCase({
             executionId: executionIdOf(rawId!),
             case: o.case,
             reason: o.reason,
             sessionId: actingSession(o),
-          }),
+          });
+          for (const w of r.warnings) warn(!!o.json, `warning: ${w}`);
+          return r;
+        },
         (r) => `execution ${r.execution_id} case ${r.case}: waived${alreadyRecorded(r)}`,
       ),
     );

@@ -282,6 +282,41 @@ describe('start identity and served revision', () => {
     ok(await run(['qa', 'abort', id, '--reason', 'seen enough'], 'q1'));
   }, 120_000);
 
+  test('issue 13: a verdict or waiver whose workflow nudge fails is recorded (exit 0) and says so on stderr, naming the re-read that will find it', async () => {
+    const begun = await beginUnstarted();
+    const id = String(begun.execution_id);
+    const down = { TEMPORAL_ADDRESS: '127.0.0.1:9' };
+    const verdict = await run(['qa', 'verdict', id, '--case', 'gate', '--verdict', 'passed', '--json'], 'q1', down);
+    expect(verdict.code).toBe(0);
+    // with --json the warning is in the answer; in text it goes to stderr
+    expect(json(verdict)).toMatchObject({
+      case: 'gate',
+      verdict: 'passed',
+      warnings: [
+        expect.stringMatching(
+          new RegExp(
+            `^could not signal execution ${id}'s workflow .*the verdict is recorded, and the workflow reads it within 5 minutes by itself$`,
+          ),
+        ),
+      ],
+    });
+    const waived = await run(['qa', 'waive', id, '--case', 'looks-right', '--reason', 'seen in staging'], 'd1', down);
+    expect(waived.code).toBe(0);
+    expect(waived.stderr).toContain(`warning: could not signal execution ${id}'s workflow`);
+    expect(waived.stderr).toContain('the waiver is recorded');
+    const recorded = await t.db
+      .selectFrom('qa_plan_execution_results')
+      .select(['case_name', 'verdict'])
+      .where('execution_id', '=', begun.execution_id)
+      .orderBy('ordinal')
+      .execute();
+    expect(recorded).toEqual([
+      { case_name: 'gate', verdict: 'passed' },
+      { case_name: 'looks-right', verdict: 'waived' },
+    ]);
+    ok(await run(['qa', 'abort', id, '--reason', 'nudges tested'], 'q1'));
+  }, 120_000);
+
   test('Q2 a target serving another build is reported on stderr naming both commits; QA proceeds and each case records what it observed', async () => {
     stage.revision = 'feedbeef00000009';
     try {
