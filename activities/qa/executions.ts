@@ -76,6 +76,8 @@ export interface BeginResult {
    * one: a `qa begin` repeated after a lost answer begins a second execution, and says so.
    */
   also_running: { execution_id: number; began_at: string }[];
+  /** What the execution will not do that its caller may expect (an item's execution at a run-scoped stage). */
+  warnings: string[];
 }
 
 export interface StepView extends PlanStep {
@@ -279,6 +281,7 @@ export function qaExecutionActivities(deps: {
       });
     }
     let itemId: number | null = null;
+    let itemName: string | null = null;
     if (input.item) {
       const item = await existingItem(db, parseItemRef(input.item));
       if (!(await isMember(db, run.run_id, item.item_id))) {
@@ -288,6 +291,7 @@ export function qaExecutionActivities(deps: {
         });
       }
       itemId = item.item_id;
+      itemName = item.item;
     }
     const env = await stageEnvironment(db, run.project_id, stage.target);
     // Q2: asked before the execution exists, so before any host reset or gate can run.
@@ -333,6 +337,14 @@ export function qaExecutionActivities(deps: {
       deployment_start_identity: identityOf(row),
       served_revision: served,
       steps: planSteps(plan),
+      // Begun all the same (it answers the item's own checks, ITEM/..., and its evidence is kept),
+      // but not the run-scoped stage's run checks, which wait for an execution begun without --item.
+      warnings:
+        itemId !== null && stage.scope === 'run'
+          ? [
+              `stage ${stage.name} is run-scoped: this execution answers only ${itemName}'s own checks of plan ${input.plan} there, not the stage's run checks; those are answered by one begun without --item: yoke qa begin --run ${run.run_id} --stage ${stage.name} --plan ${input.plan}`,
+            ]
+          : [],
       also_running: (await runningExecutionsOf(db, scope))
         // only those begun before this one: two racing begins must not each tell its user to abort its own
         .filter((e) => e.execution_id < row.execution_id)

@@ -220,6 +220,7 @@ export function registerQa(program: Command): void {
           }
           const warning = revisionWarning(begun);
           if (warning) process.stderr.write(`${warning}\n`);
+          for (const w of begun.warnings) warn(!!o.json, `warning: ${w}`);
           for (const other of begun.also_running)
             warn(
               !!o.json,

@@ -505,6 +505,10 @@ describe('R1 authority', () => {
 describe('host turns', () => {
   test('W2 W9 two items, one shared plan, one machine, three executions racing for it (two from the same session): one holds it, the others wait in line and are woken in order; aborting the holder serves the next', async () => {
     const e1 = await begin(runA, 'shared', 'q1', ['--item', 'SHOP-1']);
+    // stage-qa is run-scoped: an item's execution is begun, told it answers only that item's checks there
+    expect(e1.warnings).toEqual([
+      `stage stage-qa is run-scoped: this execution answers only SHOP-1's own checks of plan shared there, not the stage's run checks; those are answered by one begun without --item: yoke qa begin --run ${runA} --stage stage-qa --plan shared`,
+    ]);
     await holding(e1.execution_id);
     const e2 = await begin(runA, 'shared', 'q2', ['--item', 'SHOP-2']);
     await until(
@@ -514,6 +518,7 @@ describe('host turns', () => {
     );
     // The same session begins the third: it gets its own place behind its sibling, not the sibling's.
     const e3 = await begin(runA, 'shared', 'q2');
+    expect(e3.warnings).toEqual([]);
     const line = await until(
       () => openWaits('lab'),
       (ws) => ws.length === 2,
