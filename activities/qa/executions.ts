@@ -202,11 +202,18 @@ function sameAbort(e: ExecutionRow, reason: string): boolean {
   return e.status === 'aborted' && e.release_reason === reason;
 }
 
-/** A settled execution's cases are closed; the recovery begins one like it again, for the same member (qaBeginCommand). */
+/**
+ * A settled execution's cases are closed; the recovery begins one like it again, for the same
+ * member (qaBeginCommand), while its run still executes (a begin on an ended run is refused).
+ */
 async function settledRefusal(db: Executor, e: ExecutionRow) {
   const again = qaBeginCommand({ ...e, stage: e.stage_name, item: await itemLabel(db, e.item_id) });
+  const run = await runById(db, e.run_id);
   return refusal('qa_execution_settled', `QA plan execution ${e.execution_id} is ${e.status}; its cases are closed`, {
-    recovery: `begin a new one: ${again}`,
+    recovery:
+      run.status === 'executing'
+        ? `begin a new one: ${again}`
+        : `nothing to record: run ${run.run_id} is ${run.status} (see it: yoke qa get ${e.execution_id})`,
     details: { execution_id: e.execution_id, status: e.status },
   });
 }

@@ -87,3 +87,16 @@ test('W9 a repeated qa abort with the same reason replays (replayed true) and te
   const other = await refusalOf(qa().abortExecution({ sessionId: 'w1', executionId, reason: 'another reason' }));
   expect(other.code).toBe('qa_execution_settled');
 });
+
+test('issue 11 a verdict on an execution whose run has ended is refused qa_execution_settled naming no begin (one would be refused run_not_executing)', async () => {
+  const { runId, executionId } = await beganLook();
+  // terminalizing the run aborts its live executions (O4)
+  await r.terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'abandoned' });
+  const refused = await refusalOf(
+    qa().recordHumanVerdict({ executionId, case: 'look', verdict: 'passed', sessionId: 'w1' }),
+  );
+  expect(refused).toMatchObject({
+    code: 'qa_execution_settled',
+    recovery: `nothing to record: run ${runId} is cancelled (see it: yoke qa get ${executionId})`,
+  });
+});
