@@ -147,8 +147,9 @@ const WORKFLOW_CHECK_EVERY_MS = 5_000;
  * running (twice in a row, the execution re-read between) never moves on: exit 3 naming the way
  * out. Temporal out of reach is not that: the record in Postgres is still followed.
  */
-function executionWorkflowHealth(ctx: CommandContext, executionId: number) {
+function executionWorkflowHealth(ctx: CommandContext, executionId: number, json: boolean) {
   let notRunning = 0;
+  let workerless = false;
   return async (v: ExecutionView) => {
     const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
     const workflowId = qaExecutionWorkflowId(executionId);
@@ -162,6 +163,15 @@ function executionWorkflowHealth(ctx: CommandContext, executionId: number) {
     }
     if (workflowStatus === 'RUNNING') {
       notRunning = 0;
+      // as deployment-runs watch says it: a running workflow with no worker waits, said once
+      const polled = await ctx.temporal.hasWorker().catch(() => true);
+      if (!polled && !workerless) {
+        const message = `no yoke worker has polled task queue "${ctx.config.taskQueue}" recently: the execution waits until one runs (npm start)`;
+        process.stdout.write(
+          json ? `${JSON.stringify({ execution_id: executionId, worker: 'none', message })}\n` : `${message}\n`,
+        );
+      }
+      workerless = !polled;
       return;
     }
     if (++notRunning < 2) return;
@@ -332,7 +342,7 @@ export function registerQa(program: Command): void {
       const o = parseOptions(WatchOptions, raw);
       const status = await withDb(async (ctx) => {
         const acts = await qa(ctx);
-        const health = executionWorkflowHealth(ctx, id);
+        const health = executionWorkflowHealth(ctx, id, !!o.json);
         // A runner watching its execution is alive: its session (and the execution's waits) stay.
         const stopHeartbeat = await (await import('../sessionKeepAlive')).keepWatcherAlive(ctx, o.session);
         const started = Date.now();

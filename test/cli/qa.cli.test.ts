@@ -317,6 +317,25 @@ describe('start identity and served revision', () => {
     ok(await run(['qa', 'abort', id, '--reason', 'nudges tested'], 'q1'));
   }, 120_000);
 
+  test('issue 10: qa watch says once that no worker polls the task queue, as deployment-runs watch does, instead of waiting in silence', async () => {
+    const nobody = { YOKE_TASK_QUEUE: 'nobody-polls-qa' };
+    const begun = json(
+      ok(await run(['qa', 'begin', '--run', runA, '--stage', 'stage-qa', '--plan', 'manual', '--json'], 'q1', nobody)),
+    );
+    const id = String(begun.execution_id);
+    const text = await run(['qa', 'watch', id, '--timeout', '1'], 'q1', nobody);
+    expect(text.code).toBe(3);
+    const said =
+      'no yoke worker has polled task queue "nobody-polls-qa" recently: the execution waits until one runs (npm start)';
+    expect(text.stdout.split('\n').filter((l) => l === said)).toHaveLength(1);
+    const lines = (await run(['qa', 'watch', id, '--timeout', '1', '--json'], 'q1', nobody)).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toContainEqual({ execution_id: begun.execution_id, worker: 'none', message: said });
+    ok(await run(['qa', 'abort', id, '--reason', 'no worker'], 'q1', nobody));
+  }, 120_000);
+
   test('Q2 a target serving another build is reported on stderr naming both commits; QA proceeds and each case records what it observed', async () => {
     stage.revision = 'feedbeef00000009';
     try {
