@@ -570,12 +570,22 @@ describe('host turns', () => {
     expect(await execution(e3.execution_id)).toMatchObject({ status: 'running', held_claim_id: null });
     const live = await t.db
       .selectFrom('work_claims')
-      .select(['claim_id', 'qa_plan_execution_id'])
+      .select(['claim_id', 'qa_plan_execution_id', 'project_id'])
       .where('target_kind', '=', 'qa_admission')
       .where('released_at', 'is', null)
       .execute();
+    // C8: the lease is recorded as the run's project's, not left to whatever the runner's session names
+    const shop = await t.db
+      .selectFrom('projects')
+      .select('project_id')
+      .where('name', '=', 'shop')
+      .executeTakeFirstOrThrow();
     expect(live).toEqual([
-      { claim_id: (await execution(e2.execution_id)).held_claim_id, qa_plan_execution_id: e2.execution_id },
+      {
+        claim_id: (await execution(e2.execution_id)).held_claim_id,
+        qa_plan_execution_id: e2.execution_id,
+        project_id: shop.project_id,
+      },
     ]);
     letFinish(e2.execution_id);
     await endedAs(e2.execution_id, 'passed');
