@@ -76,6 +76,23 @@ export async function runningExecutionsOf(
   return q.orderBy('execution_id').execute();
 }
 
+/**
+ * A run's running executions for one member each, keyed `stage|plan|PREFIX-N` (the newest per
+ * key): what a member waiting on a plan should follow rather than begin again. One statement.
+ */
+export async function runningMemberExecutions(db: Executor, runId: string): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom('qa_plan_executions as e')
+    .innerJoin('backlog_items as i', 'i.item_id', 'e.item_id')
+    .innerJoin('projects as p', 'p.project_id', 'i.project_id')
+    .select(['e.execution_id', 'e.stage_name', 'e.plan_id', sql<string>`p.item_prefix || '-' || i.number`.as('item')])
+    .where('e.run_id', '=', runId)
+    .where('e.status', '=', 'running')
+    .orderBy('e.execution_id')
+    .execute();
+  return new Map(rows.map((r) => [`${r.stage_name}|${r.plan_id}|${r.item}`, r.execution_id]));
+}
+
 export async function executionById(
   db: Executor,
   executionId: number,

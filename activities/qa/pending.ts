@@ -3,6 +3,7 @@ import type { Database } from '../../db/database';
 import { setLocalTimeouts } from '../../db/localTimeouts';
 import type { Executor } from '../../db/pool';
 import { qaStageOutstanding, type OutstandingRow } from '../../db/qaOutstanding';
+import { runningMemberExecutions } from '../../db/qaExecutions';
 import { runById, runFlow } from '../../db/runs';
 import { stageStatuses } from '../../db/runStages';
 import { failedQaRecovery, holdsCompletingStage, qaStageNotFound } from '../../domain/qaStages';
@@ -38,12 +39,17 @@ export interface QaPendingReport {
  * `qa begin` for that member (qaBeginCommand), one per such plan, from the plan ids the reader
  * returns (0053). Null when no plan is missing.
  */
-function memberRecovery(runId: string, r: OutstandingRow): string | null {
+function memberRecovery(runId: string, r: OutstandingRow, running: Map<string, number>): string | null {
   if (r.missing_plans.length === 0 || r.stage_name === null) return null;
-  const begins = r.missing_plans.map((plan) =>
-    qaBeginCommand({ run_id: runId, stage: r.stage_name!, plan_id: plan, item: r.subject }),
-  );
-  return `begin a new execution: ${begins.join('; ')}`;
+  // A plan the member's execution still runs needs no second one: it is followed instead.
+  const follows = r.missing_plans.flatMap((plan) => {
+    const id = running.get(`${r.stage_name}|${plan}|${r.subject}`);
+    return id === undefined ? [] : [`follow execution ${id}: yoke qa watch ${id}`];
+  });
+  const begins = r.missing_plans
+    .filter((plan) => !running.has(`${r.stage_name}|${plan}|${r.subject}`))
+    .map((plan) => qaBeginCommand({ run_id: runId, stage: r.stage_name!, plan_id: plan, item: r.subject }));
+  return [...follows, ...(begins.length ? [`begin a new execution: ${begins.join('; ')}`] : [])].join('; ');
 }
 
 function report(
@@ -53,6 +59,7 @@ function report(
   rows: OutstandingRow[],
   completingNotStarted: boolean,
   stages: readonly { name: string; status: string }[],
+  running: Map<string, number>,
 ): QaPendingReport {
   const members = rows
     .filter((r) => r.subject_kind === 'member')
@@ -60,7 +67,7 @@ function report(
       item: r.subject,
       stage_name: r.stage_name,
       blockers: r.blockers,
-      recovery: memberRecovery(run.run_id, r),
+      recovery: memberRecovery(run.run_id, r, running),
     }));
   const obligations = rows
     .filter((r) => r.subject_kind === 'run_obligation')
@@ -142,8 +149,12 @@ async function readIn(db: Executor, input: { runId: string; stage?: string | nul
   const atCompleting =
     statusOf(last) === 'pending' && flow.stages.every((_, i) => i === last || statusOf(i) === 'passed');
   const rows = await qaStageOutstanding(db, run.run_id, stage);
+  // one statement more, whatever the member count, and only when a member waits on a plan
+  const running = rows.some((r) => r.missing_plans?.length)
+    ? await runningMemberExecutions(db, run.run_id)
+    : new Map<string, number>();
   const named = flow.stages.map((s, ordinal) => ({ name: s.name, status: statusOf(ordinal) }));
-  return report(run, stage, completing, rows, atCompleting, named);
+  return report(run, stage, completing, rows, atCompleting, named, running);
 }
 
 /**

@@ -151,6 +151,17 @@ test('Q1 Q4: a member of an item-scoped QA stage whose plan has no passed execut
       `member WEB-1 at item-qa: .*plan PLAN-7 has no passed execution.*\\n +next: begin a new execution: ${begin}\\n`,
     ),
   );
+  // once the member's execution runs, the way on is to follow it, not to begin a second one
+  const running = json(ok(await run([...begin.split(' ').slice(1), '--json']))).execution_id as number;
+  const followed = json(ok(await run(['deployment-runs', 'qa-pending', runA, '--stage', 'item-qa', '--json'])));
+  expect(followed.members).toEqual([
+    expect.objectContaining({
+      item: 'WEB-1',
+      blockers: expect.arrayContaining([`execution ${running} running (plan PLAN-7)`]),
+      recovery: `follow execution ${running}: yoke qa watch ${running}`,
+    }),
+  ]);
+  ok(await run(['qa', 'abort', String(running), '--reason', 'recovery seen']));
 }, 60_000);
 
 test('W3 issue 10: qa get text shows the interruptions --json shows in waits (a case that reported no result runs again)', async () => {
