@@ -40,7 +40,18 @@ export interface QaPendingReport {
  * returns (0053). Null when no plan is missing.
  */
 function memberRecovery(runId: string, r: OutstandingRow, running: Map<string, number>): string | null {
-  if (r.missing_plans.length === 0 || r.stage_name === null) return null;
+  if (r.missing_plans.length === 0) {
+    // Q3: a member's own check no plan is missing for (ITEM/check, its roll-up) is settled by a verdict on it
+    const checks = r.blockers.filter((b) => b.startsWith(`${r.subject}/`));
+    return checks.length
+      ? checks
+          .map(
+            (c) => `record its verdict: yoke deployment-runs qa-verdict ${runId} --check ${c} --status passed|failed`,
+          )
+          .join('; ')
+      : null;
+  }
+  if (r.stage_name === null) return null;
   // A plan the member's execution still runs needs no second one: it is followed instead.
   const follows = r.missing_plans.flatMap((plan) => {
     const id = running.get(`${r.stage_name}|${plan}|${r.subject}`);

@@ -127,3 +127,44 @@ test("Q1 Q4 0053: a member's recovery is built from the plan ids the reader retu
   expect(await definition()).toBe(current);
   expect((await readQaPending(t.db, { runId: run.run_id }, 10_000)).members[0]!.recovery).toBe(recovery);
 });
+
+test('Q3 Q5 a member waiting only on its own check (no plan missing) is told the qa-verdict that settles it, not left without a recovery', async () => {
+  await projectDefinitionActivities({ db: t.db }).applyProjectDefinition({
+    file: writeDefinition({
+      project: 'plain',
+      item_prefix: 'P',
+      environments: [{ name: 'env-p', url: 'http://env-p.bench.test', tier: 'stage' }],
+      flows: [
+        {
+          name: 'flow-p',
+          delivery_custody: true,
+          stages: [
+            { name: 'item-qa', kind: 'qa', target: 'env-p', scope: 'item', checks: [{ name: 'accept' }] },
+            { name: 'go', kind: 'auto', target: 'env-p' },
+          ],
+        },
+      ],
+      items: [
+        {
+          id: 'P-1',
+          completion_flow: 'flow-p',
+          obligations: [{ case: 'e2e', qa_phase: 'post_deploy', target_env: null }],
+        },
+      ],
+    }),
+  });
+  const run = await deploymentRunActivities({ db: t.db }).createRun({
+    sessionId: 's',
+    project: 'plain',
+    flow: 'flow-p',
+    target: 'env-p',
+    candidate: 'abcdef1234',
+    idempotencyKey: 'k-plain',
+    items: ['P-1'],
+  });
+  const [member] = (await readQaPending(t.db, { runId: run.run_id }, 10_000)).members;
+  expect(member).toMatchObject({ item: 'P-1', blockers: expect.arrayContaining(['P-1/e2e']) });
+  expect(member!.recovery).toContain(
+    `record its verdict: yoke deployment-runs qa-verdict ${run.run_id} --check P-1/e2e --status passed|failed`,
+  );
+});
