@@ -109,6 +109,10 @@ export async function startSshHost(name: string): Promise<SshHost> {
       'PermitRootLogin prohibit-password',
       'PubkeyAuthentication yes',
       'LogLevel ERROR',
+      // The hosts' sessions get a home of their own, so the machine user's login scripts never run
+      // in them: this machine's ~/.bashrc runs `pyenv rehash`, whose lock a session killed
+      // mid-login (a command timeout) leaves behind, and every later login then waited 60 s for it.
+      `SetEnv HOME=${dir}`,
     ].join('\n') + '\n',
   );
   mkdirSync('/run/sshd', { recursive: true }); // sshd's privilege-separation directory
