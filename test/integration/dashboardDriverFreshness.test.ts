@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { deploymentRunActivities } from '../../activities/deploymentRuns';
 import { sessionActivities } from '../../activities/sessions';
-import { buildDashboard } from '../../web/server';
+import { listeningDashboard } from '../helpers/dashboard';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { applyWebRelease, walkedRun } from '../helpers/runs';
 
@@ -35,18 +35,9 @@ test('R1 issue 15: the runs panel judges a driver by the freshness in force at e
     t.db,
   );
   let freshMs = 60_000;
-  const app = buildDashboard({
-    db: t.db,
-    driverFreshMs: async () => freshMs,
-    temporalUi: 'http://127.0.0.1:8233',
-    namespace: 'default',
-    pollMs: 2000,
-    publicDir: __dirname,
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const { port } = app.server.address() as { port: number };
+  const app = await listeningDashboard(t.db, () => freshMs);
   const driverLive = async () => {
-    const panel = (await (await fetch(`http://127.0.0.1:${port}/api/runs`)).json()) as {
+    const panel = (await (await fetch(app.url('/api/runs'))).json()) as {
       run_id: string;
       driver: { live: boolean } | null;
     }[];

@@ -1,4 +1,4 @@
-import { buildDashboard } from '../../web/server';
+import { listeningDashboard } from '../helpers/dashboard';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 
 /**
@@ -15,18 +15,9 @@ afterAll(async () => {
 });
 
 test('issue 15: a malformed or oversized request body is answered 4xx with its code, never 500', async () => {
-  const app = buildDashboard({
-    db: t.db,
-    driverFreshMs: async () => 600_000,
-    temporalUi: 'http://127.0.0.1:8233',
-    namespace: 'default',
-    pollMs: 2000,
-    publicDir: __dirname,
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const { port } = app.server.address() as { port: number };
+  const app = await listeningDashboard(t.db);
   const post = (path: string, body: string) =>
-    fetch(`http://127.0.0.1:${port}${path}`, {
+    fetch(app.url(path), {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body,
@@ -36,22 +27,13 @@ test('issue 15: a malformed or oversized request body is answered 4xx with its c
   expect(await malformed.json()).toMatchObject({ error: { code: 'FST_ERR_CTP_INVALID_JSON_BODY' } });
   const oversized = await post('/', `"${'x'.repeat(2_000_000)}"`);
   expect(oversized.status).toBe(413);
-  expect((await fetch(`http://127.0.0.1:${port}/api/board`)).status).toBe(200);
+  expect((await fetch(app.url('/api/board'))).status).toBe(200);
   await app.close();
 });
 
 test('issue 15: another method on a dashboard path is 405 naming GET; an unknown path is 404 with a code', async () => {
-  const app = buildDashboard({
-    db: t.db,
-    driverFreshMs: async () => 600_000,
-    temporalUi: 'http://127.0.0.1:8233',
-    namespace: 'default',
-    pollMs: 2000,
-    publicDir: __dirname,
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const { port } = app.server.address() as { port: number };
-  const url = (path: string) => `http://127.0.0.1:${port}${path}`;
+  const app = await listeningDashboard(t.db);
+  const { url } = app;
   for (const method of ['POST', 'PUT', 'DELETE']) {
     const refused = await fetch(url('/api/runs?x=1'), { method });
     expect(refused.status).toBe(405);
