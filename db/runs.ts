@@ -25,6 +25,18 @@ export async function runById(db: Executor, runId: string, opts: { lock?: boolea
   return run;
 }
 
+/** C8: the name of the project a run belongs to, in one read (a QA lease is recorded under it). */
+export async function runProjectName(db: Executor, runId: string): Promise<string> {
+  const row = await db
+    .selectFrom('deployment_runs')
+    .innerJoin('projects', 'projects.project_id', 'deployment_runs.project_id')
+    .select('projects.name')
+    .where('deployment_runs.run_id', '=', runId)
+    .executeTakeFirst();
+  if (!row) throw runNotFound(runId);
+  return row.name;
+}
+
 /**
  * R1: a driver attachment is live while its heartbeat is fresh and its session has not ended:
  * ending the driver's session detaches it at once. Read by the database clock.

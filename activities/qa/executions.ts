@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database, ExecutionResultRow, ExecutionRow, RevisionCheck, SessionRow } from '../../db/database';
 import { recordEvent } from '../../db/events';
 import type { Executor } from '../../db/pool';
-import { existingItem, projectById } from '../../db/projects';
+import { existingItem } from '../../db/projects';
 import {
   advanceCursor,
   clearHeldClaim,
@@ -20,7 +20,7 @@ import {
   runningExecutionsOf,
 } from '../../db/qaExecutions';
 import { isMember } from '../../db/runMembers';
-import { runById, runFlow, stageEnvironment } from '../../db/runs';
+import { runById, runFlow, runProjectName, stageEnvironment } from '../../db/runs';
 import { takeoverChain } from '../../db/takeover';
 import { requireLiveSession, sessionById } from '../../db/sessions';
 import { insertCheck, lastCheck, testMachineByName } from '../../db/testMachines';
@@ -442,11 +442,10 @@ export function qaExecutionActivities(deps: {
     }
     try {
       // C8: the hold is the run's project's (its steering seat may release it), whatever project the runner's session names
-      const project = await projectById(db, (await runById(db, e.run_id)).project_id);
       const { claim } = await claims.acquireCoordinationClaim({
         sessionId: e.session_id,
         key: operatorKeyOf('qa_admission', { test_machine: machine })!,
-        project: project.name,
+        project: await runProjectName(db, e.run_id),
         join: { resumeCommand: `yoke qa watch ${e.execution_id}`, qaPlanExecutionId: e.execution_id, queuedAt },
       });
       // The lease is written under the execution's row lock: an execution that ended meanwhile

@@ -522,7 +522,7 @@ describe('R1 authority', () => {
 });
 
 describe('host turns', () => {
-  test('W2 W9 two items, one shared plan, one machine, three executions racing for it (two from the same session): one holds it, the others wait in line and are woken in order; aborting the holder serves the next', async () => {
+  test('W2 W9 C8 two items, one shared plan, one machine, three executions racing for it (two from the same session): one holds it (a lease under the run project), the others wait in line and are woken in order; aborting the holder serves the next', async () => {
     const e1 = await begin(runA, 'shared', 'q1', ['--item', 'SHOP-1']);
     // stage-qa is run-scoped: an item's execution is begun, told it answers only that item's checks there
     expect(e1.warnings).toEqual([
