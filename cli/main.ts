@@ -1,5 +1,5 @@
-import { CommanderError } from 'commander';
-import { usageError } from '../domain/errors';
+import { type Command, CommanderError } from 'commander';
+import { usageError, type YokeError } from '../domain/errors';
 import { buildProgram } from './program';
 import { databaseUrlInUse } from './context';
 import { asYokeError, endQuietlyWhenOutputCloses, report } from './output';
@@ -8,29 +8,53 @@ const json = process.argv.includes('--json');
 endQuietlyWhenOutputCloses();
 
 /**
- * Every command takes the base options `--json` and `--session S`; written before the command
- * (`yoke --json projects list`) they are the command's own, so they move behind it (before a `--`).
+ * Every command takes the base options `--json` and `--session S`; written before the command or
+ * between its words (`yoke --json projects list`, `yoke claims --json list`) they are the
+ * command's own, so they move behind it (before a `--`). Also returns the group the words stop at
+ * when they name no command of it (`yoke --json claims`).
  */
-function baseOptionsLast(argv: string[]): string[] {
+function baseOptionsLast(program: Command, argv: string[]): { argv: string[]; bareGroup: Command | null } {
   const [node, script, ...args] = argv;
-  const leading: string[] = [];
-  while (args.length) {
+  const words: string[] = [];
+  const moved: string[] = [];
+  let cmd = program;
+  while (args.length && !(cmd !== program && !cmd.commands.length)) {
     const a = args[0]!;
-    if (a === '--json' || a.startsWith('--session=')) leading.push(...args.splice(0, 1));
-    else if (a === '--session' && args.length > 1) leading.push(...args.splice(0, 2));
-    else break;
+    if (a === '--json' || a.startsWith('--session=')) moved.push(...args.splice(0, 1));
+    else if (a === '--session' && args.length > 1) moved.push(...args.splice(0, 2));
+    else {
+      const sub = cmd.commands.find((c) => c.name() === a || c.aliases().includes(a));
+      if (!sub) break;
+      words.push(...args.splice(0, 1));
+      cmd = sub;
+    }
   }
-  if (!leading.length || !args.length) return argv;
+  const bareGroup = cmd.commands.length && !args.length ? cmd : null;
+  if (!moved.length) return { argv, bareGroup };
   const end = args.indexOf('--');
-  if (end < 0) args.push(...leading);
-  else args.splice(end, 0, ...leading);
-  return [node!, script!, ...args];
+  if (end < 0) args.push(...moved);
+  else args.splice(end, 0, ...moved);
+  return { argv: [node!, script!, ...words, ...args], bareGroup };
+}
+
+/** `yoke claims` names no command: with --json that is a usage error naming the commands it has. */
+function commandMissing(group: Command): YokeError {
+  const path: string[] = [];
+  for (let c: Command | null = group; c?.parent; c = c.parent) path.unshift(c.name());
+  const named = ['yoke', ...path].join(' ');
+  const commands = group.commands.map((c) => c.name()).filter((n) => n !== 'help');
+  return usageError('command_missing', `${named} needs a command: one of ${commands.join(', ')}`, {
+    recovery: `name one, e.g. ${named} ${commands[0]} --help (see ${named} --help)`,
+    details: { command: named, commands },
+  });
 }
 
 async function main(): Promise<number> {
   const program = buildProgram();
+  const { argv, bareGroup } = baseOptionsLast(program, process.argv);
+  if (json && bareGroup) return report(commandMissing(bareGroup), json);
   try {
-    await program.parseAsync(baseOptionsLast(process.argv));
+    await program.parseAsync(argv);
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {

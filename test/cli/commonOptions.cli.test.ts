@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { buildProgram } from '../../cli/program';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { json, setUp, yoke } from '../helpers/cli';
+import { json, jsonError, setUp, yoke } from '../helpers/cli';
 
 /** Every leaf command of the CLI with its path and long option names. */
 function leaves(cmd: Command, path: string[] = []): { path: string; options: string[] }[] {
@@ -29,6 +29,28 @@ test('yoke hooks status-line --help answers at once (it used to wait for a paylo
   const r = await yoke('postgres://unused', ['hooks', 'status-line', '--help']);
   expect(r.code).toBe(0);
   expect(r.stdout).toContain('Usage: yoke hooks status-line');
+});
+
+test("issue 8 --json between a group and its command is the command's; a group named without a command is command_missing under --json", async () => {
+  const between = await yoke('postgres://unused', ['claims', '--json', 'list', '--help']);
+  expect(between.code).toBe(0);
+  expect(between.stdout).toContain('Usage: yoke claims list');
+  for (const args of [
+    ['--json', 'claims'],
+    ['claims', '--json'],
+  ]) {
+    const bare = await yoke('postgres://unused', args);
+    expect(bare.code).toBe(2);
+    expect(jsonError(bare)).toMatchObject({
+      code: 'command_missing',
+      details: { command: 'yoke claims', commands: expect.arrayContaining(['list', 'coordination-claim']) },
+    });
+    expect(jsonError(bare).recovery).toContain('yoke claims --help');
+  }
+  // without --json a bare group prints its help, as before
+  const help = await yoke('postgres://unused', ['claims']);
+  expect(help.code).toBe(0);
+  expect(help.stdout + help.stderr).toContain('Usage: yoke claims');
 });
 
 describe('a read command run with --session', () => {
