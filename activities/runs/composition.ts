@@ -110,6 +110,11 @@ export async function composition(
       ? hasCompletionAuthority(db, run, m)
       : completionAuthority(run, m, defaultCompletionFlowId ?? undefined);
   const itemScoped = itemScopedStages(flow);
+  // At create (and start-for-item) a refusal rolls the run back: it is never made, so nothing
+  // names it and no recovery acts on it.
+  const made = when !== 'create';
+  const subject = made ? `run ${run.run_id}` : `a run of flow ${flow.name}`;
+  const runId = made ? { run_id: run.run_id } : {};
 
   // D9: a custody-free flow cannot prove members at an item-scoped QA stage.
   if (itemScoped.length && !flow.delivery_custody && members.length) {
@@ -119,11 +124,10 @@ export async function composition(
         `flow ${flow.name} has item-scoped QA (${itemScoped.map((s) => s.name).join(', ')}) but takes no delivery custody, so it cannot prove members ${members.map((m) => m.item).join(', ')}`,
         {
           // At create the run is not made: there is no run to remove an item from.
-          recovery:
-            when === 'create'
-              ? `drop ${members.map((m) => `--item ${m.item}`).join(' ')} from the create, or create the run with a flow that has delivery_custody: true`
-              : `deliver them through a flow with delivery_custody: true, or remove them: yoke deployment-runs remove-item ${run.run_id} ITEM --reason R`,
-          details: { run_id: run.run_id, flow: flow.name, members: members.map((m) => m.item) },
+          recovery: made
+            ? `deliver them through a flow with delivery_custody: true, or remove them: yoke deployment-runs remove-item ${run.run_id} ITEM --reason R`
+            : `name a flow with delivery_custody: true (create --flow, or start-for-item without --flow for the items' completion flow), or create the run without ${members.map((m) => `--item ${m.item}`).join(' ')}`,
+          details: { ...runId, flow: flow.name, members: members.map((m) => m.item) },
         },
       ),
     );
@@ -163,10 +167,12 @@ export async function composition(
       out.refusals.push(
         refusal(
           'final_member_not_closable',
-          `run ${run.run_id} (flow ${flow.name}) is a final delivery to ${target.name} but cannot close ${m.item}: its completion flow is another flow`,
+          `${subject}${made ? ` (flow ${flow.name})` : ''} is a final delivery to ${target.name} but cannot close ${m.item}: its completion flow is another flow`,
           {
-            recovery: `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or remove it (yoke deployment-runs remove-item ${run.run_id} ${m.item} --reason R), or cancel: yoke deployment-runs terminalize ${run.run_id} --disposition cancelled --reason R`,
-            details: { run_id: run.run_id, item: m.item, flow: flow.name },
+            recovery: made
+              ? `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or remove it (yoke deployment-runs remove-item ${run.run_id} ${m.item} --reason R), or cancel: yoke deployment-runs terminalize ${run.run_id} --disposition cancelled --reason R`
+              : `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or deliver ${m.item} through its completion flow (start-for-item ${m.item} without --flow), or create the run without --item ${m.item}`,
+            details: { ...runId, item: m.item, flow: flow.name },
           },
         ),
       );

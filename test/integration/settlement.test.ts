@@ -679,6 +679,8 @@ describe('completion authority and composition', () => {
     expect(refused.recovery).toContain('--item WEB-2');
     expect(refused.recovery).toContain('delivery_custody: true');
     expect(refused.recovery).not.toMatch(/remove-item|run-\d/);
+    expect(refused.details).not.toHaveProperty('run_id');
+    expect(refused.recovery).toContain('start-for-item without --flow');
     expect(await t.db.selectFrom('deployment_runs').selectAll().execute()).toEqual([]); // nothing written
   });
 
@@ -707,7 +709,7 @@ describe('completion authority and composition', () => {
     expect((await r.getRun({ runId: run.run_id })).status).toBe('created');
   });
 
-  test('D9 a final-delivery release refuses a same-project final member it could not close, naming flow selection and cancel', async () => {
+  test('D9 a final-delivery release refuses a same-project final member it could not close: at create naming flow selection and never the run that was not made, at validate naming cancel', async () => {
     await apply(definition({ flows: [custodyItemQa], items: [{ id: 'WEB-2', completion_flow: 'item-release' }] }));
     const refused = await refusalOf(
       r.createRun({
@@ -722,19 +724,34 @@ describe('completion authority and composition', () => {
     );
     expect(refused.code).toBe('final_member_not_closable');
     expect(refused.recovery).toContain("as WEB-2's completion_flow");
-    expect(refused.recovery).toContain('--disposition cancelled');
+    expect(refused.recovery).toContain('without --item WEB-2');
+    // the refusal rolled the run back: nothing names it or acts on it
+    expect(`${refused.message} ${refused.recovery}`).not.toMatch(/run-\d|remove-item|terminalize/);
+    expect(refused.details).not.toHaveProperty('run_id');
     // a member the run can close is fine
-    await expect(
-      r.createRun({
-        sessionId: 'd1',
-        project: 'web',
-        flow: 'release',
-        target: 'stage',
-        candidate: SHA,
-        idempotencyKey: 'f2',
-        items: ['WEB-1'],
+    const made = await r.createRun({
+      sessionId: 'd1',
+      project: 'web',
+      flow: 'release',
+      target: 'stage',
+      candidate: SHA,
+      idempotencyKey: 'f2',
+      items: ['WEB-1'],
+    });
+    expect(made.status).toBe('created');
+    // once made, a member it can no longer close (its completion flow changed) names the run and cancel
+    await apply(
+      definition({
+        flows: [custodyItemQa],
+        items: [
+          { id: 'WEB-1', completion_flow: 'item-release' },
+          { id: 'WEB-2', completion_flow: 'item-release' },
+        ],
       }),
-    ).resolves.toMatchObject({ status: 'created' });
+    );
+    const later = await refusalOf(r.validateRun({ runId: made.run_id }));
+    expect(later).toMatchObject({ code: 'final_member_not_closable', details: { run_id: made.run_id } });
+    expect(later.recovery).toContain(`terminalize ${made.run_id} --disposition cancelled`);
   });
 
   test("D10 a supplemental membership is credited only with the final run's commit, else add-item warns supplemental_proof_not_credited", async () => {
