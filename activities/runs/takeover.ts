@@ -178,7 +178,7 @@ async function predecessorEligibility(db: Executor, pred: RunRow, successor: str
   }
   throw refusal(
     'takeover_predecessor_not_waiting',
-    `run ${pred.run_id} is ${pred.status}${pred.settling_at ? ' (settling)' : ''} at stage ${pred.current_stage ?? 'none'}; only a run waiting on item or run-level QA (or a failed successor that still owns inherited QA) can be taken over`,
+    `run ${pred.run_id} is ${pred.status}${pred.status === 'executing' && pred.settling_at ? ' (settling)' : ''}${pred.current_stage ? ` at stage ${pred.current_stage}` : ''}; only a run waiting on item or run-level QA (or a failed successor that still owns inherited QA) can be taken over`,
     {
       recovery: `see where it is: yoke deployment-runs get ${pred.run_id} status current_stage stages`,
       details: { ...ids, status: pred.status, current_stage: pred.current_stage },

@@ -122,6 +122,21 @@ test('T1 a successor whose candidate does not contain the predecessor is refused
   expect(await snapshot(t.db)).toEqual(before);
 });
 
+test('T1 a predecessor not waiting on QA is refused naming its status as it is: a succeeded run is never "settling", a created one is at no stage', async () => {
+  const pred = await createdRun(repo.A);
+  const succ = await createdRun(repo.C);
+  const created = await refusalOf(r.takeoverRun({ sessionId: 'd1', runId: pred, successorRunId: succ }));
+  expect(created.code).toBe('takeover_predecessor_not_waiting');
+  expect(created.message).toContain(`run ${pred} is created;`);
+  // a run that settled keeps its settling_at: it is succeeded, not settling
+  await sql`UPDATE deployment_runs SET status = 'succeeded', settling_at = now(), terminal_at = now() WHERE run_id = ${pred}`.execute(
+    t.db,
+  );
+  const settled = await refusalOf(r.takeoverRun({ sessionId: 'd1', runId: pred, successorRunId: succ }));
+  expect(settled.code).toBe('takeover_predecessor_not_waiting');
+  expect(settled.message).toContain(`run ${pred} is succeeded;`);
+});
+
 test('T3 an attestation naming other commits is refused containment_attestation_mismatch even where git answers for itself', async () => {
   const pred = await waitingRun(repo.A);
   const succ = await createdRun(repo.B);
