@@ -7,6 +7,7 @@ import { readThroughOutage } from './outage';
 import { warn } from './output';
 import { unreachable } from '../domain/errors';
 import { failedQaRecovery } from '../domain/qaStages';
+import { failingEffectsText } from '../domain/settlementEffects';
 
 function stamp(): string {
   return new Date().toISOString().slice(11, 19);
@@ -83,7 +84,7 @@ function nextStep(view: RunView): string | null {
   // T2: a taken-over run's work goes on under its successor, which the watcher follows next
   if (view.superseded_by_run_id)
     return `taken over by ${view.superseded_by_run_id}, which carries its members and QA: yoke deployment-runs watch ${view.superseded_by_run_id}`;
-  return failedQaRecovery(view, view.qa, view.stages);
+  return failedQaRecovery(view, view.qa, view.stages) ?? view.recovery;
 }
 
 /**
@@ -118,6 +119,7 @@ async function followRun(
   let suspect = false; // the last check found no running workflow: asked again CONFIRM_AFTER_MS later
   let lastStatus = '';
   let lastLines = '';
+  let lastFailing = '';
   for (;;) {
     // A Postgres outage pauses the watch (the run goes on in Postgres) instead of ending it.
     const view = (await readThroughOutage(
@@ -142,13 +144,15 @@ async function followRun(
       seen.set(s.ordinal, key);
     }
     const lines = view.occupancy.open_lines.join('; ');
+    // S3: a failing effect keeps the run settling: said when it fails, and again if what fails changes
+    const failing = view.settling ? failingEffectsText(view.settlement.effects) : '';
     // S1: a settling run is still executing; watch shows the phase, and ends only at a terminal status.
     const status = view.settling ? 'settling' : view.status;
-    if (status !== lastStatus || changes.length || lines !== lastLines) {
+    if (status !== lastStatus || changes.length || lines !== lastLines || failing !== lastFailing) {
       const next = nextStep(view);
       if (opts.json) {
         process.stdout.write(
-          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, settling: view.settling, settlement_blocked: view.settlement.blocked, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })), waiting_for: view.status === 'created' ? 'execute' : null, recovery: next })}\n`,
+          `${JSON.stringify({ at: new Date().toISOString(), run_id: view.run_id, status: view.status, settling: view.settling, settlement_blocked: view.settlement.blocked, settlement_effects_failing: failing || null, current_stage: view.current_stage, cursor_ordinal: view.cursor_ordinal, open_lines: view.occupancy.open_lines, stages: view.stages.map((s) => ({ name: s.name, kind: s.kind, status: s.status })), waiting_for: view.status === 'created' ? 'execute' : null, recovery: next })}\n`,
         );
       } else {
         const blocked = view.settling && view.settlement.blocked ? `: ${String(view.settlement.blocked.message)}` : '';
@@ -162,9 +166,15 @@ async function followRun(
         if (!isTerminalRunStatus(view.status)) process.stdout.write(statusLine);
         for (const c of changes) process.stdout.write(`${c}\n`);
         if (isTerminalRunStatus(view.status)) process.stdout.write(statusLine);
+        // the next step goes with it unless the status line above has just said it
+        if (failing && failing !== lastFailing)
+          process.stdout.write(
+            `${stamp()}  settlement effects failing: ${failing}\n${next && status === lastStatus ? `${stamp()}  next: ${next}\n` : ''}`,
+          );
       }
       lastStatus = status;
       lastLines = lines;
+      lastFailing = failing;
     }
     if (isTerminalRunStatus(view.status)) return view.status;
     if (view.status === 'executing') {

@@ -1,4 +1,5 @@
 import { DEFAULT_DRIVER_FRESH_MS } from '../../domain/timeouts';
+import { failingEffectsText } from '../../domain/settlementEffects';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/database';
 import { projectById, requireProject } from '../../db/projects';
@@ -244,6 +245,10 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
           detail: null,
           approved_by_actor_id: null,
         }));
+    const settling = run.status === 'executing' && run.settling_at !== null;
+    const effects = (await effectsOf(db, run.run_id)).map((e) => ({ ...e, applied_at: iso(e.applied_at) }));
+    // S3: an effect that failed and was not applied since keeps the run settling until a replay
+    const failing = failingEffectsText(effects) !== '';
     const view: RunView = {
       run_id: run.run_id,
       project: project.name,
@@ -259,11 +264,11 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       executing_at: iso(run.executing_at),
       frozen_at: iso(run.frozen_at),
       settling_at: iso(run.settling_at),
-      settling: run.status === 'executing' && run.settling_at !== null,
+      settling,
       settlement: {
         committed_at: iso(run.settlement_committed_at),
         blocked: run.status === 'executing' ? run.settlement_blocked : null,
-        effects: (await effectsOf(db, run.run_id)).map((e) => ({ ...e, applied_at: iso(e.applied_at) })),
+        effects,
       },
       terminal_at: iso(run.terminal_at),
       terminal_reason: run.terminal_reason,
@@ -304,11 +309,15 @@ export function runReadActivities(deps: { db: Kysely<Database>; driverFreshMs?: 
       takeover_chain: await takeoverChain(db, run.run_id),
       qa_executions: await qaAttempts(db, run.run_id),
       // the run's stages tell an obligation failed after its stage passed (a hold, not a failure)
-      recovery: failedQaRecovery(
-        run,
-        qa.map((q) => ({ ...q, retracted: q.retraction })),
-        stageViews,
-      ),
+      recovery:
+        failedQaRecovery(
+          run,
+          qa.map((q) => ({ ...q, retracted: q.retraction })),
+          stageViews,
+        ) ??
+        (settling && failing
+          ? `fix the cause and replay: yoke deployment-runs update ${run.run_id} status succeeded`
+          : null),
     };
     if (input.includeMemberClosure || input.fields?.includes('member_closure'))
       view.member_closure = await memberClosure(db, run.run_id);

@@ -107,7 +107,7 @@ export async function applySettlementEffects(deps: EffectsDeps, runId: string): 
         await onShortConnection(db, (conn) => markEffectApplied(conn, key, outcome));
         out.applied.push({ item: m.item, effect, outcome });
       } catch (err) {
-        const error = (err as Error).message ?? String(err);
+        const error = (err as Error).message || String(err);
         out.failed.push({ item: m.item, effect, error });
         out.pending++;
         await onShortConnection(db, (conn) => markEffectFailed(conn, key, error));

@@ -39,17 +39,32 @@ export async function githubTracker(
   const where = { owner: config.owner, repo: config.repo };
   return {
     async markDelivered(d: DeliveredIssue): Promise<string> {
-      const { data } = await octokit.rest.issues.get({ ...where, issue_number: d.issue });
-      if (data.state === 'closed') return 'already closed';
-      await octokit.rest.issues.update({
-        ...where,
-        issue_number: d.issue,
-        state: 'closed',
-        state_reason: 'completed',
-      });
-      return `closed (${d.item} delivered by ${d.run_id} at ${d.candidate_sha})`;
+      try {
+        const { data } = await octokit.rest.issues.get({ ...where, issue_number: d.issue });
+        if (data.state === 'closed') return 'already closed';
+        await octokit.rest.issues.update({
+          ...where,
+          issue_number: d.issue,
+          state: 'closed',
+          state_reason: 'completed',
+        });
+        return `closed (${d.item} delivered by ${d.run_id} at ${d.candidate_sha})`;
+      } catch (err) {
+        throw describedRequestError(err);
+      }
     },
   };
+}
+
+/**
+ * A refused GitHub request as the effect's stored error: the HTTP status and the request, then
+ * what GitHub said. Octokit's own message is the response body's, which can say nothing ("Unknown error: {}").
+ */
+function describedRequestError(err: unknown): Error {
+  const e = err as { status?: unknown; message?: string; request?: { method?: string; url?: string } };
+  if (typeof e.status !== 'number' || !e.request) return err as Error;
+  const said = e.message && !/^(Unknown error: )?\{\}$/.test(e.message) ? `: ${e.message}` : ' (no message)';
+  return new Error(`GitHub answered HTTP ${e.status} to ${e.request.method} ${e.request.url}${said}`);
 }
 
 export type TrackerFactory = (config: TrackerConfig | null) => Promise<IssueTracker>;

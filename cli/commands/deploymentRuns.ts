@@ -6,6 +6,7 @@ import type { CreateReceipt } from '../../activities/runs/creation';
 import type { ExecuteResult } from '../../activities/runs/execution';
 import type { RunView } from '../../activities/runs/read';
 import { YokeError } from '../../domain/errors';
+import { failingEffectsText } from '../../domain/settlementEffects';
 import {
   actingSession,
   BaseOptions,
@@ -314,6 +315,8 @@ function runText(v: Partial<RunView>): string {
     );
   const blocked = v.settling ? v.settlement?.blocked : null;
   if (blocked) lines.push(`settlement blocked: ${String(blocked.message)}`, `  recovery: ${String(blocked.recovery)}`);
+  const failing = v.settling ? failingEffectsText(v.settlement?.effects ?? []) : '';
+  if (failing) lines.push(`settlement effects failing: ${failing}`);
   if ((v.takeover_chain?.length ?? 0) > 1) lines.push(`takeover chain: ${v.takeover_chain!.join(' -> ')}`);
   // Q4 O4: a blocking obligation recorded failed holds the run, retry after retry, until it is recorded again.
   if (v.recovery) lines.push(`next: ${v.recovery}`);

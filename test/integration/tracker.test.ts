@@ -46,7 +46,10 @@ beforeAll(async () => {
       if (b?.state !== 'closed' || b?.state_reason !== 'completed') problems.push(`bad body ${JSON.stringify(b)}`);
       if (failPatches > 0) {
         failPatches--;
-        return res.writeHead(502, { 'content-type': 'application/json' }).end('{"message":"bad gateway"}');
+        // the first failure says why, the second says nothing (an empty body, as proxies answer)
+        return res
+          .writeHead(502, { 'content-type': 'application/json' })
+          .end(failPatches === 1 ? '{"message":"bad gateway"}' : '{}');
       }
       state = 'closed';
       return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ number: 42, state }));
@@ -113,8 +116,18 @@ async function walked(): Promise<string> {
 test("S3 the GitHub tracker closes a delivered item's issue once, through the REST API, even after two failed attempts", async () => {
   const runId = await walked();
   failPatches = 2;
-  expect((await r.settleNow({ runId })).status).toBe('executing');
-  expect((await r.settleNow({ runId })).status).toBe('executing');
+  const first = await r.settleNow({ runId });
+  expect(first.status).toBe('executing');
+  // S3: the stored error names the HTTP status and the request, whatever the body said
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/repos/acme/shop/issues/42`;
+  expect(first.effects.failed[0]!.error).toBe(`GitHub answered HTTP 502 to PATCH ${url}: bad gateway`);
+  const second = await r.settleNow({ runId });
+  expect(second.status).toBe('executing');
+  expect(second.effects.failed[0]!.error).toBe(`GitHub answered HTTP 502 to PATCH ${url} (no message)`);
+  // while it fails, get names the replay as the next step
+  expect((await r.getRun({ runId })).recovery).toBe(
+    `fix the cause and replay: yoke deployment-runs update ${runId} status succeeded`,
+  );
   const third = await r.settleNow({ runId });
   expect(third.status).toBe('succeeded');
   expect(third.effects.applied).toEqual([
