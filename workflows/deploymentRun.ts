@@ -120,6 +120,9 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
   // Temporal's visibility stores an empty list as [""]); an older message never undoes a newer one.
   let membersVersion = -1;
   setHandler(membersChanged, ({ items, version }) => {
+    // Q4 O1: a member removed may have owed the last obligation the run waits on: the wait reads
+    // again now, not at the safety re-read (patched: a history without the wake replays without it).
+    if (patched('members-wake')) pokes++;
     // patched: a history whose worker had no handler stored the signal with no upsert; it replays without one.
     if (!patched('members-label') || version < membersVersion) return;
     membersVersion = version;

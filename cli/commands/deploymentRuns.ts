@@ -211,7 +211,7 @@ async function relabelMembers(ctx: CommandContext, json: boolean, runId: string)
   } catch (err) {
     warn(
       json,
-      `warning: the membership changed, but run ${runId}'s workflow was not told (${(err as Error).message}); its YokeItem search attribute shows the old members until the next change`,
+      `warning: the membership changed, but run ${runId}'s workflow was not told (${(err as Error).message}); its YokeItem search attribute shows the old members until the next change, and a QA wait the change ended moves on at its next re-read (or now: yoke deployment-runs advance ${runId})`,
     );
   }
 }

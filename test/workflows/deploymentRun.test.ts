@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { deploymentRunActivities, type DeploymentRunActivities } from '../../activities/deploymentRuns';
 import { projectDefinitionActivities } from '../../activities/projectDefinition';
+import { relabelRunMembers } from '../../activities/runs/runWorkflows';
 import { sessionActivities } from '../../activities/sessions';
+import { temporalRunWorkflows } from '../../temporal/runWorkflows';
 import {
   RUN_STATUS_KEY,
   qaSettled,
@@ -167,6 +169,40 @@ test('O4 a failed deploy fails the run and retracts its unsettled requirements; 
     'cancelled',
   ]);
   void handle;
+}, 60_000);
+
+test('Q4 O1 removing the member that owed the last obligation moves the run on by itself: the members signal wakes the wait, no safety re-read', async () => {
+  const created = await r.createRun({
+    sessionId: 'd1',
+    project: 'web',
+    flow: 'release',
+    target: 'stage',
+    candidate: 'feed000000000007',
+    idempotencyKey: 'remove-last',
+    items: ['WEB-2'],
+  });
+  const runId = created.run_id;
+  await r.executeRun({ sessionId: 'd1', runId });
+  const handle = await w.client.workflow.start('deploymentRun', {
+    workflowId: runWorkflowId(runId),
+    taskQueue: w.taskQueue,
+    args: [{ runId }],
+  });
+  await waitingFor(handle, 'qa');
+  // the run's own check passes (no qaSettled sent): WEB-2's item QA still holds the stage
+  await r.recordQaVerdict({ sessionId: 'd1', runId, checkName: 'smoke-test', status: 'passed' });
+  await r.removeItem({ sessionId: 'd1', runId, item: 'WEB-2', reason: 'not ready' });
+  // what the CLI does after remove-item commits
+  expect(
+    await relabelRunMembers(t.db, runId, (id, labels) =>
+      temporalRunWorkflows(w.client, w.taskQueue).membersChanged(id, labels),
+    ),
+  ).toEqual({ relabelled: true });
+  await waitingFor(handle, 'approval');
+  expect((await r.getRun({ runId })).occupancy).toMatchObject({ occupying: false, open_lines: [] });
+  await r.terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'next scenario' });
+  await handle.signal(runTerminalized, { status: 'cancelled' });
+  expect(await handle.result()).toEqual({ status: 'cancelled' });
 }, 60_000);
 
 test('S1 a run whose settlement is blocked reads settling in get, watch and YokeRunStatus; watch exits 0 only once it succeeded', async () => {
