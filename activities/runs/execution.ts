@@ -40,7 +40,7 @@ import {
   type DependencyWarning,
   type SupplementalWarning,
 } from './composition';
-import { openLines } from './occupancy';
+import { occupyingStage, openLines } from './occupancy';
 import { abortLiveExecutionsOfRun, noQaEffects, notifyQa, type QaEffects, type QaNotifier } from '../qa/ending';
 import {
   DEFAULT_RESERVATION_LIFETIME_MS,
@@ -296,9 +296,11 @@ export function runExecutionActivities(deps: {
   /** O2: target_occupied, naming the holder and its open lines. */
   async function occupied(trx: Transaction<Database>, holder: OriginHolder) {
     const lines = await openLines(trx, holder.run_id);
+    // the holder's workflow may not have begun its first stage yet: its cursor's stage, as its line says
+    const stage = holder.current_stage ?? (await occupyingStage(trx, holder.run_id));
     return refusal(
       'target_occupied',
-      `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${holder.current_stage ?? 'not started'}): ${lines.join('; ')}`,
+      `origin ${holder.unit} is occupied by run ${holder.run_id} (project ${holder.project}, stage ${stage ?? 'not started'}): ${lines.join('; ')}`,
       {
         recovery: `re-run the start once ${holder.run_id} finishes deploying and its QA settles (yoke deployment-runs watch ${holder.run_id}), or terminalize a holder nobody will finish: yoke deployment-runs terminalize ${holder.run_id} --disposition cancelled --reason R`,
         details: {
@@ -306,7 +308,7 @@ export function runExecutionActivities(deps: {
           holder: {
             run_id: holder.run_id,
             project: holder.project,
-            stage: holder.current_stage,
+            stage,
             open_lines: lines,
           },
         },

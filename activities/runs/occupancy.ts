@@ -25,6 +25,17 @@ export async function stageOutstanding(
 const SETTLING = 'settling: every stage passed';
 
 /**
+ * O2: the stage an occupying run is at, as its open line names it: an executing run whose
+ * workflow has not begun its first stage yet (current_stage still unset) is at its cursor's
+ * stage. None for a created run (a takeover's successor holding origins has deployed nothing).
+ */
+export async function occupyingStage(db: Executor, runId: string): Promise<string | null> {
+  const run = await runById(db, runId);
+  if (run.current_stage || run.status === 'created') return run.current_stage;
+  return (await runFlow(db, run)).stages[run.cursor_ordinal]?.name ?? null;
+}
+
+/**
  * What a holding run still has open (O2): `deploying: stage <name>` before its first QA
  * stage (or in a flow without one), else the QA lines still outstanding.
  */

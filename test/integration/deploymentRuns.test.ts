@@ -788,7 +788,7 @@ describe('occupancy, drivers and lifecycle', () => {
     expect(refused.details).toMatchObject({ holder: { open_lines: ['settling: every stage passed'] } });
   });
 
-  test('O2 race: two runs on environments sharing one origin started at the same instant: exactly one executes', async () => {
+  test('O2 race: two runs on environments sharing one origin started at the same instant: exactly one executes; the other is told the holder and its stage', async () => {
     const web = await create();
     const api = await create({ project: 'api', items: ['API-1'], idempotencyKey: 'api' });
     const [a, b] = [deploymentRunActivities({ db: t.connect(1) }), deploymentRunActivities({ db: t.connect(1) })];
@@ -803,6 +803,11 @@ describe('occupancy, drivers and lifecycle', () => {
       origin: 'http://stage.example.test',
       holder: { open_lines: [expect.stringMatching(/^deploying: stage /)] },
     });
+    // the winner's workflow has not begun a stage: the holder is named at its cursor's stage, as its line says
+    const holder = (loser.details as { holder: { stage: string | null; open_lines: string[] } }).holder;
+    expect(holder.stage).toBe('deploy-stage');
+    expect(holder.open_lines).toEqual([`deploying: stage ${holder.stage}`]);
+    expect(loser.message).toContain('stage deploy-stage)');
   });
 
   test('O1 O2 issue 16: execute is two statements; the check reads live occupancy only, and a retried run occupies again', async () => {
