@@ -321,7 +321,35 @@ function runText(v: Partial<RunView>): string {
   // Q4 O4: a blocking obligation recorded failed holds the run, retry after retry, until it is recorded again.
   if (v.recovery) lines.push(`next: ${v.recovery}`);
   if (v.stages) lines.push(stageTable(v));
+  if (v.member_closure) lines.push(...memberClosureLines(v.member_closure));
   return lines.join('\n');
+}
+
+/** D2: the member closure diagnostic as `get --include-member-closure` prints it: one block per member. */
+function memberClosureLines(c: NonNullable<RunView['member_closure']>): string[] {
+  const lines = ['member closure:'];
+  if (!c.members.length) lines.push('  (no members)');
+  for (const m of c.members) {
+    const held = m.held_with_run ? ', held with the run' : '';
+    lines.push(`  ${m.item} (${m.delivery_intent}): ${m.settlement}${held}`);
+    for (const r of m.blocked_reasons) lines.push(`    blocked: ${r.message}`);
+    const p = m.prerequisites;
+    lines.push(
+      `    prerequisites: delivery rung ${p.delivery_rung_for_run ? 'stamped' : 'not stamped'}, status preflight ${p.status_preflight_for_run ? 'stamped' : 'not stamped'}`,
+    );
+    for (const d of p.dependencies)
+      lines.push(
+        `    depends on ${d.item}${d.environment ? ` delivered to ${d.environment}` : ''}: ${d.status} (${d.satisfied ? 'satisfied' : 'not satisfied'})`,
+      );
+    if (m.requirement_ids.length) lines.push(`    requirements: ${m.requirement_ids.join(', ')}`);
+    if (m.atomic_siblings.length) lines.push(`    closes together with: ${m.atomic_siblings.join(', ')}`);
+    for (const d of m.other_target_deferrals) lines.push(`    deferred: ${d}`);
+  }
+  if (c.release_lineage.length)
+    lines.push(
+      `release lineage: ${c.release_lineage.map((l) => `${l.run_id} (${l.status}, ${l.candidate_sha})`).join(' -> ')}`,
+    );
+  return lines;
 }
 
 export function registerDeploymentRuns(program: Command): void {

@@ -115,7 +115,7 @@ test('I1 create prints a receipt; a repeat replays it; a changed input exits 1 w
   expect(missingKey.stderr).toContain('--idempotency-key');
 });
 
-test('issue 4 I1 D5 create takes several items (and requirement ids) after one flag, --item WEB-1 WEB-2, as after a repeated flag', async () => {
+test('issue 4 I1 D5 D2 create takes several items (and requirement ids) after one flag, --item WEB-1 WEB-2, as after a repeated flag; get --include-member-closure prints the diagnostic in text too', async () => {
   const listed = await run([...releaseRunArgs('abcdef1234', 'cli-items'), '--item', 'WEB-1', 'WEB-2', '--json']);
   expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: '' });
   expect(json(listed).member_items).toEqual(['WEB-1', 'WEB-2']);
@@ -141,6 +141,14 @@ test('issue 4 I1 D5 create takes several items (and requirement ids) after one f
     ['WEB-1', ['WEB-1/checkout-e2e']],
     ['WEB-2', ['gift-smoke']],
   ]);
+  // D2: asked for in text, the diagnostic is printed too (it was shown only with --json)
+  const text = await run(['deployment-runs', 'get', json(selected).run_id, '--include-member-closure']);
+  expect(text.code).toBe(0);
+  expect(text.stdout).toContain('member closure:');
+  expect(text.stdout).toMatch(/ {2}WEB-1 \(final\): (clear|blocked)/);
+  expect(text.stdout).toContain('    requirements: WEB-1/checkout-e2e');
+  expect(text.stdout).toContain('    requirements: gift-smoke');
+  expect((await run(['deployment-runs', 'get', json(selected).run_id])).stdout).not.toContain('member closure:');
 });
 
 test('issue 4 I1 D6: a replay answers with the original receipt, its warnings included (they were dropped)', async () => {
