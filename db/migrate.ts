@@ -60,6 +60,7 @@ import * as userTimesAndOperatorSession from './migrations/0060_user_times_and_o
 import * as claimUserTriggersFolded from './migrations/0061_claim_user_triggers_folded';
 import * as testMachineTakeLock from './migrations/0062_test_machine_take_lock';
 import * as claimHeartbeatFromItsTake from './migrations/0063_claim_heartbeat_from_its_take';
+import * as userInsertTimes from './migrations/0064_user_insert_times';
 
 /** Migrations are listed here in order; the file names keep their numbers. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -124,6 +125,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0061_claim_user_triggers_folded': claimUserTriggersFolded,
   '0062_test_machine_take_lock': testMachineTakeLock,
   '0063_claim_heartbeat_from_its_take': claimHeartbeatFromItsTake,
+  '0064_user_insert_times': userInsertTimes,
 };
 
 class StaticMigrationProvider implements MigrationProvider {

@@ -236,6 +236,65 @@ test('D7 issue 13: a blocking QA requirement still open on the closing run refus
   );
 });
 
+test("C5 W5 W7 issue 13: a user's raw INSERT writes the server's clock too: no session or claim heartbeating years ahead, no wait queued in the past or inserted as a turn; an ended session is history and keeps its times", async () => {
+  const now = async () => (await su.query('SELECT clock_timestamp() AS t')).rows[0].t as Date;
+  const near = async (at: Date) => Math.abs(at.getTime() - (await now()).getTime()) < 60_000;
+  await holder.q(
+    "INSERT INTO sessions (session_id, actor_id, offered_at, heartbeat_at) VALUES ('h6', $1, '2020-01-01', '2999-01-01')",
+    [holder.name],
+  );
+  const [live] = (await su.query("SELECT offered_at, heartbeat_at FROM sessions WHERE session_id = 'h6'")).rows;
+  expect([await near(live.offered_at), await near(live.heartbeat_at)]).toEqual([true, true]);
+  // what `usage backfill` registers: a session found after the fact, offered when its transcript started
+  await holder.q(
+    "INSERT INTO sessions (session_id, actor_id, offered_at, heartbeat_at, ended_at, end_reason) VALUES ('h7', $1, '2020-01-01', '2020-01-02', '2020-01-02', 'backfill')",
+    [holder.name],
+  );
+  const [history] = (await su.query("SELECT offered_at, ended_at FROM sessions WHERE session_id = 'h7'")).rows;
+  expect([history.offered_at.toISOString(), history.ended_at.toISOString()]).toEqual([
+    new Date('2020-01-01').toISOString(),
+    new Date('2020-01-02').toISOString(),
+  ]);
+
+  // a claim: taken through the CLI's path, released, then inserted again raw with forged times
+  const s = services(t.db);
+  const taken = (await s.takeItem({ sessionId: 'h1', item: 'WEB-3' })).claim.claim_id;
+  await su.query("UPDATE work_claims SET released_at = now(), release_reason = 'test' WHERE claim_id = $1", [taken]);
+  const [forged] = await holder.q<{ claim_id: number }>(
+    `INSERT INTO work_claims (target_kind, scope, key, project_id, session_id, claimed_at, heartbeat_at)
+     SELECT target_kind, scope, key, project_id, session_id, '2020-01-01', '2999-01-01' FROM work_claims WHERE claim_id = $1
+     RETURNING claim_id`,
+    [taken],
+  );
+  const [claim] = (
+    await su.query('SELECT claimed_at, heartbeat_at FROM work_claims WHERE claim_id = $1', [forged!.claim_id])
+  ).rows;
+  expect([await near(claim.claimed_at), await near(claim.heartbeat_at)]).toEqual([true, true]);
+  await su.query("UPDATE work_claims SET released_at = now(), release_reason = 'test' WHERE claim_id = $1", [
+    forged!.claim_id,
+  ]);
+
+  // a wait joins at the back of the line, waiting: never queued in the past, never a turn
+  await su.query(
+    `INSERT INTO test_machines (name, host, port, ssh_user, credential, host_key, host_key_fingerprint, host_key_source,
+       verify_command, capture_command) VALUES ('lab-w', 'h', 22, 'u', 'lab', 'k', 'f', 'host_key_file', 'true', 'true')`,
+  );
+  await holder.q(
+    "INSERT INTO qa_test_machine_waits (test_machine, session_id, actor_id, queued_at, resume_command, rationale) VALUES ('lab-w', 'h1', $1, '2020-01-01', 'x', 'y')",
+    [holder.name],
+  );
+  const [wait] = (await su.query("SELECT queued_at FROM qa_test_machine_waits WHERE test_machine = 'lab-w'")).rows;
+  expect(await near(wait.queued_at)).toBe(true);
+  expect(
+    await refusalOf(
+      holder.q(
+        "INSERT INTO qa_test_machine_waits (test_machine, session_id, actor_id, state, claim_id, resume_command, rationale) VALUES ('lab-w', 'h6', $1, 'reserved', $2, 'x', 'y')",
+        [holder.name, taken],
+      ),
+    ),
+  ).toBe('permission_denied');
+});
+
 test('W2 W8 issue 13: a user cannot record a machine check, so it cannot make an unhealthy machine healthy; the worker can', async () => {
   await su.query(
     `INSERT INTO test_machines (name, host, port, ssh_user, credential, host_key, host_key_fingerprint, host_key_source,
