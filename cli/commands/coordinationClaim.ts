@@ -104,8 +104,15 @@ export function registerCoordinationClaim(parent: Command): void {
               details: { option: '--wait-timeout' },
             });
           }
-          const sessionId = actingSession(o);
           const key = parseOperatorKey(o.key);
+          if (o.wait && key.kind !== 'qa_admission') {
+            // W4: only a test machine has a waiting line; a held migration or grant is refused at once
+            throw usageError('invalid_argument', `--wait applies only to QA_HOST keys; ${o.key} has no waiting line`, {
+              recovery: `drop --wait: a held ${o.key} is refused claim_held naming its holder, and is taken once released`,
+              details: { option: '--wait', key: o.key },
+            });
+          }
+          const sessionId = actingSession(o);
           const join =
             key.kind === 'qa_admission' ? { resumeCommand: resumeCommand(process.argv, sessionId) } : undefined;
           const claims = claimActivities({ db: ctx.db, line: ctx.line });

@@ -93,6 +93,26 @@ test('C3 a refused acquire exits 1 with code, message naming the holder, and rec
   expect(machine.stdout).toBe('');
 });
 
+test('W4 --wait is for QA_HOST keys: on a key with no waiting line it is a usage error naming --wait (it was ignored)', async () => {
+  for (const key of ['LIVE_DB_MIGRATION:orders', 'ROUTE_QUALIFICATION:tok-1']) {
+    const r = await run([
+      'coordination-claim',
+      'acquire',
+      '--key',
+      key,
+      '--project',
+      'web',
+      '--wait',
+      '--session',
+      'd1',
+      '--json',
+    ]);
+    expect(r.code).toBe(2);
+    expect(jsonError(r)).toMatchObject({ code: 'invalid_argument', details: { option: '--wait', key } });
+    expect(jsonError(r).recovery).toContain('drop --wait');
+  }
+});
+
 test('C7 list --key QA_HOST:<machine> --active-only --json ignores --project', async () => {
   await run(['projects', 'create', 'api', '--json']);
   const held = json(
