@@ -8,6 +8,7 @@ import { memberStates } from '../../db/runMembers';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { dependencyUnmet } from '../../domain/completion';
 import { refusal, type YokeError } from '../../domain/errors';
+import { drivesNothing } from '../../domain/runStatuses';
 import { completionAuthority, hasCompletionAuthority } from '../completion/doneGate';
 
 export interface CompositionResult {
@@ -183,8 +184,9 @@ export async function composition(
   out.warnings.push(...untargetedObligations(obligations, flow.stages));
 
   // D7: the done gate holds a member whose dependency is unsatisfied; named before the run
-  // executes (the freeze leaves it to settlement, which refuses run_settlement_blocked).
-  if (when !== 'freeze') {
+  // executes (the freeze leaves it to settlement, which refuses run_settlement_blocked). A run
+  // that can never move again (cancelled, succeeded, taken over) settles nothing: not said of it.
+  if (when !== 'freeze' && !drivesNothing(run)) {
     const closing: CompositionInputs['members'] = [];
     for (const m of members) if (m.status !== 'done' && (await authority(m))) closing.push(m);
     const ids = closing.map((m) => m.item_id);

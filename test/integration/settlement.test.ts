@@ -842,7 +842,7 @@ const dependents = definition({
   ],
 });
 
-test('D7 issue 12 settlement holds a member whose dependency is unsatisfied, as delivery_ready does: run_settlement_blocked names dependency_unsatisfied with its recovery; validate warned first', async () => {
+test('D7 issue 12 settlement holds a member whose dependency is unsatisfied, as delivery_ready does: run_settlement_blocked names dependency_unsatisfied with its recovery; validate warned first, and not once the run is cancelled', async () => {
   await apply(dependents);
   const runId = await walkedRun(['WEB-8', 'WEB-9']);
   const validated = await r.validateRun({ runId });
@@ -869,6 +869,9 @@ test('D7 issue 12 settlement holds a member whose dependency is unsatisfied, as 
     blocked_reasons: [expect.objectContaining({ code: 'dependency_unsatisfied' })],
     prerequisites: { dependencies: [expect.objectContaining({ item: 'WEB-6', satisfied: false })] },
   });
+  // a cancelled run settles nothing: validate no longer says its settlement will hold a member
+  await r.terminalizeRun({ sessionId: 'd1', runId, disposition: 'cancelled', reason: 'not this one' });
+  expect((await r.validateRun({ runId })).warnings.filter((w) => w.code === 'dependency_unsatisfied')).toEqual([]);
 });
 
 test('D7 issue 12 a dependency closing in the same settlement commit satisfies its dependents (all or none, S2)', async () => {
