@@ -61,7 +61,7 @@ afterAll(async () => {
   await t.drop();
 });
 
-async function startRun(sha: string, key: string) {
+async function startRun(sha: string, key: string, items = ['WEB-1']) {
   const run = await r.createRun({
     sessionId: 'd1',
     project: 'web',
@@ -69,7 +69,7 @@ async function startRun(sha: string, key: string) {
     target: 'stage',
     candidate: sha,
     idempotencyKey: key,
-    items: ['WEB-1'],
+    items,
   });
   await r.executeRun({ sessionId: 'd1', runId: run.run_id });
   const handle = await w.client.workflow.start('deploymentRun', {
@@ -172,22 +172,8 @@ test('O4 a failed deploy fails the run and retracts its unsettled requirements; 
 }, 60_000);
 
 test('Q4 O1 removing the member that owed the last obligation moves the run on by itself: the members signal wakes the wait, no safety re-read', async () => {
-  const created = await r.createRun({
-    sessionId: 'd1',
-    project: 'web',
-    flow: 'release',
-    target: 'stage',
-    candidate: 'feed000000000007',
-    idempotencyKey: 'remove-last',
-    items: ['WEB-2'],
-  });
-  const runId = created.run_id;
-  await r.executeRun({ sessionId: 'd1', runId });
-  const handle = await w.client.workflow.start('deploymentRun', {
-    workflowId: runWorkflowId(runId),
-    taskQueue: w.taskQueue,
-    args: [{ runId }],
-  });
+  const { run, handle } = await startRun('feed000000000007', 'remove-last', ['WEB-2']);
+  const runId = run.run_id;
   await waitingFor(handle, 'qa');
   // the run's own check passes (no qaSettled sent): WEB-2's item QA still holds the stage
   await r.recordQaVerdict({ sessionId: 'd1', runId, checkName: 'smoke-test', status: 'passed' });
