@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Store } from '../activities/store';
 import { usageError } from '../domain/errors';
+import { MAX_SESSION_ID, sessionIdProblem } from '../domain/sessionRefusals';
 import { loadConfig, type YokeConfig } from '../config/yokeConfig';
 import type { LineNotifier } from '../activities/waitingLine';
 import { asYokeError, emit } from './output';
@@ -72,26 +73,20 @@ export function actingSession(opts: { session?: string }): string {
         'pass --session S or set YOKE_SESSION_ID (register one with: yoke sessions register --session S --actor A)',
     });
   }
-  // no session is registered under a longer id (the column holds 200), so it is bad input, not
-  // an unregistered session whose recovery (register it) would be refused too
-  if (id.length > MAX_SESSION_ID) {
-    throw usageError('invalid_argument', `--session: at most ${MAX_SESSION_ID} characters (${id.length} given)`, {
-      recovery: 'pass the id the session was registered with (yoke sessions list shows them)',
-      details: { option: '--session', length: id.length },
-    });
-  }
-  // a control character (a newline, a tab) in an id breaks every table and board that shows it
-  if (/[\u0000-\u001f\u007f]/.test(id)) {
-    throw usageError('invalid_argument', '--session: a session id holds no control characters (newline, tab, ...)', {
-      recovery: 'pass the id without them, e.g. --session s1',
-      details: { option: '--session' },
+  // no session is registered under a longer id, or one with a control character, so it is bad
+  // input, not an unregistered session whose recovery (register it) would be refused too
+  const problem = sessionIdProblem(id);
+  if (problem) {
+    throw usageError('invalid_argument', `--session: ${problem}`, {
+      recovery:
+        id.length > MAX_SESSION_ID
+          ? 'pass the id the session was registered with (yoke sessions list shows them)'
+          : 'pass the id without them, e.g. --session s1',
+      details: { option: '--session', ...(id.length > MAX_SESSION_ID ? { length: id.length } : {}) },
     });
   }
   return id;
 }
-
-/** sessions.session_id's length. */
-const MAX_SESSION_ID = 200;
 
 /** C11: commands run from an agent hook are marked so; operator releases refuse there. */
 export function inHookContext(): boolean {

@@ -1,5 +1,18 @@
 import { refusal, usageError, type YokeError } from './errors';
 
+/** sessions.session_id's length (its check constraint). */
+export const MAX_SESSION_ID = 200;
+
+/**
+ * Why an id cannot name a session, or null: longer than the column holds, or holding a control
+ * character (a newline, a tab), which breaks every table and board that shows it.
+ */
+export function sessionIdProblem(id: string): string | null {
+  if (id.length > MAX_SESSION_ID) return `at most ${MAX_SESSION_ID} characters (${id.length} given)`;
+  if (/[\u0000-\u001f\u007f]/.test(id)) return 'a session id holds no control characters (newline, tab, ...)';
+  return null;
+}
+
 /**
  * The one builder of `session_not_registered`: every path that looks a session up refuses an
  * unknown id with the same message and the same recovery (register it, then act from it).

@@ -7,6 +7,7 @@ import { connectedActor } from '../../db/actors';
 import { storedWatermarks } from '../../db/sessionUsage';
 import { registerHistoricalSessions, sessionsOfOtherActors } from '../../db/sessions';
 import { usageError } from '../../domain/errors';
+import { sessionIdProblem } from '../../domain/sessionRefusals';
 import { foldPool } from './foldPool';
 import { claudeArtifacts } from './readers';
 import { sessionUsageActivities, type FoldResult } from './sessionUsage';
@@ -100,7 +101,19 @@ export async function backfillUsage(
     ];
   } else dirs = defaultTranscriptDirs(input.harness);
 
-  const found = findTranscripts(input.harness, dirs);
+  const all = findTranscripts(input.harness, dirs);
+  // a transcript whose name (or Codex session_meta id) cannot be a session id registers nothing:
+  // it is named as failed, and the others go on
+  const unusable = new Map<FoundTranscript, string>();
+  for (const t of all) {
+    const problem = sessionIdProblem(t.sessionId);
+    if (problem)
+      unusable.set(
+        t,
+        `session id ${JSON.stringify(t.sessionId.slice(0, 60))}${t.sessionId.length > 60 ? '...' : ''}: ${problem}`,
+      );
+  }
+  const found = all.filter((t) => !unusable.has(t));
   // what each fold will read: its files past their stored watermarks (all of them the first time)
   const sizes = new Map<string, number>();
   for (let i = 0; i < found.length; i += REGISTER_BATCH) {
@@ -150,7 +163,7 @@ export async function backfillUsage(
   const usage = sessionUsageActivities({ db: deps.db, folder: pool.fold });
   const progress: BackfillProgress = {
     files_done: 0,
-    files_total: found.length,
+    files_total: all.length,
     bytes_done: 0,
     bytes_total: bytesTotal,
     tokens: 0,
@@ -196,6 +209,7 @@ export async function backfillUsage(
   // results are reported in order.
   const batch = pool.threads * FOLDS_PER_THREAD;
   let previous: Promise<void> = Promise.resolve();
+  for (const [t, problem] of unusable) report(t, new Error(`${problem}; its transcript is not registered or folded`));
   for (const t of found.filter((f) => foreign.has(f.sessionId)))
     report(
       t,
@@ -224,7 +238,7 @@ export async function backfillUsage(
     dirs,
     machine_id: machine,
     actor_id: actor,
-    found: found.length,
+    found: all.length,
     registered: registered.size,
     folded,
     failed,

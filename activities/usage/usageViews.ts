@@ -220,8 +220,9 @@ export function usageViewActivities(deps: { db: Kysely<Database> }) {
                 : (r.project ?? '(no project)');
       const revision: PricingRevision | undefined = revisionAt(catalog, offered);
       const cost = costOf({ [r.model]: r.usage }, revision);
-      // U12: every cost a back-dated (or estimated) revision prices names it
-      const caveats = costCaveats(r.cost_caveat, cost, revision, new Date(offered));
+      // U12: every cost a back-dated (or estimated) revision prices names it, and a partial or
+      // unavailable one names what has no price (as sessions show does)
+      const caveats = [...costCaveats(r.cost_caveat, cost, revision, new Date(offered)), ...cost.gaps];
       for (const g of [groups.get(key) ?? group(), all]) {
         g.sessions.add(r.session_id);
         g.models.add(r.model);

@@ -14,7 +14,7 @@ import {
   type CommandContext,
   contextWindow,
 } from '../context';
-import { emit, table, withCaveats } from '../output';
+import { emit, table, warn, withCaveats } from '../output';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -288,11 +288,19 @@ export function registerUsage(program: Command): void {
           ),
         { connections: threads },
       );
+      // nothing found is said, with where it looked and how to look elsewhere (exit 0: nothing failed)
+      const warnings = result.found
+        ? []
+        : [
+            `no ${o.harness} transcripts under ${result.dirs.join(', ')}${o.dir ? '' : ` (the ${o.harness} default)`}; if they are elsewhere, pass --dir D`,
+          ];
       if (!bar) {
-        line('done', result);
+        line('done', { ...result, warnings });
+        for (const w of warnings) warn(!!o.json, `warning: ${w}`);
         return;
       }
       bar.done();
+      for (const w of warnings) warn(false, `warning: ${w}`);
       process.stdout.write(
         `${result.found} transcript(s) under ${result.dirs.join(', ')}: ${result.registered} newly registered on ${result.machine_id}, ` +
           `${result.folded} folded${result.failed ? `, ${result.failed} failed (rerun with --json to see why)` : ''}; ` +

@@ -117,6 +117,37 @@ test('usage backfill with a --dir that is not a directory exits 2 naming --dir a
   expect(after.n).toBe(before.n);
 });
 
+test('issue 9 issue 16: a transcript whose name cannot be a session id (over 200 characters) is named as failed and the others go on; nothing found is said, with where it looked', async () => {
+  const config = fixtureDir();
+  const project = join(config, 'projects', '-work-long');
+  const long = 'b'.repeat(220);
+  writeLines(join(project, `${long}.jsonl`), [claudeAssistant('l1', { input: 5, output: 5 })]);
+  writeLines(join(project, 'ok-one.jsonl'), [claudeAssistant('o1', { input: 10, output: 2 })]);
+  const r = await run(['usage', 'backfill', '--harness', 'claude', '--dir', config, '--json']);
+  expect(r.code).toBe(0);
+  const out = lines(r);
+  expect(out[0]).toMatchObject({ event: 'start', files_total: 2 });
+  const sessions = out.filter((l) => l.event === 'session');
+  expect(sessions.find((s) => s.session_id === long)).toMatchObject({
+    status: 'failed',
+    registered: false,
+    error: expect.stringContaining('at most 200 characters (220 given)'),
+  });
+  expect(sessions.find((s) => s.session_id === 'ok-one')).toMatchObject({ registered: true, usage_tokens: 12 });
+  expect(out[out.length - 1]).toMatchObject({ event: 'done', found: 2, registered: 1, folded: 1, failed: 1 });
+
+  const empty = fixtureDir();
+  const none = await run(['usage', 'backfill', '--harness', 'codex', '--dir', empty, '--json']);
+  expect(none.code).toBe(0);
+  const done = lines(none).pop()!;
+  expect(done).toMatchObject({ event: 'done', found: 0 });
+  expect(done.warnings).toEqual([expect.stringContaining('no codex transcripts under')]);
+  expect(done.warnings[0]).toContain('pass --dir D');
+  expect((await run(['usage', 'backfill', '--harness', 'codex', '--dir', empty])).stderr).toContain(
+    'warning: no codex transcripts under',
+  );
+});
+
 test('usage backfill draws a progress bar (files, MB, tokens, elapsed, ETA) on a terminal', async () => {
   const config = fixtureDir();
   writeLines(join(config, 'projects', 'p', 'sess-tty.jsonl'), [claudeAssistant('t1', { input: 5, output: 5 })]);

@@ -50,3 +50,21 @@ test('usage report --by model sums sessions per model and prices each at its sta
 test('sessions show is one statement', async () => {
   expect(await statementsOf((v) => v.showSession({ sessionId: 'v2' }))).toBe(1);
 });
+
+test('U12 usage report names what has no price: a partial or unavailable cost carries its gap in cost_caveat, as sessions show does', async () => {
+  const path = join(fixtureDir(), 'v4.jsonl');
+  writeLines(path, [claudeAssistant('v4-1', { input: 10, output: 1 }, { model: 'claude-made-up-9' })]);
+  await sessionActivities({ db: t.db }).registerSession({ sessionId: 'v4', actorId: 'viewer', harness: 'claude' });
+  await sessionUsageActivities({ db: t.db }).foldSessionUsage({
+    sessionId: 'v4',
+    harness: 'claude',
+    artifacts: [path],
+  });
+  const report = await usageViewActivities({ db: t.db }).usageReport({ by: 'session' });
+  const row = report.rows.find((r) => r.key === 'v4')!;
+  expect(row.cost_status).toBe('unavailable');
+  expect(row.cost_caveat).toContain('model claude-made-up-9 has no price in revision');
+  expect(report.totals.cost_status).toBe('partial');
+  expect(report.totals.cost_caveat).toContain('claude-made-up-9');
+  expect(report.rows.find((r) => r.key === 'v1')!.cost_caveat).toBeNull();
+});
