@@ -79,10 +79,10 @@ export function actingSession(opts: { session?: string }): string {
   if (problem) {
     throw usageError('invalid_argument', `--session: ${problem}`, {
       recovery:
-        id.length > MAX_SESSION_ID
+        [...id].length > MAX_SESSION_ID
           ? 'pass the id the session was registered with (yoke sessions list shows them)'
           : 'pass the id without them, e.g. --session s1',
-      details: { option: '--session', ...(id.length > MAX_SESSION_ID ? { length: id.length } : {}) },
+      details: { option: '--session', ...([...id].length > MAX_SESSION_ID ? { length: [...id].length } : {}) },
     });
   }
   return id;

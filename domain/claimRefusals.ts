@@ -24,21 +24,12 @@ export interface Wanted {
 
 function releaseRecovery(wanted: Wanted, holder: Holder): string {
   const byHolder = `the holder releases it with: yoke claims work release --claim-id ${holder.claim_id} --reason R`;
-  // C8: an operator releases from the steering seat of the holder's project; a hold whose
-  // session names no project has no seat that may release it (holder_project_unknown)
-  if (
-    (wanted.kind === 'qa_admission' ||
-      wanted.kind === 'migration_serialization' ||
-      wanted.kind === 'route_qualification') &&
-    !holder.project
-  )
-    return `wait for the holder; ${byHolder} (its session ${holder.session_id} names no project, so no steering seat can release it)`;
   switch (wanted.kind) {
     case 'qa_admission':
       return `wait for the holder; ${byHolder}; a stranded hold is recovered from a session with a steering seat on the holder's project: yoke coordination-claim release --key ${wanted.key} --claim-id ${holder.claim_id} --holder-session-id ${holder.session_id} --reason R`;
     case 'migration_serialization':
     case 'route_qualification':
-      return `wait for the holder; ${byHolder}; a stranded hold is recovered from a session with a steering seat on ${holder.project}: yoke coordination-claim release --project ${holder.project} --key ${wanted.key} --claim-id ${holder.claim_id} --holder-session-id ${holder.session_id} --reason R`;
+      return `wait for the holder; ${byHolder}; a stranded hold is recovered from a session with a steering seat on ${holder.project ?? 'the project'}: yoke coordination-claim release --project ${holder.project ?? 'P'} --key ${wanted.key} --claim-id ${holder.claim_id} --holder-session-id ${holder.session_id} --reason R`;
     default:
       return `choose other work, or ask session ${holder.session_id} to release it (${byHolder})`;
   }

@@ -8,7 +8,9 @@ export const MAX_SESSION_ID = 200;
  * character (a newline, a tab), which breaks every table and board that shows it.
  */
 export function sessionIdProblem(id: string): string | null {
-  if (id.length > MAX_SESSION_ID) return `at most ${MAX_SESSION_ID} characters (${id.length} given)`;
+  // characters as Postgres counts them (code points), not JavaScript's UTF-16 units
+  const length = [...id].length;
+  if (length > MAX_SESSION_ID) return `at most ${MAX_SESSION_ID} characters (${length} given)`;
   if (/[\u0000-\u001f\u007f]/.test(id)) return 'a session id holds no control characters (newline, tab, ...)';
   return null;
 }

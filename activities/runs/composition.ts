@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 import { owedDeliveryReadyItems } from '../../db/composition';
 import type { Database, FlowRow, RunRow } from '../../db/database';
-import { completionWalks, dependenciesOf, itemsById, type ItemRow } from '../../db/items';
+import { completionWalks, defaultCompletionFlow, dependenciesOf, itemsById, type ItemRow } from '../../db/items';
 import type { Executor } from '../../db/pool';
-import { environmentById, obligationsOf, runById, runFlow, type ObligationRow } from '../../db/runs';
+import { environmentById, flowById, obligationsOf, runById, runFlow, type ObligationRow } from '../../db/runs';
 import { memberStates } from '../../db/runMembers';
 import { untargetedObligations, type UntargetedObligation } from '../../domain/admission';
 import { dependencyUnmet } from '../../domain/completion';
@@ -78,6 +78,15 @@ async function readCompositionInputs(db: Executor, run: RunRow): Promise<Composi
   return { members, obligations, target };
 }
 
+/** The name of the flow that closes an item: its own completion_flow, else its project's default. */
+async function completionFlowOf(
+  db: Executor,
+  m: Pick<ItemRow, 'project_id' | 'completion_flow_id'>,
+): Promise<string | null> {
+  if (m.completion_flow_id !== null) return (await flowById(db, m.completion_flow_id)).name;
+  return (await defaultCompletionFlow(db, m.project_id))?.name ?? null;
+}
+
 const itemScopedStages = (flow: FlowRow) => flow.stages.filter((s) => s.kind === 'qa' && s.scope === 'item');
 
 /**
@@ -127,7 +136,7 @@ export async function composition(
           // At create the run is not made: there is no run to remove an item from.
           recovery: made
             ? `deliver them through a flow with delivery_custody: true, or remove them: yoke deployment-runs remove-item ${run.run_id} ITEM --reason R`
-            : `name a flow with delivery_custody: true (create --flow, or start-for-item without --flow for the items' completion flow), or create the run without ${members.map((m) => `--item ${m.item}`).join(' ')}`,
+            : `name a flow with delivery_custody: true (--flow F), or create the run without ${members.map((m) => `--item ${m.item}`).join(' ')}`,
           details: { ...runId, flow: flow.name, members: members.map((m) => m.item) },
         },
       ),
@@ -172,7 +181,7 @@ export async function composition(
           {
             recovery: made
               ? `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or remove it (yoke deployment-runs remove-item ${run.run_id} ${m.item} --reason R), or cancel: yoke deployment-runs terminalize ${run.run_id} --disposition cancelled --reason R`
-              : `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or deliver ${m.item} through its completion flow (start-for-item ${m.item} without --flow), or create the run without --item ${m.item}`,
+              : `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or deliver ${m.item} through its completion flow${await completionFlowOf(db, m).then((f) => (f ? ` (yoke deployment-runs start-for-item ${m.item} --flow ${f})` : ''))}, or create the run without --item ${m.item}`,
             details: { ...runId, item: m.item, flow: flow.name },
           },
         ),

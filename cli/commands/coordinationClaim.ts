@@ -105,8 +105,9 @@ export function registerCoordinationClaim(parent: Command): void {
             });
           }
           const key = parseOperatorKey(o.key);
-          if (o.wait && key.kind !== 'qa_admission') {
+          if (o.wait && key.kind !== 'qa_admission' && key.kind !== 'deploy_serialization') {
             // W4: only a test machine has a waiting line; a held migration or grant is refused at once
+            // (a DEPLOY: key goes on to its own refusal, deploy_lock_retired)
             throw usageError('invalid_argument', `--wait applies only to QA_HOST keys; ${o.key} has no waiting line`, {
               recovery: `drop --wait: a held ${o.key} is refused claim_held naming its holder, and is taken once released`,
               details: { option: '--wait', key: o.key },

@@ -9,7 +9,7 @@ import { user } from './0043_claimperf_lean_claims';
  *   it nor reclaimed its claims (C5); a live one back-dated its offered_at, which picks the
  *   pricing revision (U12) and the 24-hour cohort (U13). A session inserted already ended is
  *   history (`usage backfill` registers each transcript so, offered when it started): its times
- *   stay as written;
+ *   stay as written, but an end ahead of the clock (open for years under an end's name) is now;
  * - a claim inserted with its heartbeat ahead was never stale either;
  * - a wait inserted with an old queued_at went to the front of its machine's line (W5, W7), and
  *   one inserted reserved, settled or holding a claim took a turn no release gave it.
@@ -50,12 +50,16 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     CREATE FUNCTION sessions_insert_times_now() RETURNS trigger LANGUAGE plpgsql AS $fn$
     BEGIN
+      -- an end ahead of the clock is an open session under an end's name: it ends now
+      IF NEW.ended_at > ${sql.raw(ahead)} THEN NEW.ended_at := clock_timestamp(); END IF;
+      IF NEW.terminated_at > ${sql.raw(ahead)} THEN NEW.terminated_at := clock_timestamp(); END IF;
       IF ${sql.raw(offeredOff)} THEN NEW.offered_at := clock_timestamp(); END IF;
       IF NEW.heartbeat_at > ${sql.raw(ahead)} THEN NEW.heartbeat_at := clock_timestamp(); END IF;
       RETURN NEW;
     END $fn$;
     CREATE TRIGGER sessions_insert_times_now BEFORE INSERT ON sessions FOR EACH ROW
-      WHEN (${sql.raw(user)} AND (NEW.heartbeat_at > ${sql.raw(ahead)} OR ${sql.raw(offeredOff)}))
+      WHEN (${sql.raw(user)} AND (NEW.heartbeat_at > ${sql.raw(ahead)} OR ${sql.raw(offeredOff)}
+            OR NEW.ended_at > ${sql.raw(ahead)} OR NEW.terminated_at > ${sql.raw(ahead)}))
       EXECUTE FUNCTION sessions_insert_times_now();
 
     CREATE FUNCTION qa_waits_user_insert() RETURNS trigger LANGUAGE plpgsql

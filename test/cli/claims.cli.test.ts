@@ -111,6 +111,19 @@ test('W4 --wait is for QA_HOST keys: on a key with no waiting line it is a usage
     expect(jsonError(r)).toMatchObject({ code: 'invalid_argument', details: { option: '--wait', key } });
     expect(jsonError(r).recovery).toContain('drop --wait');
   }
+  // a retired DEPLOY: key is still refused for what it is
+  const retired = await run([
+    'coordination-claim',
+    'acquire',
+    '--key',
+    'DEPLOY:web',
+    '--wait',
+    '--session',
+    'd1',
+    '--json',
+  ]);
+  expect(retired.code).toBe(1);
+  expect(jsonError(retired).code).toBe('deploy_lock_retired');
 });
 
 test('C7 list --key QA_HOST:<machine> --active-only --json ignores --project', async () => {

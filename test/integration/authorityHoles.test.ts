@@ -255,6 +255,13 @@ test("C5 W5 W7 issue 13: a user's raw INSERT writes the server's clock too: no s
     new Date('2020-01-01').toISOString(),
     new Date('2020-01-02').toISOString(),
   ]);
+  // an end years ahead is an open session under an end's name: it ends now
+  await holder.q(
+    "INSERT INTO sessions (session_id, actor_id, offered_at, ended_at, end_reason) VALUES ('h8', $1, '2020-01-01', '2999-01-01', 'never')",
+    [holder.name],
+  );
+  const [ahead] = (await su.query("SELECT ended_at FROM sessions WHERE session_id = 'h8'")).rows;
+  expect(await near(ahead.ended_at)).toBe(true);
 
   // a claim: taken through the CLI's path, released, then inserted again raw with forged times
   const s = services(t.db);

@@ -680,7 +680,7 @@ describe('completion authority and composition', () => {
     expect(refused.recovery).toContain('delivery_custody: true');
     expect(refused.recovery).not.toMatch(/remove-item|run-\d/);
     expect(refused.details).not.toHaveProperty('run_id');
-    expect(refused.recovery).toContain('start-for-item without --flow');
+    expect(refused.recovery).toContain('--flow F');
     expect(await t.db.selectFrom('deployment_runs').selectAll().execute()).toEqual([]); // nothing written
   });
 
@@ -725,6 +725,8 @@ describe('completion authority and composition', () => {
     expect(refused.code).toBe('final_member_not_closable');
     expect(refused.recovery).toContain("as WEB-2's completion_flow");
     expect(refused.recovery).toContain('without --item WEB-2');
+    // its own completion flow, named: the command delivers it (the project default would refuse the same way)
+    expect(refused.recovery).toContain('yoke deployment-runs start-for-item WEB-2 --flow item-release');
     // the refusal rolled the run back: nothing names it or acts on it
     expect(`${refused.message} ${refused.recovery}`).not.toMatch(/run-\d|remove-item|terminalize/);
     expect(refused.details).not.toHaveProperty('run_id');
