@@ -141,6 +141,11 @@ async function notStarted(
 
 /** How often `qa watch` asks Temporal whether the execution's workflow still runs. */
 const WORKFLOW_CHECK_EVERY_MS = 5_000;
+/**
+ * A workflow found not running is asked about again this soon (the execution re-read between),
+ * and once more when --timeout runs out: a short --timeout names the way out, not "it goes on".
+ */
+const CONFIRM_AFTER_MS = 2_000;
 
 /**
  * Issue 10, as `deployment-runs watch` does for a run: a running execution whose workflow is not
@@ -150,7 +155,8 @@ const WORKFLOW_CHECK_EVERY_MS = 5_000;
 function executionWorkflowHealth(ctx: CommandContext, executionId: number, json: boolean) {
   let notRunning = 0;
   let workerless = false;
-  return async (v: ExecutionView) => {
+  /** True when the workflow was found not running once: the caller confirms it soon. */
+  return async (v: ExecutionView): Promise<boolean> => {
     const { qaExecutionWorkflowId } = await import('../../workflows/definitions');
     const workflowId = qaExecutionWorkflowId(executionId);
     let workflowStatus: string | null;
@@ -158,7 +164,7 @@ function executionWorkflowHealth(ctx: CommandContext, executionId: number, json:
       workflowStatus = (await (await ctx.temporal.get()).workflow.getHandle(workflowId).describe()).status.name;
     } catch (err) {
       const { WorkflowNotFoundError } = await import('@temporalio/client');
-      if (!(err instanceof WorkflowNotFoundError)) return;
+      if (!(err instanceof WorkflowNotFoundError)) return false;
       workflowStatus = null;
     }
     if (workflowStatus === 'RUNNING') {
@@ -172,9 +178,9 @@ function executionWorkflowHealth(ctx: CommandContext, executionId: number, json:
         );
       }
       workerless = !polled;
-      return;
+      return false;
     }
-    if (++notRunning < 2) return;
+    if (++notRunning < 2) return true;
     const state = workflowStatus === null ? 'does not exist' : `is ${workflowStatus.toLowerCase()}`;
     throw unreachable(
       'execution_workflow_not_running',
@@ -347,6 +353,7 @@ export function registerQa(program: Command): void {
         const stopHeartbeat = await (await import('../sessionKeepAlive')).keepWatcherAlive(ctx, o.session);
         const started = Date.now();
         let checked = 0;
+        let suspect = false;
         const seen = new Map<string, string>();
         let lastWaiting = '';
         let lastUnhealthy = '';
@@ -422,11 +429,14 @@ export function registerQa(program: Command): void {
               return v.status;
             }
             // Issue 10: every CLI wait is bounded, and one on an execution nothing moves on says so.
-            if (Date.now() - checked >= WORKFLOW_CHECK_EVERY_MS) {
+            const since = Date.now() - checked;
+            if (since >= WORKFLOW_CHECK_EVERY_MS || (suspect && since >= CONFIRM_AFTER_MS)) {
               checked = Date.now();
-              await health(v);
+              suspect = await health(v);
             }
             if (Date.now() - started > o.timeout * 1000) {
+              // a workflow found missing is confirmed now (the execution was re-read since that look)
+              if (suspect) await health(v);
               throw unreachable(
                 'wait_timeout',
                 `execution ${id} did not end within ${Math.round(o.timeout)} s of watching`,

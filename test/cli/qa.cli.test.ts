@@ -233,21 +233,26 @@ describe('start identity and served revision', () => {
     ok(await run(['qa', 'abort', String(e.execution_id), '--reason', 'done looking'], 'q1'));
   }, 300_000);
 
-  test('I10 qa watch is bounded: --timeout exits 3 wait_timeout; an execution whose workflow is not running exits 3 naming the way out', async () => {
+  test('I10 qa watch is bounded: --timeout exits 3 wait_timeout; an execution whose workflow is not running exits 3 naming the way out, however short the --timeout', async () => {
+    // a live execution waiting for a person: the watch ends at its --timeout, and it goes on
+    const live = await begin(runA, 'manual', 'q1');
+    const bounded = await run(['qa', 'watch', String(live.execution_id), '--timeout', '1', '--json']);
+    expect(bounded.code).toBe(3);
+    expect(jsonError(bounded)).toMatchObject({ code: 'wait_timeout', details: { execution_id: live.execution_id } });
+    expect(jsonError(bounded).recovery).toContain(`yoke qa watch ${live.execution_id}`);
+    ok(await run(['qa', 'abort', String(live.execution_id), '--reason', 'done looking'], 'q1'));
     // An execution recorded without its workflow (begun in-process, nothing started): nothing moves it on.
     const begun = await beginUnstarted();
     const id = String(begun.execution_id);
-    const bounded = await run(['qa', 'watch', id, '--timeout', '1', '--json']);
-    expect(bounded.code).toBe(3);
-    expect(jsonError(bounded)).toMatchObject({ code: 'wait_timeout', details: { execution_id: begun.execution_id } });
-    expect(jsonError(bounded).recovery).toContain(`yoke qa watch ${id}`);
-    const stranded = await run(['qa', 'watch', id, '--json']);
-    expect(stranded.code).toBe(3);
-    expect(jsonError(stranded)).toMatchObject({
-      code: 'execution_workflow_not_running',
-      recovery: expect.stringContaining(`yoke qa abort ${id}`),
-    });
-    expect(jsonError(stranded).message).toContain('does not exist');
+    for (const timeout of [['--timeout', '1'], []]) {
+      const stranded = await run(['qa', 'watch', id, ...timeout, '--json']);
+      expect(stranded.code).toBe(3);
+      expect(jsonError(stranded)).toMatchObject({
+        code: 'execution_workflow_not_running',
+        recovery: expect.stringContaining(`yoke qa abort ${id}`),
+      });
+      expect(jsonError(stranded).message).toContain('does not exist');
+    }
     ok(await run(['qa', 'abort', id, '--reason', 'workflow lost'], 'q1'));
   }, 120_000);
 
