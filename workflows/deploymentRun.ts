@@ -1,8 +1,6 @@
 import {
   ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
-  TimeoutFailure,
   condition,
   continueAsNew,
   isCancellation,
@@ -14,6 +12,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { ONCE_HEARTBEATING } from './activityOptions';
+import { failureDetail } from './stageFailure';
 import type { RunStageActivities, StagePlan, StageResult } from '../activities/runs/stages';
 import {
   ITEM_KEY,
@@ -69,17 +68,6 @@ function timeToContinueAsNew(): boolean {
 
 /** A stage's result, or the run ended under it (terminalized, or ended elsewhere). */
 type StageOutcome = StageResult | { ended: true };
-
-/** What a failed activity says, for the stage's detail and the run's terminal reason. */
-function failureDetail(err: ActivityFailure): string {
-  const cause = err.cause;
-  if (cause instanceof TimeoutFailure && cause.timeoutType === 'HEARTBEAT') {
-    return `worker_lost: the worker running ${err.activityType} stopped heartbeating (it died or lost its connection); the action may or may not have reached its target, and yoke never repeats it by itself: check the target, then yoke deployment-runs retry ${workflowInfo().workflowId.replace('deployment-run/', '')}`;
-  }
-  if (cause instanceof TimeoutFailure) return `timed_out: ${err.activityType} did not finish (${cause.timeoutType})`;
-  if (cause instanceof ApplicationFailure) return `${cause.type ?? 'error'}: ${cause.message}`;
-  return `${err.activityType} failed: ${cause?.message ?? err.message}`;
-}
 
 /**
  * A deployment run (deployment-run/<runId>): walks the run's pinned stages from the first one
@@ -199,7 +187,7 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
       return await stageScope.run(() => stageSteps[stage.kind](stage));
     } catch (err) {
       if (terminalized && isCancellation(err)) return { ended: true };
-      if (err instanceof ActivityFailure) return { ok: false, detail: failureDetail(err) };
+      if (err instanceof ActivityFailure) return { ok: false, detail: failureDetail(err, runId) };
       throw err;
     } finally {
       stageScope = undefined;
@@ -271,7 +259,7 @@ export async function deploymentRun(input: RunInput): Promise<RunOutcome> {
   } catch (err) {
     // A step that failed for good (a bug, a row gone): the run must not stay executing.
     if (!(err instanceof ActivityFailure)) throw err;
-    const reason = `yoke could not record the run's progress: ${failureDetail(err)}`;
+    const reason = `yoke could not record the run's progress: ${failureDetail(err, runId)}`;
     return end((await steps.failRun({ runId, walk, reason })).status);
   }
 }
