@@ -163,10 +163,30 @@ export async function boundedResult<T>(
   handle: { workflowId: string; result(): Promise<unknown> },
   opts: { limitMs: number; what: string; checkEveryMs?: number },
 ): Promise<T> {
-  const settled = handle.result().then(
-    (value) => ({ value: value as T }),
-    (error: unknown) => ({ error }),
-  );
+  // The result is a long poll the client retries: one left running after the command gives up
+  // (no worker, its time ran out) outlives the connection's close and dies on its closed
+  // channel as an uncaught error. It is aborted on the way out, whichever way that is.
+  const abandon = new AbortController();
+  const client = await temporal.get();
+  const settled = client
+    .withAbortSignal(abandon.signal, () => handle.result())
+    .then(
+      (value) => ({ value: value as T }),
+      (error: unknown) => ({ error }),
+    );
+  try {
+    return await waitBounded(temporal, handle, settled, opts);
+  } finally {
+    abandon.abort();
+  }
+}
+
+async function waitBounded<T>(
+  temporal: LazyTemporal,
+  handle: { workflowId: string },
+  settled: Promise<{ value: T } | { error: unknown }>,
+  opts: { limitMs: number; what: string; checkEveryMs?: number },
+): Promise<T> {
   const started = Date.now();
   for (;;) {
     const tick = new Promise<null>((r) => setTimeout(() => r(null), opts.checkEveryMs ?? 5_000).unref());
