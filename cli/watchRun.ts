@@ -69,7 +69,13 @@ function workflowHealth(ctx: CommandContext, runId: string, json: boolean) {
         `no yoke worker has polled task queue "${ctx.config.taskQueue}" recently: the run waits until one runs (npm start)`,
         { workflow: 'running', worker: 'none' },
       );
-    } else note('', {});
+    } else if (lastNote) {
+      // said once the trouble above passes, so a reader of the lines knows the run can move again
+      note(`Temporal answers and a yoke worker polls task queue "${ctx.config.taskQueue}" again: the run goes on`, {
+        workflow: 'running',
+        worker: 'polling',
+      });
+    }
     return false;
   };
 }
