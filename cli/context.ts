@@ -77,12 +77,13 @@ export function actingSession(opts: { session?: string }): string {
   // input, not an unregistered session whose recovery (register it) would be refused too
   const problem = sessionIdProblem(id);
   if (problem) {
+    const length = [...id].length; // as Postgres counts it
+    const tooLong = length > MAX_SESSION_ID;
     throw usageError('invalid_argument', `--session: ${problem}`, {
-      recovery:
-        [...id].length > MAX_SESSION_ID
-          ? 'pass the id the session was registered with (yoke sessions list shows them)'
-          : 'pass the id without them, e.g. --session s1',
-      details: { option: '--session', ...([...id].length > MAX_SESSION_ID ? { length: [...id].length } : {}) },
+      recovery: tooLong
+        ? 'pass the id the session was registered with (yoke sessions list shows them)'
+        : 'pass the id without them, e.g. --session s1',
+      details: { option: '--session', ...(tooLong ? { length } : {}) },
     });
   }
   return id;

@@ -174,6 +174,8 @@ export async function composition(
     for (const m of members) {
       if (m.project_id !== run.project_id || m.delivery_intent !== 'final' || m.status === 'done') continue;
       if (await authority(m)) continue;
+      // at create, the way that works: the item through the flow that closes it
+      const closing = made ? null : await completionFlowOf(db, m);
       out.refusals.push(
         refusal(
           'final_member_not_closable',
@@ -181,7 +183,7 @@ export async function composition(
           {
             recovery: made
               ? `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or remove it (yoke deployment-runs remove-item ${run.run_id} ${m.item} --reason R), or cancel: yoke deployment-runs terminalize ${run.run_id} --disposition cancelled --reason R`
-              : `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or deliver ${m.item} through its completion flow${await completionFlowOf(db, m).then((f) => (f ? ` (yoke deployment-runs start-for-item ${m.item} --flow ${f})` : ''))}, or create the run without --item ${m.item}`,
+              : `select ${flow.name} as ${m.item}'s completion_flow in the project definition and apply, or deliver ${m.item} through its completion flow${closing ? ` (yoke deployment-runs start-for-item ${m.item} --flow ${closing})` : ''}, or create the run without --item ${m.item}`,
             details: { ...runId, item: m.item, flow: flow.name },
           },
         ),
